@@ -1,0 +1,103 @@
+"""What a flow asks its driver to do. The driver sends back the result of each effect.
+
+A flow is a generator ``Generator[Effect, Any, T]``: it yields an effect, the driver performs it
+(blocking in :mod:`tenure.sync`, awaiting in :mod:`tenure.aio`) and sends the result back, or
+throws the error into the flow so its cleanup can run. Redis errors arrive as
+:class:`~tenure.errors.BackendError`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+from tenure.scripts import Script
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Run ``script`` with ``keys`` and ``args``; the result is the raw script reply.
+
+    ``changes`` marks a script that changes lock state: with ``wait_for_replicas`` set, the
+    driver waits for replicas after it on the same connection.
+    """
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[str | int]
+    changes: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Run one plain command (``PTTL``, ``HGET``...); the result is the raw reply."""
+
+    args: tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """Count the caller as a waiter on ``channel``; returns once the server confirmed.
+
+    A message whose payload is in ``wake_all`` wakes every waiter of this client on the
+    channel; any other message wakes one.
+    """
+
+    channel: str
+    wake_all: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    """The caller stops waiting on ``channel``.
+
+    ``pass_on``: the caller leaves abnormally (error, cancellation) and may have taken a
+    wake-up it will not use, so another waiter of this client is woken in its place.
+    """
+
+    channel: str
+    pass_on: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Sleep until a message on ``channel`` or ``seconds`` pass; True when woken by a message."""
+
+    channel: str
+    seconds: float
+
+
+Effect = Union[Call, Command, Subscribe, Unsubscribe, Wait]
+Flow = Generator[Effect, Any, T]
+
+
+class Deadline:
+    """The end of a wait, on the monotonic clock. ``math.inf`` seconds never ends."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds if math.isfinite(seconds) else math.inf
+
+    def remaining(self) -> float:
+        """Seconds left (``math.inf`` for no deadline, <= 0 once passed)."""
+        return self.end - time.monotonic() if math.isfinite(self.end) else math.inf
+
+
+MIN_WAIT = 0.001
+"""Shortest sleep between attempts: a holder's 0 ms PTTL still needs a moment to expire."""
+
+
+def wait_for(ttl_ms: int, deadline: Deadline) -> float:
+    """Seconds to sleep on a channel after an attempt that saw ``ttl_ms`` (-1: no expiry).
+
+    Sleep until the holder's lease ends (so a crashed holder is replaced at its expiry, with no
+    polling interval) or the deadline, whichever comes first; a message cuts it short.
+    """
+    lease_left = ttl_ms / 1000 if ttl_ms >= 0 else math.inf
+    return max(MIN_WAIT, min(lease_left, deadline.remaining()))

@@ -1,0 +1,206 @@
+"""The reentrant lock algorithm (Redisson's RLock), sans I/O. Other locks subclass it.
+
+Acquire (DESIGN §4): one script grants the lock when it is free or already the caller's, else
+returns the holder's remaining lease. A waiter subscribes to the lock's channel, tries again
+(closing the race with an unlock published before the subscription), then sleeps until an
+unlock message or the holder's lease end, whichever comes first, and loops. No polling.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import ClassVar
+
+from tenure import keys, scripts
+from tenure.core.args import check_lease, check_name, check_wait, to_ms
+from tenure.core.context import Context
+from tenure.core.effects import (
+    Call,
+    Command,
+    Deadline,
+    Flow,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    wait_for,
+)
+from tenure.core.holds import Hold, OnLost
+from tenure.errors import LockLostError, NotOwnedError
+
+log = logging.getLogger("tenure")
+
+
+class LockCore:
+    """One named lock of one client: the flows behind every public lock method.
+
+    Subclasses change the hooks (:meth:`attempt`, :meth:`field`, :meth:`wait_channel`,
+    :meth:`give_up`, the scripts), never the waiting loop.
+    """
+
+    acquire_script: ClassVar[scripts.Script] = scripts.get("lock_acquire")
+    release_script: ClassVar[scripts.Script] = scripts.get("lock_release")
+    force_release_script: ClassVar[scripts.Script] = scripts.get("lock_force_release")
+    renewal_script: ClassVar[scripts.Script] = scripts.get("lock_renew")
+    wake_all: ClassVar[frozenset[str]] = frozenset()
+    unlock_message: ClassVar[str] = keys.UNLOCK_MESSAGE
+
+    def __init__(self, ctx: Context, name: str, on_lost: OnLost | None = None) -> None:
+        self.ctx = ctx
+        self.name = check_name(name)
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError("on_lost must be callable")
+        self.on_lost = on_lost
+        self.key = ctx.wire_name(name)
+        self.channel = keys.lock_channel(self.key)
+        self.front: object = self
+        """The public object passed to ``on_lost`` (set by the sync/asyncio wrapper)."""
+        self._lost: set[str] = set()
+        self._lost_unreported: set[str] = set()
+
+    # ----------------------------------------------------------------- hooks
+    def field(self, owner: str) -> str:
+        """The hash field holding ``owner``'s hold count."""
+        return owner
+
+    def lease_ms(self, lease: float | None) -> int:
+        """Wire lease of a hold: its own lease, or the watchdog's."""
+        return to_ms(lease if lease is not None else self.ctx.watchdog_timeout)
+
+    def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
+        """One try. Returns None when granted, else the holder's remaining lease in ms.
+
+        ``wait`` is the caller's whole wait in seconds (0 for one attempt), for locks whose
+        script needs it (FairLock's queue deadline).
+        """
+        reply = yield Call(
+            self.acquire_script, [self.key], [self.lease_ms(lease), owner], changes=True
+        )
+        if reply is not None:
+            return int(reply)
+        self.granted(owner, lease)
+        return None
+
+    def granted(self, owner: str, lease: float | None) -> Hold:
+        """Record a hold the server just granted to ``owner``."""
+        self._lost.discard(owner)
+        self._lost_unreported.discard(owner)
+        return self.ctx.holds.push(
+            self, self.key, owner, self.field(owner), self.renewal_script, lease
+        )
+
+    def wait_channel(self, owner: str) -> str:
+        """The channel on which ``owner`` waits for an unlock."""
+        return self.channel
+
+    def give_up(self, owner: str) -> Flow[None]:
+        """Cleanup after a wait that ended without the lock (FairLock leaves its queue)."""
+        return
+        yield  # a generator with no effects
+
+    # ----------------------------------------------------------------- flows
+    def acquire(
+        self, owner: str, blocking: object, timeout: object, lease_time: object
+    ) -> Flow[bool]:
+        """Acquire one hold. Arguments are checked now, before the flow runs any I/O."""
+        wait = check_wait(blocking, timeout)
+        lease = check_lease(lease_time)
+        return self._acquire(owner, wait, lease)
+
+    def _acquire(self, owner: str, wait: float, lease: float | None) -> Flow[bool]:
+        deadline = Deadline(wait)
+        if (yield from self.attempt(owner, lease, wait)) is None:
+            return True
+        if deadline.remaining() <= 0:
+            yield from self.give_up(owner)
+            return False
+        channel = self.wait_channel(owner)
+        yield Subscribe(channel, self.wake_all)
+        try:
+            while True:
+                ttl = yield from self.attempt(owner, lease, wait)
+                if ttl is None or deadline.remaining() <= 0:
+                    break
+                yield Wait(channel, wait_for(ttl, deadline))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            yield Unsubscribe(channel, pass_on=True)
+            yield from self.give_up(owner)
+            raise
+        yield Unsubscribe(channel)
+        if ttl is not None:
+            yield from self.give_up(owner)
+        return ttl is None
+
+    def release(self, owner: str) -> Flow[None]:
+        """Release one hold of ``owner``; see :meth:`tenure.Lock.release`."""
+        field = self.field(owner)
+        # Forget the hold first: the watchdog must not renew it or take its deletion for a
+        # loss. If the script then fails, the server's hold simply expires with its lease.
+        hold = self.ctx.holds.pop(self.key, field)
+        lease = hold.leases[-1] if hold is not None and hold.leases else None
+        reply = yield Call(
+            self.release_script,
+            [self.key, self.channel],
+            [self.unlock_message, self.lease_ms(lease), field],
+            changes=True,
+        )
+        if reply is None:
+            self.ctx.holds.discard(self.key, field)
+            self.not_owned(owner, hold)
+        elif int(reply) == 1:
+            self.ctx.holds.discard(self.key, field)
+
+    def not_owned(self, owner: str, hold: Hold | None) -> None:
+        """Raise for a release the server refused: LockLostError if we held it, else NotOwned."""
+        if hold is not None:
+            self.hold_lost(owner)
+        if owner in self._lost_unreported:
+            self._lost_unreported.discard(owner)
+            raise LockLostError(
+                f"lock {self.name!r}: the hold expired or was taken before release"
+            )
+        raise NotOwnedError(f"lock {self.name!r} is not held by the caller")
+
+    def hold_lost(self, owner: str) -> None:
+        """Report ``owner``'s hold lost: the ``lost`` flag, then the ``on_lost`` callback."""
+        self._lost.add(owner)
+        self._lost_unreported.add(owner)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self.front)
+            except Exception:  # a failing callback must not hide the loss or stop renewal
+                log.exception("on_lost callback of lock %r failed", self.name)
+
+    def is_lost(self, owner: str) -> bool:
+        return owner in self._lost
+
+    def locked(self) -> Flow[bool]:
+        return bool((yield Command(("EXISTS", self.key))))
+
+    def owned(self, owner: str) -> Flow[bool]:
+        return bool((yield Command(("HEXISTS", self.key, self.field(owner)))))
+
+    def hold_count(self, owner: str) -> Flow[int]:
+        reply = yield Command(("HGET", self.key, self.field(owner)))
+        return int(reply) if reply is not None else 0
+
+    def remaining_lease(self) -> Flow[float | None]:
+        return lease_from_pttl((yield Command(("PTTL", self.key))))
+
+    def force_release(self) -> Flow[bool]:
+        reply = yield Call(
+            self.force_release_script, [self.key, self.channel], [self.unlock_message],
+            changes=True,
+        )
+        return int(reply) == 1
+
+
+def lease_from_pttl(pttl: int) -> float | None:
+    """PTTL reply -> seconds left: None for no key (-2), ``math.inf`` for no expiry (-1)."""
+    if pttl == -2:
+        return None
+    if pttl == -1:
+        return math.inf
+    return pttl / 1000

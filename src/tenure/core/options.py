@@ -1,0 +1,45 @@
+"""Client options shared by :class:`tenure.Client` and :class:`tenure.AsyncClient`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.core.args import check_positive
+from tenure.core.context import Context
+from tenure.errors import BackendError
+
+
+def make_context(
+    *,
+    watchdog_timeout: Any,
+    name_prefix: Any,
+    wait_for_replicas: Any,
+    replica_timeout: Any,
+) -> Context:
+    """Check the options (before any I/O) and build the client's context."""
+    if not isinstance(name_prefix, str):
+        raise TypeError(f"name_prefix must be a str, not {type(name_prefix).__name__}")
+    if isinstance(wait_for_replicas, bool) or not isinstance(wait_for_replicas, int):
+        raise TypeError("wait_for_replicas must be an int")
+    if wait_for_replicas < 0:
+        raise ValueError(f"wait_for_replicas must be >= 0, not {wait_for_replicas}")
+    return Context(
+        watchdog_timeout=check_positive(watchdog_timeout, "watchdog_timeout"),
+        name_prefix=name_prefix,
+        wait_for_replicas=wait_for_replicas,
+        replica_timeout=check_positive(replica_timeout, "replica_timeout"),
+    )
+
+
+def check_timeouts(socket_timeout: Any, socket_connect_timeout: Any) -> None:
+    for value, what in ((socket_timeout, "socket_timeout"),
+                        (socket_connect_timeout, "socket_connect_timeout")):
+        if value is not None:
+            check_positive(value, what)
+
+
+def backend_error(error: Exception) -> BackendError:
+    """A redis-py error as tenure's :class:`BackendError`, the original chained as cause."""
+    wrapped = BackendError(f"{type(error).__name__}: {error}")
+    wrapped.__cause__ = error
+    return wrapped

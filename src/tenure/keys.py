@@ -1,0 +1,80 @@
+"""Every key, channel and owner-field name tenure writes, in one place.
+
+The layout is Redisson's (DESIGN §3), so tenure and Redisson clients can share locks:
+``prefix_name(p, n)`` is ``p:{n}`` (``p:n`` when ``n`` already holds a ``{``) and
+``suffix_name(n, s)`` is ``{n}:s`` (``n:s`` when ``n`` holds a ``{``). Either way every key of
+one lock carries the same hash tag, so all of them land in one cluster slot.
+"""
+
+from __future__ import annotations
+
+LOCK_CHANNEL = "redisson_lock__channel"
+LOCK_TOKEN = "redisson_lock_token"
+FAIR_QUEUE = "redisson_lock_queue"
+FAIR_TIMEOUT = "redisson_lock_timeout"
+RW_CHANNEL = "redisson_rwlock"
+
+UNLOCK_MESSAGE = "0"
+"""Published on a lock's channel when it becomes free (a read unlock of a ReadWriteLock too)."""
+READ_UNLOCK_MESSAGE = "0"
+WRITE_UNLOCK_MESSAGE = "1"
+"""Published when a write lock is freed: every waiter may proceed (readers share)."""
+
+
+def prefix_name(prefix: str, name: str) -> str:
+    """``prefix:{name}``, or ``prefix:name`` when ``name`` already has a hash tag."""
+    if "{" in name:
+        return f"{prefix}:{name}"
+    return f"{prefix}:{{{name}}}"
+
+
+def suffix_name(name: str, suffix: str) -> str:
+    """``{name}:suffix``, or ``name:suffix`` when ``name`` already has a hash tag."""
+    if "{" in name:
+        return f"{name}:{suffix}"
+    return f"{{{name}}}:{suffix}"
+
+
+def owner_field(client_id: str, number: int) -> str:
+    """The hash field naming one owner: ``<client uuid>:<number>``."""
+    return f"{client_id}:{number}"
+
+
+def lock_channel(key: str) -> str:
+    """Pub/sub channel of a Lock / FencedLock: unlock publishes ``0`` here."""
+    return prefix_name(LOCK_CHANNEL, key)
+
+
+def token_key(key: str) -> str:
+    """STRING counter of a FencedLock's fencing tokens (INCR per acquisition, no TTL)."""
+    return prefix_name(LOCK_TOKEN, key)
+
+
+def fair_queue_key(key: str) -> str:
+    """LIST of a FairLock's waiting owners, head first."""
+    return prefix_name(FAIR_QUEUE, key)
+
+
+def fair_timeout_key(key: str) -> str:
+    """ZSET of a FairLock's waiting owners scored by their epoch-ms deadline."""
+    return prefix_name(FAIR_TIMEOUT, key)
+
+
+def fair_waiter_channel(key: str, owner: str) -> str:
+    """Per-waiter channel of a FairLock: unlock publishes to the queue head's channel only."""
+    return f"{lock_channel(key)}:{owner}"
+
+
+def rw_channel(key: str) -> str:
+    """Pub/sub channel of a ReadWriteLock."""
+    return prefix_name(RW_CHANNEL, key)
+
+
+def rw_writer_field(owner: str) -> str:
+    """Hash field of a ReadWriteLock's writer: ``<owner>:write``."""
+    return f"{owner}:write"
+
+
+def rw_read_timeout_prefix(key: str, owner: str) -> str:
+    """Prefix of one reader's per-hold timeout keys; hold ``n`` is ``<prefix>:<n>``."""
+    return suffix_name(key, f"{owner}:rwlock_timeout")

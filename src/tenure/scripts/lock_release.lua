@@ -1,0 +1,14 @@
+-- Release one hold of a reentrant lock.
+-- KEYS[1] lock hash   KEYS[2] channel
+-- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds   ARGV[3] owner
+-- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1

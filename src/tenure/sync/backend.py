@@ -1,0 +1,54 @@
+"""Commands on the client's redis-py pool, once each: no hidden retries.
+
+redis-py retries a failed command on the same connection object by default, which multiplies
+the time a dead server takes to report and can send a lock script twice. tenure sends each
+command once and lets the algorithm decide what a failure means.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError
+
+from tenure.core.context import Context
+from tenure.core.effects import Call
+
+
+class Backend:
+    """Sends commands and scripts over connections of one redis-py ``ConnectionPool``."""
+
+    def __init__(self, client: redis.Redis, ctx: Context) -> None:
+        self.pool = client.connection_pool
+        self.ctx = ctx
+
+    def execute(self, *args: Any) -> Any:
+        """One command; its reply. Raises redis-py errors unchanged."""
+        conn = self.pool.get_connection()
+        try:
+            conn.send_command(*args)
+            return conn.read_response()
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            conn.disconnect()
+            raise
+        finally:
+            self.pool.release(conn)
+
+    def call(self, call: Call) -> Any:
+        """One script (EVALSHA, EVAL on NOSCRIPT); then WAIT for replicas if configured."""
+        script, keys = call.script, call.keys
+        conn = self.pool.get_connection()
+        try:
+            try:
+                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *call.args)
+                reply = conn.read_response()
+            except NoScriptError:
+                conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
+                reply = conn.read_response()
+            return reply
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            conn.disconnect()
+            raise
+        finally:
+            self.pool.release(conn)
