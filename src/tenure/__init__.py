@@ -1,5 +1,7 @@
 """tenure: distributed locks on Redis and Valkey, sync and asyncio (Redisson-compatible)."""
 
+from tenure.aio.client import AsyncClient
+from tenure.aio.lock import AsyncLock
 from tenure.errors import (
     BackendError,
     LockError,
@@ -13,6 +15,8 @@ from tenure.sync.client import Client
 from tenure.sync.lock import Lock
 
 __all__ = [
+    "AsyncClient",
+    "AsyncLock",
     "BackendError",
     "Client",
     "Lock",

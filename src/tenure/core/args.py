@@ -18,10 +18,10 @@ def check_name(name: Any, what: str = "name") -> str:
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
-    value = float(value)
-    if math.isnan(value):
+    number = float(value)
+    if math.isnan(number):
         raise ValueError(f"{what} must not be NaN")
-    return value
+    return number
 
 
 def check_wait(blocking: Any, timeout: Any) -> float:

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from tenure.scripts import Script
 
@@ -72,7 +72,7 @@ class Wait:
     seconds: float
 
 
-Effect = Union[Call, Command, Subscribe, Unsubscribe, Wait]
+Effect = Call | Command | Subscribe | Unsubscribe | Wait
 Flow = Generator[Effect, Any, T]
 
 

@@ -13,7 +13,8 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Protocol
 
 from tenure import keys
@@ -76,7 +77,7 @@ class Hold:
     renewal: Script
     leases: list[float | None]
     """Lease of each hold, oldest first; None = renewed by the watchdog."""
-    confirmed: float = field(default_factory=time.monotonic)
+    confirmed: float = dataclass_field(default_factory=time.monotonic)
     """Monotonic time at which the server last confirmed the lease (acquire or renewal)."""
 
     @property
@@ -162,7 +163,8 @@ class HoldTable:
         lost = []
         with self._mutex:
             for hold in holds:
-                if self._holds.get((hold.key, hold.field)) is hold and now - hold.confirmed >= lease:
+                current = self._holds.get((hold.key, hold.field)) is hold
+                if current and now - hold.confirmed >= lease:
                     del self._holds[hold.key, hold.field]
                     lost.append(hold)
         return lost

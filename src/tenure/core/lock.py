@@ -158,9 +158,7 @@ class LockCore:
             self.hold_lost(owner)
         if owner in self._lost_unreported:
             self._lost_unreported.discard(owner)
-            raise LockLostError(
-                f"lock {self.name!r}: the hold expired or was taken before release"
-            )
+            raise LockLostError(f"lock {self.name!r}: the hold expired or was taken before release")
         raise NotOwnedError(f"lock {self.name!r} is not held by the caller")
 
     def hold_lost(self, owner: str) -> None:
@@ -191,7 +189,9 @@ class LockCore:
 
     def force_release(self) -> Flow[bool]:
         reply = yield Call(
-            self.force_release_script, [self.key, self.channel], [self.unlock_message],
+            self.force_release_script,
+            [self.key, self.channel],
+            [self.unlock_message],
             changes=True,
         )
         return int(reply) == 1

@@ -32,8 +32,10 @@ def make_context(
 
 
 def check_timeouts(socket_timeout: Any, socket_connect_timeout: Any) -> None:
-    for value, what in ((socket_timeout, "socket_timeout"),
-                        (socket_connect_timeout, "socket_connect_timeout")):
+    for value, what in (
+        (socket_timeout, "socket_timeout"),
+        (socket_connect_timeout, "socket_connect_timeout"),
+    ):
         if value is not None:
             check_positive(value, what)
 

@@ -29,7 +29,9 @@ class Backend:
         try:
             conn.send_command(*args)
             return conn.read_response()
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        except redis.ResponseError:
+            raise
+        except BaseException:  # the reply may still be on its way: never reuse this socket
             conn.disconnect()
             raise
         finally:
@@ -47,7 +49,9 @@ class Backend:
                 conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
                 reply = conn.read_response()
             return reply
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        except redis.ResponseError:
+            raise
+        except BaseException:
             conn.disconnect()
             raise
         finally:

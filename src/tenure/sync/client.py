@@ -184,8 +184,9 @@ class _Watchdog:
             return
         with self._mutex:
             if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(target=self._run, name="tenure-watchdog",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="tenure-watchdog", daemon=True
+                )
                 self._thread.start()
 
     def _run(self) -> None:

@@ -64,12 +64,15 @@ class Listener:
                 raise BackendError("the client is closed")
             entry = self._channels.get(channel)
             if entry is None:
-                entry = self._channels[channel] = _Channel(threading.Condition(self._mutex), wake_all)
+                entry = _Channel(threading.Condition(self._mutex), wake_all)
+                self._channels[channel] = entry
                 if self._connected:
                     self._send("SUBSCRIBE", channel)
             entry.refs += 1
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="tenure-listener", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="tenure-listener", daemon=True
+                )
                 self._thread.start()
             if not entry.cond.wait_for(lambda: entry.confirmed or self._closed, self._timeout):
                 self._leave(channel, entry, pass_on=False)
