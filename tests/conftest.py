@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from servers import Server, binaries
 
 import tenure
+from servers import Server, binaries
 
 KINDS = binaries()
 

@@ -121,7 +121,7 @@ class AsyncListener:
                     await self._send("SUBSCRIBE", *self._channels)
                 delay = 0.05
                 await self._read()
-            except (redis.RedisError, OSError) as error:
+            except Exception as error:  # a socket closed under a read fails in many ways
                 if self._closed:
                     break
                 log.warning("tenure pub/sub connection lost (%s); reconnecting", error)

@@ -130,7 +130,7 @@ class Listener:
                         self._send("SUBSCRIBE", *self._channels)
                 delay = 0.05
                 self._read()
-            except (redis.RedisError, OSError) as error:
+            except Exception as error:  # a socket closed under a read fails in many ways
                 if self._closed:
                     break
                 log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
