@@ -18,7 +18,7 @@ import redis
 import redis.asyncio
 
 from tenure.errors import BackendError
-from tenure.sync.listener import HEALTH_INTERVAL, text
+from tenure.sync.listener import HEALTH_INTERVAL, listener_kwargs, text
 
 log = logging.getLogger("tenure")
 
@@ -37,9 +37,7 @@ class AsyncListener:
 
     def __init__(self, client: redis.asyncio.Redis, timeout: float | None) -> None:
         pool = client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        kwargs.update(health_check_interval=0, protocol=2)
-        self._conn = pool.connection_class(**kwargs)
+        self._conn = pool.connection_class(**listener_kwargs(pool.connection_kwargs))
         self._timeout = timeout if timeout is not None else 5.0
         self._send_lock = asyncio.Lock()
         self._channels: dict[str, _Channel] = {}

@@ -30,6 +30,17 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def listener_kwargs(pool_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Connection arguments of the pub/sub connection, from those of the client's pool.
+
+    RESP2, so messages arrive as plain replies (RESP3 routes them to push handlers), and
+    without redis-py's maintenance notifications, which need RESP3 (or hiredis).
+    """
+    kwargs = {k: v for k, v in pool_kwargs.items() if not k.startswith("maint_notifications")}
+    kwargs.update(health_check_interval=0, protocol=2)
+    return kwargs
+
+
 @dataclass(eq=False)
 class _Channel:
     cond: threading.Condition
@@ -44,10 +55,7 @@ class Listener:
 
     def __init__(self, client: redis.Redis, timeout: float | None) -> None:
         pool = client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        # RESP2: messages arrive as plain replies (RESP3 would route them to push handlers).
-        kwargs.update(health_check_interval=0, protocol=2)
-        self._conn = pool.connection_class(**kwargs)
+        self._conn = pool.connection_class(**listener_kwargs(pool.connection_kwargs))
         self._timeout = timeout if timeout is not None else 5.0
         self._mutex = threading.Lock()
         self._channels: dict[str, _Channel] = {}

@@ -1,0 +1,324 @@
+"""tenure benchmarks: one command, one embedded server, figures measured side by side.
+
+    python bench/run.py [--url redis://...] [--quick]
+
+Prints ratios to a PING round trip measured in the same run, handoff latencies, contended
+throughput with Jain's fairness index, idle-waiter traffic, pub/sub connections per client and
+memory per held lock, next to peer libraries where they offer the same operation. Nothing here
+is asserted; targets from the issues are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+import redis.asyncio
+from rich.console import Console
+from rich.table import Table
+
+import tenure
+from tenure.embedded import embedded_server
+
+console = Console()
+
+
+def median_us(fn: Callable[[], object], n: int) -> float:
+    for _ in range(min(50, n)):
+        fn()
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+async def amedian_us(fn: Callable[[], object], n: int) -> float:
+    for _ in range(min(50, n)):
+        await fn()  # type: ignore[misc]
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await fn()  # type: ignore[misc]
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+# ---------------------------------------------------------------- uncontended
+def uncontended(url: str, n: int) -> list[tuple[str, float, float]]:
+    """(library, acquire+release µs, ratio to 2×PING) for the sync APIs."""
+    raw = redis.Redis.from_url(url)
+    ping = median_us(raw.ping, n)
+    rows = [("PING round trip (redis-py)", ping, ping / (2 * ping))]
+    with tenure.Client(url) as client:
+        lock = client.lock("bench:u")
+
+        def tenure_cycle() -> None:
+            lock.acquire()
+            lock.release()
+
+        def tenure_lease_cycle() -> None:
+            lock.acquire(lease_time=10)
+            lock.release()
+
+        rows.append(("tenure Lock (watchdog)", t := median_us(tenure_cycle, n), t / (2 * ping)))
+        rows.append(("tenure Lock (lease_time)", t := median_us(tenure_lease_cycle, n),
+                     t / (2 * ping)))
+    rlock = raw.lock("bench:redis-py", timeout=10)
+
+    def redispy_cycle() -> None:
+        rlock.acquire()
+        rlock.release()
+
+    rows.append(("redis-py Lock", t := median_us(redispy_cycle, n), t / (2 * ping)))
+    with contextlib.suppress(ImportError):
+        import redis_lock  # python-redis-lock
+
+        plock = redis_lock.Lock(raw, "bench:python-redis-lock", expire=10)
+
+        def prl_cycle() -> None:
+            plock.acquire()
+            plock.release()
+
+        rows.append(("python-redis-lock", t := median_us(prl_cycle, n), t / (2 * ping)))
+    with contextlib.suppress(ImportError):
+        from pottery import Redlock
+
+        potlock = Redlock(key="bench:pottery", masters={raw}, auto_release_time=10)
+
+        def pottery_cycle() -> None:
+            potlock.acquire()
+            potlock.release()
+
+        rows.append(("pottery Redlock (1 master)", t := median_us(pottery_cycle, n),
+                     t / (2 * ping)))
+    raw.close()
+    return rows
+
+
+def uncontended_async(url: str, n: int) -> list[tuple[str, float, float]]:
+    async def main() -> list[tuple[str, float, float]]:
+        raw = redis.asyncio.Redis.from_url(url)
+        ping = await amedian_us(raw.ping, n)
+        rows = [("PING round trip (redis.asyncio)", ping, 0.5)]
+        async with tenure.AsyncClient(url) as client:
+            lock = client.lock("bench:ua")
+
+            async def cycle() -> None:
+                await lock.acquire()
+                await lock.release()
+
+            t = await amedian_us(cycle, n)
+            rows.append(("tenure AsyncLock (watchdog)", t, t / (2 * ping)))
+        rlock = raw.lock("bench:redis-py-async", timeout=10)
+
+        async def rcycle() -> None:
+            await rlock.acquire()
+            await rlock.release()
+
+        t = await amedian_us(rcycle, n)
+        rows.append(("redis-py asyncio Lock", t, t / (2 * ping)))
+        await raw.aclose()
+        return rows
+
+    return asyncio.run(main())
+
+
+# ---------------------------------------------------------------- handoff
+def handoff(
+    make: Callable[[], tuple[Callable[[], object], Callable[[], object]]], rounds: int
+) -> float:
+    """Median ms from a holder's release call to the waiter (another thread) holding."""
+    holder_acquire, holder_release = make()
+    waiter_acquire, waiter_release = make()
+    gaps = []
+    for _ in range(rounds):
+        holder_acquire()
+        ready = threading.Event()
+        stamp: list[float] = []
+
+        def wait() -> None:
+            ready.set()
+            waiter_acquire()
+            stamp.append(time.perf_counter())
+            waiter_release()
+
+        t = threading.Thread(target=wait)
+        t.start()
+        ready.wait()
+        time.sleep(0.02)  # let the waiter start waiting: we measure the wake-up, not the start
+        released = time.perf_counter()
+        holder_release()
+        t.join(30)
+        gaps.append(stamp[0] - released)
+    return statistics.median(gaps) * 1e3
+
+
+def handoffs(url: str, rounds: int) -> list[tuple[str, float]]:
+    rows = []
+    clients: list[tenure.Client] = []
+
+    def tenure_pair() -> tuple[Callable[[], object], Callable[[], object]]:
+        client = tenure.Client(url)
+        clients.append(client)
+        lock = client.lock("bench:h")
+        return lock.acquire, lock.release
+
+    rows.append(("tenure Lock", handoff(tenure_pair, rounds)))
+
+    def redispy_pair() -> tuple[Callable[[], object], Callable[[], object]]:
+        lock = redis.Redis.from_url(url).lock("bench:h-redis-py", timeout=30)
+        return lock.acquire, lock.release
+
+    rows.append(("redis-py Lock (polls every 0.1 s)", handoff(redispy_pair, max(5, rounds // 5))))
+    with contextlib.suppress(ImportError):
+        import redis_lock
+
+        def prl_pair() -> tuple[Callable[[], object], Callable[[], object]]:
+            lock = redis_lock.Lock(redis.Redis.from_url(url), "bench:h-prl", expire=30)
+            return lock.acquire, lock.release
+
+        rows.append(("python-redis-lock (BLPOP)", handoff(prl_pair, rounds)))
+    for client in clients:
+        client.close()
+    return rows
+
+
+def crash_handoff(url: str, rounds: int) -> float:
+    """Median ms between a holder's lease end (never released) and the waiter holding."""
+    with tenure.Client(url) as a, tenure.Client(url) as b:
+        gaps = []
+        for i in range(rounds):
+            name = f"bench:crash{i}"
+            lease = 0.2
+            a.lock(name).acquire(lease_time=lease)
+            expires = time.perf_counter() + lease
+            b.lock(name).acquire()
+            gaps.append(time.perf_counter() - expires)
+            b.lock(name).release()
+    return statistics.median(gaps) * 1e3
+
+
+# ---------------------------------------------------------------- contention
+def _contend(url: str, name: str, start: float, seconds: float, out: object) -> None:
+    with tenure.Client(url) as client:
+        lock = client.lock(name)
+        while time.time() < start:
+            time.sleep(0.001)
+        count = 0
+        while time.time() < start + seconds:
+            with lock:
+                count += 1
+    out.put(count)  # type: ignore[attr-defined]
+
+
+def contention(url: str, procs: int, seconds: float) -> tuple[float, float, list[int]]:
+    """(acquisitions/s, Jain's index, per-process counts) with ``procs`` processes."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start = time.time() + 1.5  # all processes spawned and connected before the clock starts
+    ps = [ctx.Process(target=_contend, args=(url, f"bench:c{procs}", start, seconds, out))
+          for _ in range(procs)]
+    for p in ps:
+        p.start()
+    counts = [out.get(timeout=60) for _ in ps]
+    for p in ps:
+        p.join()
+    jain = sum(counts) ** 2 / (len(counts) * sum(c * c for c in counts)) if any(counts) else 0
+    return sum(counts) / seconds, jain, counts
+
+
+# ---------------------------------------------------------------- footprint
+def idle_waiters(url: str, waiters: int, seconds: float) -> tuple[int, int]:
+    """(commands the server processed while ``waiters`` threads waited, pub/sub connections)."""
+    raw = redis.Redis.from_url(url)
+    with tenure.Client(url) as holder, tenure.Client(url) as client:
+        holder.lock("bench:idle").acquire()
+        threads = [threading.Thread(target=client.lock("bench:idle").acquire, daemon=True)
+                   for _ in range(waiters)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # everyone subscribed and asleep
+        before = int(raw.info("stats")["total_commands_processed"])
+        time.sleep(seconds)
+        after = int(raw.info("stats")["total_commands_processed"])
+        pubsub_conns = sum(1 for c in raw.client_list() if int(c.get("sub", 0)) > 0)
+        holder.lock("bench:idle").force_release()
+        for t in threads:
+            t.join(30)
+    raw.close()
+    return after - before - 1, pubsub_conns  # minus the second INFO itself
+
+
+def memory_per_lock(url: str) -> int:
+    raw = redis.Redis.from_url(url)
+    with tenure.Client(url) as client:
+        lock = client.lock("bench:memory")
+        lock.acquire()
+        usage = int(raw.memory_usage("bench:memory") or 0)
+        lock.release()
+    raw.close()
+    return usage
+
+
+# ---------------------------------------------------------------- report
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--url", help="server to use; default: an embedded Valkey")
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    args = parser.parse_args()
+    n = 300 if args.quick else 2000
+    rounds = 20 if args.quick else 100
+    seconds = 1.0 if args.quick else 3.0
+    server = embedded_server() if args.url is None else contextlib.nullcontext(args.url)
+    with server as url:
+        console.print(f"[bold]tenure bench[/] on {url} (python {sys.version.split()[0]}, "
+                      f"redis-py {redis.__version__})")
+        table = Table(title="uncontended acquire + release (median)")
+        table.add_column("library")
+        table.add_column("µs", justify="right")
+        table.add_column("× 2·PING", justify="right")
+        for name, us, ratio in uncontended(url, n) + uncontended_async(url, n):
+            table.add_row(name, f"{us:.0f}", f"{ratio:.2f}")
+        console.print(table)
+        console.print("target: tenure acquire+release ≤ 1.2 × 2·PING")
+
+        table = Table(title="handoff latency (median)")
+        table.add_column("case")
+        table.add_column("ms", justify="right")
+        for name, ms in handoffs(url, rounds):
+            table.add_row(f"after release: {name}", f"{ms:.3f}")
+        table.add_row("after holder crash (lease expiry): tenure Lock",
+                      f"{crash_handoff(url, max(5, rounds // 5)):.3f}")
+        console.print(table)
+        console.print("targets: ≤ 0.3 ms after release, ≤ 5 ms after lease expiry")
+
+        table = Table(title=f"contended throughput, {seconds:.0f} s per row (tenure Lock)")
+        for col in ("processes", "acquisitions/s", "Jain's index", "per process"):
+            table.add_column(col, justify="right")
+        for procs in (2, 4, 8):
+            rate, jain, counts = contention(url, procs, seconds)
+            table.add_row(str(procs), f"{rate:,.0f}", f"{jain:.3f}", " ".join(map(str, counts)))
+        console.print(table)
+
+        commands, conns = idle_waiters(url, 50, 3.0)
+        table = Table(title="footprint")
+        table.add_column("measure")
+        table.add_column("value", justify="right")
+        table.add_row("commands sent by 50 idle waiters in 3 s", str(commands))
+        table.add_row("pub/sub connections for 50 waiting threads of one client", str(conns))
+        table.add_row("server memory per held lock (MEMORY USAGE)", f"{memory_per_lock(url)} B")
+        console.print(table)
+
+
+if __name__ == "__main__":
+    main()
