@@ -11,7 +11,9 @@ from tenure.errors import (
     NotOwnedError,
     ReplicationError,
 )
+from tenure.fencing import fenced_read, fenced_write
 from tenure.sync.client import Client
+from tenure.sync.fenced import FencedLock
 from tenure.sync.lock import Lock
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "AsyncLock",
     "BackendError",
     "Client",
+    "FencedLock",
     "Lock",
     "LockError",
     "LockLostError",
@@ -26,4 +29,6 @@ __all__ = [
     "LockUpgradeError",
     "NotOwnedError",
     "ReplicationError",
+    "fenced_read",
+    "fenced_write",
 ]

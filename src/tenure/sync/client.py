@@ -12,10 +12,12 @@ from redis.retry import Retry
 
 from tenure.core.effects import Call, Command, Effect, Flow, Subscribe, Unsubscribe, Wait
 from tenure.core.holds import OnLost
+from tenure.core.fenced import FencedLockCore
 from tenure.core.lock import LockCore
 from tenure.core.options import backend_error, check_timeouts, make_context
 from tenure.core.watchdog import renew
 from tenure.sync.backend import Backend
+from tenure.sync.fenced import FencedLock
 from tenure.sync.listener import Listener
 from tenure.sync.lock import Lock
 
@@ -104,6 +106,13 @@ class Client:
         a hold of this lock is found lost. Raises TypeError/ValueError for a bad name.
         """
         return Lock(self, LockCore(self._ctx, name, on_lost))
+
+    def fenced_lock(self, name: str, *, on_lost: OnLost | None = None) -> FencedLock:
+        """A :class:`tenure.FencedLock` named ``name`` (Redisson ``getFencedLock``).
+
+        Arguments and errors as :meth:`lock`.
+        """
+        return FencedLock(self, FencedLockCore(self._ctx, name, on_lost))
 
     # -------------------------------------------------------------- driver
     def _owner(self) -> str:
