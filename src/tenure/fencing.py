@@ -73,4 +73,6 @@ def fenced_read(redis_client: redis.Redis, key: str) -> tuple[int, bytes] | None
     token, value = redis_client.hmget(key, [keys.FENCED_TOKEN_FIELD, keys.FENCED_VALUE_FIELD])
     if token is None:
         return None
+    if isinstance(value, str):  # a client with decode_responses=True
+        value = value.encode()
     return int(token), value if value is not None else b""

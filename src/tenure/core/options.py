@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.args import check_positive
+from tenure.core.args import check_positive, to_ms
 from tenure.core.context import Context
-from tenure.core.args import to_ms
 from tenure.core.effects import Call
 from tenure.errors import BackendError, ReplicationError
 

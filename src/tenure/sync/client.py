@@ -11,8 +11,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tenure.core.effects import Call, Command, Effect, Flow, Subscribe, Unsubscribe, Wait
-from tenure.core.holds import OnLost
 from tenure.core.fenced import FencedLockCore
+from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
 from tenure.core.options import backend_error, check_timeouts, make_context
 from tenure.core.watchdog import renew
