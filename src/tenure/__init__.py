@@ -13,6 +13,7 @@ from tenure.errors import (
 )
 from tenure.fencing import fenced_read, fenced_write
 from tenure.sync.client import Client
+from tenure.sync.composite import MultiLock, RedLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.lock import Lock
 
@@ -27,7 +28,9 @@ __all__ = [
     "LockLostError",
     "LockTimeout",
     "LockUpgradeError",
+    "MultiLock",
     "NotOwnedError",
+    "RedLock",
     "ReplicationError",
     "fenced_read",
     "fenced_write",
