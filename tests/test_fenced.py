@@ -115,3 +115,38 @@ def test_paused_holder_write_refused_new_holder_accepted(server, client, r):
         os.kill(child.pid, signal.SIGCONT)
         child.kill()
         child.wait()
+
+
+def run(coro):
+    import asyncio
+
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_async_tokens_strictly_increase(server, r):
+    import asyncio
+
+    async def main() -> list[int]:
+        seen: list[int] = []
+        async with tenure.AsyncClient(server.url) as a, tenure.AsyncClient(server.url) as b:
+
+            async def work(c: tenure.AsyncClient) -> None:
+                lock = c.fenced_lock("async-ledger")
+                for _ in range(5):
+                    token = await lock.acquire_token(timeout=10)
+                    assert token is not None and lock.token == token
+                    seen.append(token)
+                    await asyncio.sleep(0)
+                    await lock.release()
+
+            await asyncio.gather(*(work(c) for c in (a, b, a, b)))
+            lock = a.fenced_lock("async-ledger")
+            t1 = await lock.acquire_token()
+            t2 = await lock.acquire_token()
+            assert t2 == t1 + 1 and await lock.hold_count() == 2
+            await lock.release()
+            await lock.release()
+        return seen
+
+    seen = run(main())
+    assert len(seen) == 20 and seen == sorted(seen) and len(set(seen)) == 20

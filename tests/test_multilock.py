@@ -149,3 +149,46 @@ def test_members_on_three_servers(three):
     finally:
         for c in clients:
             c.close()
+
+
+def test_async_multi_lock_exactly_one_and_blocking(server, r):
+    import asyncio
+
+    async def main() -> None:
+        async with tenure.AsyncClient(server.url) as a, tenure.AsyncClient(server.url) as b:
+            members = (a.lock("am1"), b.lock("am2"), a.lock("am3"))
+            with pytest.raises(ValueError):
+                a.multi_lock()
+
+            async def one() -> bool:
+                return await a.multi_lock(*members).acquire(timeout=0, lease_time=10)
+
+            tasks = [asyncio.create_task(one()) for _ in range(10)]
+            assert sum(await asyncio.gather(*tasks)) == 1
+            for m in members:
+                assert r.hlen(m.name) == 1
+            await members[0].force_release()
+            await members[1].force_release()
+            await members[2].force_release()
+
+            # a task holding one member blocks the multi-lock until it lets go
+            holding, let_go = asyncio.Event(), asyncio.Event()
+
+            async def holder() -> None:
+                assert await members[1].acquire()
+                holding.set()
+                await let_go.wait()
+                await members[1].release()
+
+            h = asyncio.create_task(holder())
+            await holding.wait()
+            multi = a.multi_lock(*members)
+            taker = asyncio.create_task(multi.acquire(timeout=20))
+            done, _ = await asyncio.wait([taker], timeout=0.3)
+            assert not done
+            let_go.set()
+            assert await asyncio.wait_for(taker, 10)
+            await h
+            assert await multi.owned() is False  # owned per task: this task is not the taker
+
+    asyncio.run(asyncio.wait_for(main(), 60))

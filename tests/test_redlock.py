@@ -148,3 +148,87 @@ def test_watchdog_quorum_loss_reported(nodes):
     finally:
         for c in clients:
             c.close()
+
+
+def run(coro):
+    import asyncio
+
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def async_red(nodes, **kw):
+    clients = [tenure.AsyncClient(s.url, socket_timeout=1.0, socket_connect_timeout=1.0)
+               for s in nodes]
+    red = clients[0].red_lock(*(c.lock("red") for c in clients), node_timeout=NODE_TIMEOUT, **kw)
+    return clients, red
+
+
+async def close_all(clients):
+    for c in clients:
+        await c.close()
+
+
+def test_async_all_up_and_two_killed(nodes):
+    async def main() -> None:
+        clients, red = async_red(nodes)
+        try:
+            assert await red.acquire(lease_time=10)
+            assert 0 < red.validity < 10 and await red.owned()
+            assert keys_on(nodes) == [True] * 5
+            await red.release()
+            assert keys_on(nodes) == [False] * 5
+            nodes[1].kill()
+            nodes[2].kill()
+            for _ in range(3):
+                t0 = time.monotonic()
+                assert await red.acquire(timeout=5, lease_time=10)
+                assert time.monotonic() - t0 < 2 * NODE_TIMEOUT
+                await red.release()
+        finally:
+            await close_all(clients)
+
+    run(main())
+
+
+def test_async_two_hung_and_three_killed(nodes):
+    async def main() -> None:
+        clients, red = async_red(nodes)
+        try:
+            nodes[0].pause()
+            nodes[1].pause()
+            assert await red.acquire(timeout=5, lease_time=10)
+            await red.release()
+            nodes[0].resume()
+            nodes[1].resume()
+            for i in (0, 2, 4):
+                nodes[i].kill()
+            for _ in range(2):
+                assert not await red.acquire(timeout=0.3, lease_time=10)
+                assert keys_on([nodes[1], nodes[3]]) == [False, False]
+        finally:
+            await close_all(clients)
+
+    run(main())
+
+
+def test_async_ten_tasks_increment_exactly(nodes):
+    import asyncio
+
+    async def main() -> None:
+        clients, red = async_red(nodes)
+        counter = {"value": 0}
+        try:
+            async def work() -> None:
+                for _ in range(5):
+                    async with red(timeout=60, lease_time=10):
+                        value = counter["value"]
+                        await asyncio.sleep(0.002)
+                        counter["value"] = value + 1
+
+            await asyncio.gather(*(work() for _ in range(10)))
+        finally:
+            await close_all(clients)
+        assert counter["value"] == 50
+
+    run(main())
+    assert keys_on(nodes) == [False] * 5

@@ -99,3 +99,27 @@ def test_unreplicated_release_reports_after_taking_effect(synced):
                 lock.release()  # the hold is gone from the table too
         finally:
             replica.resume()
+
+
+def test_async_unreplicated_acquire_is_undone(synced):
+    import asyncio
+
+    primary, replica = synced
+
+    async def main() -> None:
+        async with tenure.AsyncClient(primary.url, wait_for_replicas=1, replica_timeout=1) as c:
+            lock = c.lock("ar")
+            assert await lock.acquire(lease_time=30)  # replicated fine
+            await lock.release()
+            replica.pause()
+            try:
+                c2 = tenure.AsyncClient(primary.url, wait_for_replicas=1, replica_timeout=0.2)
+                async with c2:
+                    with pytest.raises(tenure.ReplicationError):
+                        await c2.fenced_lock("ar").acquire(lease_time=30)
+            finally:
+                replica.resume()
+            with primary.client() as p:
+                assert not p.exists("ar")
+
+    asyncio.run(asyncio.wait_for(main(), 60))

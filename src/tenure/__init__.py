@@ -1,6 +1,8 @@
 """tenure: distributed locks on Redis and Valkey, sync and asyncio (Redisson-compatible)."""
 
 from tenure.aio.client import AsyncClient
+from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
+from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.lock import AsyncLock
 from tenure.errors import (
     BackendError,
@@ -19,7 +21,10 @@ from tenure.sync.lock import Lock
 
 __all__ = [
     "AsyncClient",
+    "AsyncFencedLock",
     "AsyncLock",
+    "AsyncMultiLock",
+    "AsyncRedLock",
     "BackendError",
     "Client",
     "FencedLock",
