@@ -6,9 +6,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from servers import Server, valkey_binary
 
 import tenure
+from servers import Server, valkey_binary
 
 
 def test_empty_and_bad_members(client):

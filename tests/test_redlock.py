@@ -7,9 +7,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from servers import Server, valkey_binary
 
 import tenure
+from servers import Server, valkey_binary
 
 NODE_TIMEOUT = 0.5
 

@@ -6,9 +6,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from servers import Server, valkey_binary
 
 import tenure
+from servers import Server, valkey_binary
 
 
 @pytest.fixture(scope="module")
