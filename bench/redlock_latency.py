@@ -18,9 +18,8 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from servers import Server, valkey_binary  # noqa: E402
-
-import tenure  # noqa: E402
+import tenure
+from servers import Server, valkey_binary
 
 
 def timed(acquire: Callable[[], object], release: Callable[[], object], rounds: int) -> float:

@@ -238,8 +238,17 @@ class AsyncRedLock(_AsyncComposite):
             start = time.monotonic()
             # Member attempts run on as background tasks: a late grant is settled by _try.
             tasks = [self._spawn(self._try(acq, i, lease)) for i in range(len(owners))]
+            acq.attempts = list(tasks)
             try:
-                await asyncio.wait(tasks, timeout=self.node_timeout)
+                # Return as soon as a quorum holds; late answers are settled by _try.
+                pending = set(tasks)
+                while pending and self._core.held_count(acq) < needed:
+                    left = self.node_timeout - (time.monotonic() - start)
+                    if left <= 0:
+                        break
+                    _, pending = await asyncio.wait(
+                        pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                    )
             except BaseException:  # cancelled: give up this attempt, late grants release
                 held = self._core.abandon(acq)
                 for i, o in held.items():
@@ -275,7 +284,10 @@ class AsyncRedLock(_AsyncComposite):
         tasks = [self._spawn(self._release_member(i, o)) for i, o in acq.members.items()]
         if not tasks:
             raise NotOwnedError(f"{self.name}: no member was held")
-        done, pending = await asyncio.wait(tasks, timeout=self.node_timeout)
+        attempts: list[asyncio.Task[bool]] = acq.attempts  # type: ignore[assignment]
+        done, pending = await asyncio.wait([*tasks, *attempts], timeout=self.node_timeout)
+        done = {t for t in done if t in tasks}
+        pending = {t for t in pending if t in tasks}
         released = 0
         not_owned: list[NotOwnedError] = []
         for task in done:

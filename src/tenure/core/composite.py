@@ -91,6 +91,8 @@ class Acquisition:
     """Member index -> owner, for every member believed held (late replies included)."""
     lost_members: set[int] = field(default_factory=set)
     validity: float | None = None
+    attempts: list[object] = field(default_factory=list)
+    """The driver's in-flight member attempts (futures/tasks), awaited briefly at release."""
     lost: bool = False
     settled: bool = False
     """True once the attempt failed or the composite was released: a member granted after
@@ -159,6 +161,10 @@ class CompositeCore:
             acq.validity = validity
             self._held.setdefault(acq.owners, []).append(acq)
             self._lost.discard(acq.owners)
+
+    def held_count(self, acq: Acquisition) -> int:
+        with self._mutex:
+            return len(acq.members)
 
     def conclude(self, acq: Acquisition, needed: int, validity: float) -> dict[int, str] | None:
         """Decide a RedLock attempt atomically with late grants: None when it succeeded

@@ -213,11 +213,11 @@ class RedLock(_Composite):
 
     Made by :meth:`tenure.Client.red_lock` from N locks on N independent servers (different
     clients). Each attempt tries every member at once (a thread each), one try per member,
-    each answer awaited at most ``node_timeout``; it succeeds iff at least N // 2 + 1 members
-    were taken and the validity ``lease - elapsed - (0.01 x lease + 2 ms)`` (monotonic clock)
-    is still > 0. Otherwise every member is released — including those whose answer had not
-    come back, since a late grant may still land — and, while the wait allows, another attempt
-    follows after a random 5-50 ms delay. Dead or hung nodes are not errors: they count as not
+    answers awaited until a quorum holds or ``node_timeout`` passed; it succeeds iff at least
+    N // 2 + 1 members were taken and the validity ``lease - elapsed - (0.01 x lease + 2 ms)``
+    (monotonic clock) is still > 0. Otherwise every member is released — including those
+    whose answer had not come back, since a late grant may still land — and, while the wait
+    allows, another attempt follows after a random 5-50 ms delay. Dead or hung nodes are not errors: they count as not
     acquired. Sources: the Redis "Distributed Locks with Redis" page; Redisson's RedLock.
 
     Without ``lease_time`` each member's watchdog renews it; ``lost`` / ``on_lost`` report the
@@ -299,7 +299,17 @@ class RedLock(_Composite):
             acq = self._core.start(owners)
             start = time.monotonic()
             futures = [self._pool.submit(self._try, acq, i, lease) for i in range(len(owners))]
-            concurrent.futures.wait(futures, timeout=self.node_timeout)
+            acq.attempts = list(futures)
+            # Return as soon as a quorum holds; members still answering are settled by _try
+            # (recorded for release when granted after success, released if we gave up).
+            pending = set(futures)
+            while pending and self._core.held_count(acq) < needed:
+                left = self.node_timeout - (time.monotonic() - start)
+                if left <= 0:
+                    break
+                _, pending = concurrent.futures.wait(
+                    pending, timeout=left, return_when=concurrent.futures.FIRST_COMPLETED
+                )
             elapsed = time.monotonic() - start
             validity = plan.validity(validity_lease, elapsed)
             held = self._core.conclude(acq, needed, validity)
@@ -339,8 +349,14 @@ class RedLock(_Composite):
         acq = self._core.release(owners)
         if acq is None:
             raise NotOwnedError(f"{self.name} is not held by the caller")
-        futures = self._release_many(dict(acq.members))
-        done, pending = concurrent.futures.wait(futures, timeout=self.node_timeout)
+        # Attempts still answering settle themselves (a late grant is released at once).
+        attempts: list[concurrent.futures.Future[Any]] = acq.attempts  # type: ignore[assignment]
+        futures: list[concurrent.futures.Future[Any]] = self._release_many(dict(acq.members))
+        done, pending = concurrent.futures.wait(
+            [*futures, *attempts], timeout=self.node_timeout
+        )
+        done = {f for f in done if f in futures}
+        pending = {f for f in pending if f in futures}
         released = 0
         not_owned: list[NotOwnedError] = []
         for future in done:
