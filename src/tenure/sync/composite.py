@@ -218,7 +218,8 @@ class RedLock(_Composite):
     (monotonic clock) is still > 0. Otherwise every member is released — including those
     whose answer had not come back, since a late grant may still land — and, while the wait
     allows, another attempt follows after a random 5-50 ms delay. Dead or hung nodes are not
-    errors: they count as not acquired. Sources: the Redis "Distributed Locks with Redis" page; Redisson's RedLock.
+    errors: they count as not acquired. Sources: the Redis "Distributed Locks with Redis"
+    page; Redisson's RedLock.
 
     Without ``lease_time`` each member's watchdog renews it; ``lost`` / ``on_lost`` report the
     lock lost once fewer than a majority of members are still held.
