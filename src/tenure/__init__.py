@@ -1,6 +1,8 @@
 """tenure: distributed locks on Redis and Valkey, sync and asyncio (Redisson-compatible)."""
 
 from tenure.aio.client import AsyncClient
+from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
+from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.lock import AsyncLock
 from tenure.errors import (
     BackendError,
@@ -11,19 +13,30 @@ from tenure.errors import (
     NotOwnedError,
     ReplicationError,
 )
+from tenure.fencing import fenced_read, fenced_write
 from tenure.sync.client import Client
+from tenure.sync.composite import MultiLock, RedLock
+from tenure.sync.fenced import FencedLock
 from tenure.sync.lock import Lock
 
 __all__ = [
     "AsyncClient",
+    "AsyncFencedLock",
     "AsyncLock",
+    "AsyncMultiLock",
+    "AsyncRedLock",
     "BackendError",
     "Client",
+    "FencedLock",
     "Lock",
     "LockError",
     "LockLostError",
     "LockTimeout",
     "LockUpgradeError",
+    "MultiLock",
     "NotOwnedError",
+    "RedLock",
     "ReplicationError",
+    "fenced_read",
+    "fenced_write",
 ]

@@ -42,4 +42,14 @@ class LockUpgradeError(LockError):
 
 
 class ReplicationError(BackendError):
-    """Fewer replicas than ``wait_for_replicas`` acknowledged a lock change in time."""
+    """Fewer replicas than ``wait_for_replicas`` acknowledged a lock change in time.
+
+    The change itself took effect on the primary: an acquisition is undone (the hold is
+    released again) before this reaches the caller; a release stays done. ``reply`` is the
+    script's reply on the primary, ``acknowledged`` the number of replicas that confirmed.
+    """
+
+    def __init__(self, message: str, *, reply: object = None, acknowledged: int = 0) -> None:
+        super().__init__(message)
+        self.reply = reply
+        self.acknowledged = acknowledged

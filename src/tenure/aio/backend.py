@@ -10,6 +10,7 @@ from redis.exceptions import NoScriptError
 
 from tenure.core.context import Context
 from tenure.core.effects import Call
+from tenure.core.options import check_replicas, replica_wait
 
 
 class AsyncBackend:
@@ -44,7 +45,11 @@ class AsyncBackend:
             except NoScriptError:
                 await conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
                 reply = await conn.read_response()
-            return reply
+            wait = replica_wait(self.ctx, call)
+            if wait is None:
+                return reply
+            await conn.send_command("WAIT", *wait)
+            acknowledged = int(await conn.read_response())
         except redis.ResponseError:
             raise
         except BaseException:
@@ -52,3 +57,5 @@ class AsyncBackend:
             raise
         finally:
             await self.pool.release(conn)
+        check_replicas(self.ctx, call, reply, acknowledged)
+        return reply

@@ -13,9 +13,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from tenure.aio.backend import AsyncBackend
+from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
+from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.listener import AsyncListener
 from tenure.aio.lock import AsyncLock
+from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.effects import Call, Command, Effect, Flow, Subscribe, Unsubscribe, Wait
+from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
 from tenure.core.options import backend_error, check_timeouts, make_context
@@ -90,6 +94,23 @@ class AsyncClient:
     def lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncLock:
         """A reentrant :class:`tenure.AsyncLock` named ``name``; see :meth:`tenure.Client.lock`."""
         return AsyncLock(self, LockCore(self._ctx, name, on_lost))
+
+    def fenced_lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncFencedLock:
+        """A :class:`tenure.AsyncFencedLock`; see :meth:`tenure.Client.fenced_lock`."""
+        return AsyncFencedLock(self, FencedLockCore(self._ctx, name, on_lost))
+
+    def multi_lock(self, *locks: AsyncLock, on_lost: OnLost | None = None) -> AsyncMultiLock:
+        """A :class:`tenure.AsyncMultiLock`; see :meth:`tenure.Client.multi_lock`."""
+        return AsyncMultiLock(locks, on_lost=on_lost)
+
+    def red_lock(
+        self,
+        *locks: AsyncLock,
+        node_timeout: float = DEFAULT_NODE_TIMEOUT,
+        on_lost: OnLost | None = None,
+    ) -> AsyncRedLock:
+        """A :class:`tenure.AsyncRedLock`; see :meth:`tenure.Client.red_lock`."""
+        return AsyncRedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
 
     # -------------------------------------------------------------- driver
     def _owner(self) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import ClassVar
+import weakref
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from tenure import keys, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
@@ -26,7 +28,7 @@ from tenure.core.effects import (
     wait_for,
 )
 from tenure.core.holds import Hold, OnLost
-from tenure.errors import LockLostError, NotOwnedError
+from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
 log = logging.getLogger("tenure")
 
@@ -57,6 +59,7 @@ class LockCore:
         """The public object passed to ``on_lost`` (set by the sync/asyncio wrapper)."""
         self._lost: set[str] = set()
         self._lost_unreported: set[str] = set()
+        self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
 
     # ----------------------------------------------------------------- hooks
     def field(self, owner: str) -> str:
@@ -73,13 +76,46 @@ class LockCore:
         ``wait`` is the caller's whole wait in seconds (0 for one attempt), for locks whose
         script needs it (FairLock's queue deadline).
         """
-        reply = yield Call(
-            self.acquire_script, [self.key], [self.lease_ms(lease), owner], changes=True
-        )
+        call = Call(self.acquire_script, [self.key], [self.lease_ms(lease), owner], changes=True)
+        reply = yield from self.acquire_call(owner, call)
         if reply is not None:
             return int(reply)
         self.granted(owner, lease)
         return None
+
+    def acquire_call(self, owner: str, call: Call) -> Flow[Any]:
+        """Send an acquire script; its reply. Every :meth:`attempt` sends through here.
+
+        With ``wait_for_replicas``, a grant that too few replicas acknowledged is undone
+        (one hold released again, Redisson's ``checkLockSyncedSlaves``) before the
+        :class:`ReplicationError` goes on to the caller.
+        """
+        try:
+            return (yield call)
+        except ReplicationError as error:
+            if self.is_grant(error.reply):
+                yield from self.undo_grant(owner)
+            raise
+
+    def is_grant(self, reply: Any) -> bool:
+        """True if an acquire script's ``reply`` means the hold was granted."""
+        return reply is None
+
+    def undo_grant(self, owner: str) -> Flow[None]:
+        """Release the one hold just granted to ``owner`` (not yet in the hold table)."""
+        field = self.field(owner)
+        hold = self.ctx.holds.get(self.key, field)
+        lease = hold.leases[-1] if hold is not None and hold.leases else None
+        try:
+            yield Call(
+                self.release_script,
+                [self.key, self.channel],
+                [self.unlock_message, self.lease_ms(lease), field],
+                changes=True,
+            )
+        except BackendError as error:  # a ReplicationError here: undone on the primary
+            if not isinstance(error, ReplicationError):
+                log.warning("lock %r: undoing an unreplicated grant failed: %s", self.name, error)
 
     def granted(self, owner: str, lease: float | None) -> Hold:
         """Record a hold the server just granted to ``owner``."""
@@ -140,12 +176,21 @@ class LockCore:
         # loss. If the script then fails, the server's hold simply expires with its lease.
         hold = self.ctx.holds.pop(self.key, field)
         lease = hold.leases[-1] if hold is not None and hold.leases else None
-        reply = yield Call(
-            self.release_script,
-            [self.key, self.channel],
-            [self.unlock_message, self.lease_ms(lease), field],
-            changes=True,
-        )
+        try:
+            reply = yield Call(
+                self.release_script,
+                [self.key, self.channel],
+                [self.unlock_message, self.lease_ms(lease), field],
+                changes=True,
+            )
+        except ReplicationError as error:  # the release took effect on the primary
+            self.released(owner, hold, error.reply)
+            raise
+        self.released(owner, hold, reply)
+
+    def released(self, owner: str, hold: Hold | None, reply: Any) -> None:
+        """Apply a release script's reply to the hold table (raises if it was not owned)."""
+        field = self.field(owner)
         if reply is None:
             self.ctx.holds.discard(self.key, field)
             self.not_owned(owner, hold)
@@ -165,11 +210,27 @@ class LockCore:
         """Report ``owner``'s hold lost: the ``lost`` flag, then the ``on_lost`` callback."""
         self._lost.add(owner)
         self._lost_unreported.add(owner)
+        for ref in list(self._loss_listeners):
+            listener = ref()
+            if listener is None:
+                self._loss_listeners.remove(ref)
+                continue
+            try:
+                listener(self, owner)
+            except Exception:
+                log.exception("loss listener of lock %r failed", self.name)
         if self.on_lost is not None:
             try:
                 self.on_lost(self.front)
             except Exception:  # a failing callback must not hide the loss or stop renewal
                 log.exception("on_lost callback of lock %r failed", self.name)
+
+    def add_loss_listener(self, listener: Callable[[LockCore, str], None]) -> None:
+        """Also tell bound method ``listener(core, owner)`` of every hold reported lost.
+
+        Used by MultiLock/RedLock to roll member losses up; held weakly.
+        """
+        self._loss_listeners.append(weakref.WeakMethod(listener))
 
     def is_lost(self, owner: str) -> bool:
         return owner in self._lost

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.args import check_positive
+from tenure.core.args import check_positive, to_ms
 from tenure.core.context import Context
-from tenure.errors import BackendError
+from tenure.core.effects import Call
+from tenure.errors import BackendError, ReplicationError
 
 
 def make_context(
@@ -45,3 +46,28 @@ def backend_error(error: Exception) -> BackendError:
     wrapped = BackendError(f"{type(error).__name__}: {error}")
     wrapped.__cause__ = error
     return wrapped
+
+
+def replica_wait(ctx: Context, call: Call) -> tuple[int, int] | None:
+    """``(replicas, timeout_ms)`` of the ``WAIT`` a driver sends after ``call``, or None.
+
+    Only scripts that change lock state wait, and only with ``wait_for_replicas`` >= 1.
+    """
+    if not call.changes or ctx.wait_for_replicas < 1:
+        return None
+    return ctx.wait_for_replicas, to_ms(ctx.replica_timeout)
+
+
+def check_replicas(ctx: Context, call: Call, reply: object, acknowledged: int) -> None:
+    """Raise :class:`ReplicationError` when ``WAIT`` saw fewer replicas than required.
+
+    (Redisson's ``checkLockSyncedSlaves``.) The error carries the script's ``reply`` so the
+    flow that sent the script can undo what it changed (see ``LockCore.acquire_call``).
+    """
+    if acknowledged < ctx.wait_for_replicas:
+        raise ReplicationError(
+            f"{call.script.name}: {acknowledged} of {ctx.wait_for_replicas} replicas "
+            f"acknowledged within {ctx.replica_timeout} s",
+            reply=reply,
+            acknowledged=acknowledged,
+        )

@@ -14,6 +14,7 @@ from redis.exceptions import NoScriptError
 
 from tenure.core.context import Context
 from tenure.core.effects import Call
+from tenure.core.options import check_replicas, replica_wait
 
 
 class Backend:
@@ -48,7 +49,11 @@ class Backend:
             except NoScriptError:
                 conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
                 reply = conn.read_response()
-            return reply
+            wait = replica_wait(self.ctx, call)
+            if wait is None:
+                return reply
+            conn.send_command("WAIT", *wait)
+            acknowledged = int(conn.read_response())
         except redis.ResponseError:
             raise
         except BaseException:
@@ -56,3 +61,5 @@ class Backend:
             raise
         finally:
             self.pool.release(conn)
+        check_replicas(self.ctx, call, reply, acknowledged)
+        return reply

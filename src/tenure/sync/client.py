@@ -10,12 +10,16 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.effects import Call, Command, Effect, Flow, Subscribe, Unsubscribe, Wait
+from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
 from tenure.core.options import backend_error, check_timeouts, make_context
 from tenure.core.watchdog import renew
 from tenure.sync.backend import Backend
+from tenure.sync.composite import MultiLock, RedLock
+from tenure.sync.fenced import FencedLock
 from tenure.sync.listener import Listener
 from tenure.sync.lock import Lock
 
@@ -104,6 +108,35 @@ class Client:
         a hold of this lock is found lost. Raises TypeError/ValueError for a bad name.
         """
         return Lock(self, LockCore(self._ctx, name, on_lost))
+
+    def fenced_lock(self, name: str, *, on_lost: OnLost | None = None) -> FencedLock:
+        """A :class:`tenure.FencedLock` named ``name`` (Redisson ``getFencedLock``).
+
+        Arguments and errors as :meth:`lock`.
+        """
+        return FencedLock(self, FencedLockCore(self._ctx, name, on_lost))
+
+    def multi_lock(self, *locks: Lock, on_lost: OnLost | None = None) -> MultiLock:
+        """A :class:`tenure.MultiLock` over ``locks`` (Redisson ``getMultiLock``).
+
+        Members may come from any clients. Raises ValueError with no member, TypeError for a
+        member that is not a sync lock object.
+        """
+        return MultiLock(locks, on_lost=on_lost)
+
+    def red_lock(
+        self,
+        *locks: Lock,
+        node_timeout: float = DEFAULT_NODE_TIMEOUT,
+        on_lost: OnLost | None = None,
+    ) -> RedLock:
+        """A :class:`tenure.RedLock` over ``locks``, each on an independent master.
+
+        ``node_timeout``: seconds to wait for each member's answer in an attempt (default
+        0.1; keep it small next to the lease). Raises ValueError with no member or a bad
+        ``node_timeout``, TypeError for a member that is not a sync lock object.
+        """
+        return RedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
 
     # -------------------------------------------------------------- driver
     def _owner(self) -> str:

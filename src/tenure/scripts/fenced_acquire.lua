@@ -1,0 +1,11 @@
+-- Acquire (or re-enter) a fenced lock and draw a fencing token.
+-- KEYS[1] lock hash   KEYS[2] token counter (STRING, no TTL)
+-- ARGV[1] lease ms   ARGV[2] owner field
+-- Returns {1, token} when acquired (the counter is incremented on every acquisition,
+-- re-entries included), else {0, the holder's remaining lease in ms (-1: no expiry)}.
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, redis.call('incr', KEYS[2])}
+end
+return {0, redis.call('pttl', KEYS[1])}
