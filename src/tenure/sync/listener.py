@@ -192,7 +192,12 @@ class Listener:
             self._closed = True
             for entry in self._channels.values():
                 entry.cond.notify_all()
+            if self._connected:
+                # The reply wakes the reader, which sees _closed and stops. Closing the socket
+                # under it is not enough: a poll() that starts on a just-closed socket
+                # ignores it and sleeps for its whole timeout.
+                self._send("PING")
         self._stopped.set()
-        self._conn.disconnect()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=self._timeout)
+        self._conn.disconnect()
