@@ -94,7 +94,9 @@ def test_paused_holder_write_refused_new_holder_accepted(server, client, r):
     lease = 1.0
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, server.url, str(lease)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": SRC},
     )
     try:

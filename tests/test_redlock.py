@@ -37,8 +37,7 @@ def nodes(five: list[Server]) -> Iterator[list[Server]]:
 
 @pytest.fixture
 def red(nodes: list[Server]) -> Iterator[tenure.RedLock]:
-    clients = [tenure.Client(s.url, socket_timeout=1.0, socket_connect_timeout=1.0)
-               for s in nodes]
+    clients = [tenure.Client(s.url, socket_timeout=1.0, socket_connect_timeout=1.0) for s in nodes]
     lock = clients[0].red_lock(*(c.lock("red") for c in clients), node_timeout=NODE_TIMEOUT)
     yield lock
     lock.close()
@@ -157,8 +156,9 @@ def run(coro):
 
 
 def async_red(nodes, **kw):
-    clients = [tenure.AsyncClient(s.url, socket_timeout=1.0, socket_connect_timeout=1.0)
-               for s in nodes]
+    clients = [
+        tenure.AsyncClient(s.url, socket_timeout=1.0, socket_connect_timeout=1.0) for s in nodes
+    ]
     red = clients[0].red_lock(*(c.lock("red") for c in clients), node_timeout=NODE_TIMEOUT, **kw)
     return clients, red
 
@@ -218,6 +218,7 @@ def test_async_ten_tasks_increment_exactly(nodes):
         clients, red = async_red(nodes)
         counter = {"value": 0}
         try:
+
             async def work() -> None:
                 for _ in range(5):
                     async with red(timeout=60, lease_time=10):
