@@ -136,3 +136,34 @@ def test_bad_arguments_raise_before_io():
             tenure.AsyncClient(42)  # type: ignore[arg-type]
 
     run(main())
+
+
+def test_async_waiter_survives_pubsub_reconnect(server, r):
+    async def main() -> None:
+        async with tenure.AsyncClient(server.url) as a, tenure.AsyncClient(server.url) as b:
+            holder = a.lock("are-sub")
+            await holder.acquire()  # 30 s lease: only the unlock message can wake the waiter
+
+            async def wait() -> bool:
+                lock = b.lock("are-sub")
+                got = await lock.acquire(timeout=20)
+                await lock.release()  # the owner is this task
+                return got
+
+            waiter = asyncio.create_task(wait())
+
+            async def until(predicate) -> None:
+                for _ in range(250):
+                    if predicate():
+                        return
+                    await asyncio.sleep(0.02)
+                pytest.fail("condition not reached")
+
+            channel = [b"redisson_lock__channel:{are-sub}"]
+            await until(lambda: r.pubsub_channels() == channel)
+            assert r.client_kill_filter(_type="pubsub") >= 1
+            await until(lambda: r.pubsub_channels() == channel)
+            await holder.release()
+            assert await asyncio.wait_for(waiter, 2)
+
+    run(main())
