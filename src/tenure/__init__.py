@@ -16,6 +16,7 @@ from tenure.errors import (
 from tenure.fencing import fenced_read, fenced_write
 from tenure.sync.client import Client
 from tenure.sync.composite import MultiLock, RedLock
+from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.lock import Lock
 
@@ -27,6 +28,7 @@ __all__ = [
     "AsyncRedLock",
     "BackendError",
     "Client",
+    "FairLock",
     "FencedLock",
     "Lock",
     "LockError",

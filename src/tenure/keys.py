@@ -75,6 +75,17 @@ def fair_waiter_channel(key: str, owner: str) -> str:
     return f"{lock_channel(key)}:{owner}"
 
 
+def fair_waiter_channel_prefix(key: str) -> str:
+    """What FairLock scripts prepend to an owner to name its channel (see
+    :func:`fair_waiter_channel`): the scripts publish to ``<prefix><owner>``."""
+    return f"{lock_channel(key)}:"
+
+
+FAIR_DEFAULT_ALLOWANCE = 300.0
+"""Seconds a FairLock waiter that gave no timeout may take to claim the lock once its turn
+came before it is considered dead and dropped from the queue (Redisson's 5 minutes)."""
+
+
 def rw_channel(key: str) -> str:
     """Pub/sub channel of a ReadWriteLock."""
     return prefix_name(RW_CHANNEL, key)
@@ -85,6 +96,21 @@ def rw_writer_field(owner: str) -> str:
     return f"{owner}:write"
 
 
+RW_MODE_FIELD = "mode"
+RW_READ_MODE = "read"
+RW_WRITE_MODE = "write"
+
+
 def rw_read_timeout_prefix(key: str, owner: str) -> str:
     """Prefix of one reader's per-hold timeout keys; hold ``n`` is ``<prefix>:<n>``."""
     return suffix_name(key, f"{owner}:rwlock_timeout")
+
+
+def rw_timeout_base(key: str) -> str:
+    """What the ReadWriteLock scripts build any reader's timeout keys from:
+    ``<base>:<owner>:rwlock_timeout:<n>`` equals ``rw_read_timeout_prefix(key, owner):<n>``.
+
+    The scripts that find every reader's keys get this base as an argument; the watchdog's
+    ``rw_read_renew.lua`` (which only receives the hash key) mirrors :func:`suffix_name`.
+    """
+    return suffix_name(key, "")[:-1]

@@ -107,12 +107,7 @@ class LockCore:
         hold = self.ctx.holds.get(self.key, field)
         lease = hold.leases[-1] if hold is not None and hold.leases else None
         try:
-            yield Call(
-                self.release_script,
-                [self.key, self.channel],
-                [self.unlock_message, self.lease_ms(lease), field],
-                changes=True,
-            )
+            yield self.release_call(owner, lease)
         except BackendError as error:  # a ReplicationError here: undone on the primary
             if not isinstance(error, ReplicationError):
                 log.warning("lock %r: undoing an unreplicated grant failed: %s", self.name, error)
@@ -134,6 +129,24 @@ class LockCore:
         return
         yield  # a generator with no effects
 
+    def release_call(self, owner: str, lease: float | None) -> Call:
+        """The script call releasing one hold of ``owner``, whose newest remaining hold
+        (after this release) has ``lease``. Reply: nil = not held, 0 = holds remain,
+        1 = the caller's last hold is gone."""
+        return Call(
+            self.release_script,
+            [self.key, self.channel],
+            [self.unlock_message, self.lease_ms(lease), self.field(owner)],
+            changes=True,
+        )
+
+    def force_release_call(self) -> Call:
+        """The script call deleting the lock whoever holds it. Reply: 1 if it was held."""
+        return Call(
+            self.force_release_script, [self.key, self.channel], [self.unlock_message],
+            changes=True,
+        )
+
     # ----------------------------------------------------------------- flows
     def acquire(
         self, owner: str, blocking: object, timeout: object, lease_time: object
@@ -145,29 +158,39 @@ class LockCore:
 
     def _acquire(self, owner: str, wait: float, lease: float | None) -> Flow[bool]:
         deadline = Deadline(wait)
-        if (yield from self.attempt(owner, lease, wait)) is None:
-            return True
-        if deadline.remaining() <= 0:
-            yield from self.give_up(owner)
-            return False
-        channel = self.wait_channel(owner)
-        yield Subscribe(channel, self.wake_all)
+        channel: str | None = None
         try:
-            while True:
-                ttl = yield from self.attempt(owner, lease, wait)
-                if ttl is None or deadline.remaining() <= 0:
-                    break
-                yield Wait(channel, wait_for(ttl, deadline))
+            ttl = yield from self.attempt(owner, lease, wait)
+            if ttl is not None and deadline.remaining() > 0:
+                subscribe = Subscribe(self.wait_channel(owner), self.wake_all)
+                yield subscribe
+                channel = subscribe.channel
+                while True:
+                    ttl = yield from self.attempt(owner, lease, wait)
+                    if ttl is None or deadline.remaining() <= 0:
+                        break
+                    yield Wait(channel, wait_for(ttl, deadline))
         except GeneratorExit:
             raise
         except BaseException:
-            yield Unsubscribe(channel, pass_on=True)
-            yield from self.give_up(owner)
+            # Also after a failed first attempt or subscription: a FairLock waiter may
+            # already be queued on the server and must leave the queue.
+            if channel is not None:
+                yield Unsubscribe(channel, pass_on=True)
+            yield from self._give_up_quietly(owner)
             raise
-        yield Unsubscribe(channel)
+        if channel is not None:
+            yield Unsubscribe(channel)
         if ttl is not None:
             yield from self.give_up(owner)
         return ttl is None
+
+    def _give_up_quietly(self, owner: str) -> Flow[None]:
+        """:meth:`give_up` on an error path: a second failure must not hide the first."""
+        try:
+            yield from self.give_up(owner)
+        except BackendError as error:
+            log.warning("lock %r: cleanup after a failed acquire failed: %s", self.name, error)
 
     def release(self, owner: str) -> Flow[None]:
         """Release one hold of ``owner``; see :meth:`tenure.Lock.release`."""
@@ -177,12 +200,7 @@ class LockCore:
         hold = self.ctx.holds.pop(self.key, field)
         lease = hold.leases[-1] if hold is not None and hold.leases else None
         try:
-            reply = yield Call(
-                self.release_script,
-                [self.key, self.channel],
-                [self.unlock_message, self.lease_ms(lease), field],
-                changes=True,
-            )
+            reply = yield self.release_call(owner, lease)
         except ReplicationError as error:  # the release took effect on the primary
             self.released(owner, hold, error.reply)
             raise
@@ -249,12 +267,7 @@ class LockCore:
         return lease_from_pttl((yield Command(("PTTL", self.key))))
 
     def force_release(self) -> Flow[bool]:
-        reply = yield Call(
-            self.force_release_script,
-            [self.key, self.channel],
-            [self.unlock_message],
-            changes=True,
-        )
+        reply = yield self.force_release_call()
         return int(reply) == 1
 
 

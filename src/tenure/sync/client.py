@@ -12,6 +12,7 @@ from redis.retry import Retry
 
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.effects import Call, Command, Effect, Flow, Subscribe, Unsubscribe, Wait
+from tenure.core.fair import FairLockCore
 from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
@@ -19,6 +20,7 @@ from tenure.core.options import backend_error, check_timeouts, make_context
 from tenure.core.watchdog import renew
 from tenure.sync.backend import Backend
 from tenure.sync.composite import MultiLock, RedLock
+from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.listener import Listener
 from tenure.sync.lock import Lock
@@ -137,6 +139,14 @@ class Client:
         ``node_timeout``, TypeError for a member that is not a sync lock object.
         """
         return RedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
+
+    def fair_lock(self, name: str, *, on_lost: OnLost | None = None) -> FairLock:
+        """A reentrant lock granted in request order: :class:`tenure.FairLock` named ``name``
+        (Redisson ``getFairLock``). ``on_lost`` as for :meth:`lock`.
+
+        Raises TypeError/ValueError for a bad name or ``on_lost``.
+        """
+        return FairLock(self, FairLockCore(self._ctx, name, on_lost))
 
     # -------------------------------------------------------------- driver
     def _owner(self) -> str:

@@ -1,0 +1,104 @@
+"""The fair lock algorithm (Redisson's RFairLock), sans I/O: a reentrant lock granted in
+request order.
+
+Wire layout (DESIGN §3): the lock hash as for Lock, a LIST of waiting owners (head first), a
+ZSET of each waiter's deadline (server epoch ms) and one channel per waiter. A waiter joins
+the queue on its first blocking attempt; the lock goes to the head only. A waiter's deadline
+is the deadline of the waiter ahead (or the holder's lease end) plus its allowance (its
+``timeout``, 300 s without one); a head that misses its deadline is dropped as dead, so a
+crashed waiter delays the queue by at most its allowance. A waiter that times out, is
+cancelled or fails leaves the queue and moves the deadlines behind it ahead by its allowance.
+Unlock wakes the head only; every change of the head wakes the new head.
+
+Difference from Redisson: deadlines behind a new holder are re-anchored on its lease end,
+dead heads are only dropped while the lock is free, and server time is used, not client
+clocks. A waiter that stays queued longer than its allowance behind a watchdog-renewed holder
+may be dropped and re-join at the tail when it next tries.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from tenure import keys, scripts
+from tenure.core.args import to_ms
+from tenure.core.context import Context
+from tenure.core.effects import Call, Flow
+from tenure.core.holds import OnLost
+from tenure.core.lock import LockCore
+
+
+class FairLockCore(LockCore):
+    """One named fair lock of one client: :class:`LockCore` with a FIFO queue of waiters."""
+
+    acquire_script = scripts.get("fair_acquire")
+    release_script = scripts.get("fair_release")
+    force_release_script = scripts.get("fair_force_release")
+    give_up_script = scripts.get("fair_give_up")
+
+    def __init__(self, ctx: Context, name: str, on_lost: OnLost | None = None) -> None:
+        super().__init__(ctx, name, on_lost)
+        self.queue_key = keys.fair_queue_key(self.key)
+        self.timeout_key = keys.fair_timeout_key(self.key)
+        self.waiter_prefix = keys.fair_waiter_channel_prefix(self.key)
+        self._mutex = threading.Lock()
+        self._queued: dict[str, int] = {}
+        """Owner -> allowance ms of owners that may be queued on the server."""
+
+    @staticmethod
+    def allowance_ms(wait: float) -> int:
+        """A waiter's allowance: its whole wait, or 300 s when it waits forever."""
+        return to_ms(wait if math.isfinite(wait) else keys.FAIR_DEFAULT_ALLOWANCE)
+
+    def wait_channel(self, owner: str) -> str:
+        return keys.fair_waiter_channel(self.key, owner)
+
+    def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
+        allowance = 0
+        if wait > 0:  # one attempt (wait 0) never joins the queue
+            allowance = self.allowance_ms(wait)
+            with self._mutex:
+                self._queued[owner] = allowance
+        call = Call(
+            self.acquire_script,
+            [self.key, self.queue_key, self.timeout_key],
+            [self.lease_ms(lease), owner, allowance, self.waiter_prefix, self.unlock_message],
+            changes=True,
+        )
+        reply = yield from self.acquire_call(owner, call)
+        if reply is not None:
+            return int(reply)
+        with self._mutex:
+            self._queued.pop(owner, None)
+        self.granted(owner, lease)
+        return None
+
+    def give_up(self, owner: str) -> Flow[None]:
+        """Leave the queue (if queued), moving the deadlines behind ahead."""
+        with self._mutex:
+            allowance = self._queued.pop(owner, None)
+        if allowance is None:
+            return
+        yield Call(
+            self.give_up_script,
+            [self.key, self.queue_key, self.timeout_key],
+            [owner, allowance, self.waiter_prefix, self.unlock_message],
+            changes=True,
+        )
+
+    def release_call(self, owner: str, lease: float | None) -> Call:
+        return Call(
+            self.release_script,
+            [self.key, self.queue_key, self.timeout_key],
+            [self.unlock_message, self.lease_ms(lease), self.field(owner), self.waiter_prefix],
+            changes=True,
+        )
+
+    def force_release_call(self) -> Call:
+        return Call(
+            self.force_release_script,
+            [self.key, self.queue_key, self.timeout_key],
+            [self.unlock_message, self.waiter_prefix],
+            changes=True,
+        )

@@ -1,0 +1,90 @@
+-- Acquire (or re-enter) a fair lock, or join / stay in its FIFO queue of waiters.
+-- KEYS[1] lock hash   KEYS[2] queue LIST (owners, head first)   KEYS[3] deadline ZSET
+-- ARGV[1] lease ms   ARGV[2] owner field
+-- ARGV[3] the caller's wait allowance ms; 0 = one attempt that never joins the queue
+-- ARGV[4] waiter channel prefix (channel = prefix .. owner)   ARGV[5] wake-up message
+-- A waiter's deadline (server epoch ms) is when it must have taken the lock or be dropped as
+-- dead: the deadline of the waiter ahead (or the lease end) plus its own allowance.
+-- Any change of the queue head sends the new head a wake-up, so it re-reads its wait.
+-- Returns nil when acquired, else the ms to sleep before trying again (-1: until woken).
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[1])
+local owner = ARGV[2]
+local allowance = tonumber(ARGV[3])
+
+local function wake(waiter)
+    if waiter then
+        redis.call('publish', ARGV[4] .. waiter, ARGV[5])
+    end
+end
+
+if redis.call('hexists', KEYS[1], owner) == 1 then
+    redis.call('hincrby', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return nil
+end
+
+local head = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 then
+    -- The lock is free: drop heads that missed their deadline (dead or gone).
+    local dropped = false
+    while head do
+        local deadline = redis.call('zscore', KEYS[3], head)
+        if deadline and tonumber(deadline) > now then
+            break
+        end
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], head)
+        dropped = true
+        head = redis.call('lindex', KEYS[2], 0)
+    end
+    if not head or head == owner then
+        if head then
+            -- Leave the queue; re-anchor the deadlines behind on this lease's end.
+            local shift = now + lease - tonumber(redis.call('zscore', KEYS[3], owner))
+            redis.call('lpop', KEYS[2])
+            redis.call('zrem', KEYS[3], owner)
+            local rest = redis.call('lrange', KEYS[2], 0, -1)
+            for _, waiter in ipairs(rest) do
+                redis.call('zincrby', KEYS[3], shift, waiter)
+            end
+            wake(rest[1])
+        end
+        redis.call('hset', KEYS[1], owner, 1)
+        redis.call('pexpire', KEYS[1], lease)
+        return nil
+    end
+    if dropped then
+        wake(head)
+    end
+end
+
+if allowance > 0 and not redis.call('zscore', KEYS[3], owner) then
+    local pttl = redis.call('pttl', KEYS[1])
+    local base = now + math.max(pttl, 0)
+    local last = redis.call('lindex', KEYS[2], -1)
+    local last_deadline = last and redis.call('zscore', KEYS[3], last)
+    if last_deadline then
+        base = math.max(base, tonumber(last_deadline))
+    end
+    redis.call('lrem', KEYS[2], 0, owner)
+    redis.call('zadd', KEYS[3], base + allowance, owner)
+    redis.call('rpush', KEYS[2], owner)
+    if not head then
+        head = owner
+    end
+end
+
+-- How long to sleep. The head sleeps until the lease ends (or an unlock wakes it). Others
+-- only need to look again when the head's deadline passes, so that a dead head is dropped.
+local pttl = redis.call('pttl', KEYS[1])
+if not head or head == owner then
+    return pttl
+end
+local head_deadline = redis.call('zscore', KEYS[3], head)
+local until_head = head_deadline and (tonumber(head_deadline) - now) or 0
+if pttl == -1 then
+    return -1
+end
+return math.max(until_head, pttl, 1)

@@ -1,0 +1,21 @@
+-- Delete a fair lock whoever holds it and wake the queue head.
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] deadline ZSET
+-- ARGV[1] unlock message   ARGV[2] waiter channel prefix (channel = prefix .. owner)
+-- Returns 1 when something was held, else 0.
+if redis.call('del', KEYS[1]) == 0 then
+    return 0
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('lindex', KEYS[2], 0)
+while head do
+    local deadline = redis.call('zscore', KEYS[3], head)
+    if deadline and tonumber(deadline) > now then
+        redis.call('publish', ARGV[2] .. head, ARGV[1])
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    head = redis.call('lindex', KEYS[2], 0)
+end
+return 1

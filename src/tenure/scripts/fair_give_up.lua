@@ -1,0 +1,27 @@
+-- A fair-lock waiter leaves the queue (timed out, cancelled, failed).
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] deadline ZSET
+-- ARGV[1] owner field   ARGV[2] the waiter's allowance ms (its share of the deadlines behind)
+-- ARGV[3] waiter channel prefix (channel = prefix .. owner)   ARGV[4] wake-up message
+-- The waiters behind move ahead by its allowance, so deadlines never drift; if it was the
+-- head, the new head is woken (it may take a free lock, or must re-read its wait).
+-- Returns 1 if the waiter was queued, else 0.
+local queue = redis.call('lrange', KEYS[2], 0, -1)
+local at = nil
+for i, waiter in ipairs(queue) do
+    if waiter == ARGV[1] then
+        at = i
+        break
+    end
+end
+redis.call('zrem', KEYS[3], ARGV[1])
+if not at then
+    return 0
+end
+for i = at + 1, #queue do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[i])
+end
+redis.call('lrem', KEYS[2], 0, ARGV[1])
+if at == 1 and queue[2] then
+    redis.call('publish', ARGV[3] .. queue[2], ARGV[4])
+end
+return 1

@@ -1,0 +1,27 @@
+-- Release one hold of a fair lock; once free, wake the queue head only.
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] deadline ZSET
+-- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds
+-- ARGV[3] owner field   ARGV[4] waiter channel prefix (channel = prefix .. owner)
+-- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+end
+redis.call('del', KEYS[1])
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('lindex', KEYS[2], 0)
+while head do
+    local deadline = redis.call('zscore', KEYS[3], head)
+    if deadline and tonumber(deadline) > now then
+        redis.call('publish', ARGV[4] .. head, ARGV[1])
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    head = redis.call('lindex', KEYS[2], 0)
+end
+return 1
