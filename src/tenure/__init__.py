@@ -19,6 +19,7 @@ from tenure.sync.composite import MultiLock, RedLock
 from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.lock import Lock
+from tenure.sync.rwlock import ReadWriteLock
 
 __all__ = [
     "AsyncClient",
@@ -37,6 +38,7 @@ __all__ = [
     "LockUpgradeError",
     "MultiLock",
     "NotOwnedError",
+    "ReadWriteLock",
     "RedLock",
     "ReplicationError",
     "fenced_read",

@@ -66,7 +66,10 @@ def fair_queue_key(key: str) -> str:
 
 
 def fair_timeout_key(key: str) -> str:
-    """ZSET of a FairLock's waiting owners scored by their epoch-ms deadline."""
+    """ZSET of a FairLock's waiting owners scored by their epoch-ms deadline.
+
+    The watchdog's ``fair_renew.lua`` (which only receives the hash key) mirrors this rule.
+    """
     return prefix_name(FAIR_TIMEOUT, key)
 
 

@@ -4,16 +4,16 @@ request order.
 Wire layout (DESIGN §3): the lock hash as for Lock, a LIST of waiting owners (head first), a
 ZSET of each waiter's deadline (server epoch ms) and one channel per waiter. A waiter joins
 the queue on its first blocking attempt; the lock goes to the head only. A waiter's deadline
-is the deadline of the waiter ahead (or the holder's lease end) plus its allowance (its
+is the deadline of the waiter ahead (for the head: the lock's expiry) plus its allowance (its
 ``timeout``, 300 s without one); a head that misses its deadline is dropped as dead, so a
-crashed waiter delays the queue by at most its allowance. A waiter that times out, is
-cancelled or fails leaves the queue and moves the deadlines behind it ahead by its allowance.
-Unlock wakes the head only; every change of the head wakes the new head.
+crashed waiter delays the queue by at most its allowance once the lock is free. A waiter that
+times out, is cancelled or fails leaves the queue and moves the deadlines behind it ahead by
+its allowance. Unlock wakes the head only; every change of the head wakes the new head.
 
-Difference from Redisson: deadlines behind a new holder are re-anchored on its lease end,
-dead heads are only dropped while the lock is free, and server time is used, not client
-clocks. A waiter that stays queued longer than its allowance behind a watchdog-renewed holder
-may be dropped and re-join at the tail when it next tries.
+Differences from Redisson: every script that moves the lock's expiry (acquire, re-entry,
+release, watchdog renewal, force release) moves the deadlines by as much, so they stay
+anchored on the lock's real expiry (Redisson anchors them once, so an early release or a
+long renewed hold skews them); the scripts use server time, not client clocks.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class FairLockCore(LockCore):
     acquire_script = scripts.get("fair_acquire")
     release_script = scripts.get("fair_release")
     force_release_script = scripts.get("fair_force_release")
+    renewal_script = scripts.get("fair_renew")
     give_up_script = scripts.get("fair_give_up")
 
     def __init__(self, ctx: Context, name: str, on_lost: OnLost | None = None) -> None:

@@ -4,7 +4,8 @@
 -- ARGV[3] the caller's wait allowance ms; 0 = one attempt that never joins the queue
 -- ARGV[4] waiter channel prefix (channel = prefix .. owner)   ARGV[5] wake-up message
 -- A waiter's deadline (server epoch ms) is when it must have taken the lock or be dropped as
--- dead: the deadline of the waiter ahead (or the lease end) plus its own allowance.
+-- dead: the deadline of the waiter ahead (the head: the lock's expiry) plus its own
+-- allowance. Every script that moves the lock's expiry moves all deadlines by as much.
 -- Any change of the queue head sends the new head a wake-up, so it re-reads its wait.
 -- Returns nil when acquired, else the ms to sleep before trying again (-1: until woken).
 local t = redis.call('time')
@@ -19,9 +20,21 @@ local function wake(waiter)
     end
 end
 
+local function shift(ms)
+    if ms ~= 0 then
+        for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+            redis.call('zincrby', KEYS[3], ms, waiter)
+        end
+    end
+end
+
 if redis.call('hexists', KEYS[1], owner) == 1 then
+    local pttl = redis.call('pttl', KEYS[1])
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], lease)
+    if pttl >= 0 then
+        shift(lease - pttl)
+    end
     return nil
 end
 
@@ -42,14 +55,11 @@ if redis.call('exists', KEYS[1]) == 0 then
     if not head or head == owner then
         if head then
             -- Leave the queue; re-anchor the deadlines behind on this lease's end.
-            local shift = now + lease - tonumber(redis.call('zscore', KEYS[3], owner))
+            local own = tonumber(redis.call('zscore', KEYS[3], owner))
             redis.call('lpop', KEYS[2])
             redis.call('zrem', KEYS[3], owner)
-            local rest = redis.call('lrange', KEYS[2], 0, -1)
-            for _, waiter in ipairs(rest) do
-                redis.call('zincrby', KEYS[3], shift, waiter)
-            end
-            wake(rest[1])
+            shift(now + lease - own)
+            wake(redis.call('lindex', KEYS[2], 0))
         end
         redis.call('hset', KEYS[1], owner, 1)
         redis.call('pexpire', KEYS[1], lease)

@@ -1,9 +1,16 @@
 -- Delete a fair lock whoever holds it and wake the queue head.
 -- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] deadline ZSET
 -- ARGV[1] unlock message   ARGV[2] waiter channel prefix (channel = prefix .. owner)
+-- Waiters' deadlines move with the lock's expiry (see fair_acquire.lua).
 -- Returns 1 when something was held, else 0.
+local pttl = redis.call('pttl', KEYS[1])
 if redis.call('del', KEYS[1]) == 0 then
     return 0
+end
+if pttl > 0 then
+    for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+        redis.call('zincrby', KEYS[3], -pttl, waiter)
+    end
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -24,6 +24,7 @@ from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.listener import Listener
 from tenure.sync.lock import Lock
+from tenure.sync.rwlock import ReadWriteLock
 
 T = TypeVar("T")
 log = logging.getLogger("tenure")
@@ -147,6 +148,15 @@ class Client:
         Raises TypeError/ValueError for a bad name or ``on_lost``.
         """
         return FairLock(self, FairLockCore(self._ctx, name, on_lost))
+
+    def read_write_lock(self, name: str, *, on_lost: OnLost | None = None) -> ReadWriteLock:
+        """Many readers or one writer: :class:`tenure.ReadWriteLock` named ``name`` (Redisson
+        ``getReadWriteLock``); ``.read_lock()`` / ``.write_lock()`` are its lock objects.
+        ``on_lost(side)`` as for :meth:`lock`, called with the side whose hold was lost.
+
+        Raises TypeError/ValueError for a bad name or ``on_lost``.
+        """
+        return ReadWriteLock(self, name, on_lost)
 
     # -------------------------------------------------------------- driver
     def _owner(self) -> str:

@@ -1,0 +1,23 @@
+-- Take (or re-enter) the write hold of a read-write lock.
+-- KEYS[1] lock hash   ARGV[1] lease ms   ARGV[2] writer field   ARGV[3] owner (reader field)
+-- Granted when nobody holds the lock, or on re-entry by the writer (which adds the lease to
+-- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
+-- caller holds read holds only (it would wait on itself forever), else the lock's PTTL.
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    local pttl = redis.call('pttl', KEYS[1])
+    if pttl >= 0 then
+        redis.call('pexpire', KEYS[1], pttl + tonumber(ARGV[1]))
+    end
+    return nil
+end
+if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+    return 'upgrade'
+end
+return redis.call('pttl', KEYS[1])

@@ -1,0 +1,35 @@
+-- Release one write hold of a read-write lock.
+-- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] the caller's read-timeout prefix
+-- ARGV[1] unlock message (wake all)   ARGV[2] lease ms re-applied to the remaining holds
+-- ARGV[3] writer field   ARGV[4] owner (reader field)
+-- When the last write hold goes while the caller still holds read holds, the lock stays in
+-- read mode (downgrade), lives as long as those holds, and waiting readers are woken.
+-- Returns nil when the caller holds no write hold, 0 when write holds remain, 1 when the
+-- caller's last write hold is gone.
+if redis.call('hget', KEYS[1], 'mode') ~= 'write'
+        or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+else
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    local longest = redis.call('pttl', KEYS[1])
+    local holds = tonumber(redis.call('hget', KEYS[1], ARGV[4])) or 0
+    for n = 1, holds do
+        local pttl = redis.call('pttl', KEYS[3] .. ':' .. n)
+        if pttl > longest then
+            longest = pttl
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+    end
+end
+redis.call('publish', KEYS[2], ARGV[1])
+return 1

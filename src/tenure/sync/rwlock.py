@@ -1,0 +1,73 @@
+"""The sync read-write lock (Redisson ``RReadWriteLock``) and its two lock sides."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tenure.core.holds import OnLost
+from tenure.core.rwlock import ReadLockCore, WriteLockCore
+from tenure.sync.lock import Lock
+
+if TYPE_CHECKING:
+    from tenure.sync.client import Client
+
+
+class ReadLock(Lock):
+    """The read side of a :class:`ReadWriteLock`: shared by any number of owners (threads
+    of any client) while no other owner holds the write side. Reentrant.
+
+    Members as :class:`tenure.Lock`, except: ``locked()`` is True while the lock is in read
+    mode; ``force_release()`` deletes the lock (every read hold) only when it is in read
+    mode and wakes every waiter, returning False otherwise; ``remaining_lease()`` is the
+    lock's, which lives as long as its longest read hold. Each read hold expires on its own
+    lease, so a dead reader's hold ends without waiting for the others; the watchdog renews
+    the caller's own holds only. The owner of the write side may take read holds too.
+    """
+
+
+class WriteLock(Lock):
+    """The write side of a :class:`ReadWriteLock`: one owner at a time, with no readers
+    other than that owner. Reentrant; a re-entry adds its lease to the remaining time.
+
+    Members as :class:`tenure.Lock`, plus:
+
+    - ``acquire`` raises :class:`tenure.LockUpgradeError` at once, blocking or not, when
+      the calling thread holds read holds but not the write hold: it would wait on its own
+      reads. Release the reads first.
+    - Releasing the last write hold while the caller still holds read holds leaves the lock
+      in read mode (downgrade); waiting readers are woken.
+    - ``locked()`` is True while the lock is in write mode; ``force_release()`` deletes the
+      lock only when it is in write mode and wakes every waiter, returning False otherwise.
+    """
+
+
+class ReadWriteLock:
+    """Many readers or one writer (Redisson ``RReadWriteLock``), owned per (client, thread).
+
+    Made by :meth:`tenure.Client.read_write_lock`. ``read_lock()`` and ``write_lock()``
+    return the two sides, lock objects with every member of :class:`tenure.Lock`. Wire
+    layout: DESIGN §3 (one hash with a ``mode`` field, a timeout key per read hold, channel
+    ``redisson_rwlock:{<name>}``). Waiters sleep on the channel: a read release wakes one,
+    a write release all.
+    """
+
+    def __init__(self, client: Client, name: str, on_lost: OnLost | None = None) -> None:
+        ctx = client._ctx
+        self._read = ReadLock(client, ReadLockCore(ctx, name, on_lost))
+        self._write = WriteLock(client, WriteLockCore(ctx, name, on_lost))
+
+    @property
+    def name(self) -> str:
+        """The lock's name as given (without the client's ``name_prefix``)."""
+        return self._read.name
+
+    def read_lock(self) -> ReadLock:
+        """The read side (the same object on every call)."""
+        return self._read
+
+    def write_lock(self) -> WriteLock:
+        """The write side (the same object on every call)."""
+        return self._write
+
+    def __repr__(self) -> str:
+        return f"<ReadWriteLock {self.name!r}>"
