@@ -59,11 +59,18 @@ class AsyncClient:
         )
         check_timeouts(socket_timeout, socket_connect_timeout)
         if isinstance(url_or_redis, str):
-            self.redis: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
-                url_or_redis,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_connect_timeout,
-                retry=Retry(NoBackoff(), 0),
+            # A blocking pool: with more concurrent commands than connections, callers wait
+            # for a free connection (each is returned within a command's socket timeout)
+            # instead of failing with MaxConnectionsError (redis-py's default pool caps at 100).
+            self.redis: redis.asyncio.Redis = redis.asyncio.Redis.from_pool(
+                redis.asyncio.BlockingConnectionPool.from_url(
+                    url_or_redis,
+                    max_connections=100,
+                    timeout=None,
+                    socket_timeout=socket_timeout,
+                    socket_connect_timeout=socket_connect_timeout,
+                    retry=Retry(NoBackoff(), 0),
+                )
             )
             self._owns_redis = True
             timeout = socket_timeout

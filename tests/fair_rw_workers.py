@@ -1,0 +1,99 @@
+"""Child-process bodies of the FairLock and ReadWriteLock tests (spawned: importable by name,
+arguments picklable)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import redis
+
+import tenure
+
+
+def fair_queue_in_turn(url: str, name: str, turns: Any, done: Any) -> None:
+    """For each index received on ``turns``: a thread records its place in line (the
+    index), then waits for the fair lock; once granted it appends its place to ``order``,
+    holds briefly and releases. ``None`` ends the process once all its threads finished."""
+    with tenure.Client(url) as client:
+        raw = redis.Redis.from_url(url)
+        lock = client.fair_lock(name)
+        threads = []
+
+        def wait_in_line(place: int) -> None:
+            assert lock.acquire(timeout=60)
+            raw.rpush("order", place)
+            time.sleep(0.01)
+            lock.release()
+
+        while (place := turns.get()) is not None:
+            t = threading.Thread(target=wait_in_line, args=(place,))
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        raw.close()
+    done.set()
+
+
+def fair_wait(url: str, name: str, timeout: float, ready: Any) -> None:
+    """Wait for the fair lock with ``timeout`` (the waiter's allowance) until killed."""
+    client = tenure.Client(url)
+    ready.set()
+    client.fair_lock(name).acquire(timeout=timeout)
+    time.sleep(3600)
+
+
+def rw_work(url: str, name: str, writer: bool, rounds: int, start: Any) -> list[tuple[int, int]]:
+    """Take the read or write side ``rounds`` times; returns (enter, exit) monotonic ns spans.
+
+    Server counters ``readers``/``writers`` check exclusion from inside: a writer must find
+    itself alone, a reader must find no writer; each breach increments ``violations``.
+    """
+    spans: list[tuple[int, int]] = []
+    with tenure.Client(url) as client:
+        raw = redis.Redis.from_url(url)
+        rw = client.read_write_lock(name)
+        side = rw.write_lock() if writer else rw.read_lock()
+        start.wait()
+        for _ in range(rounds):
+            with side:
+                enter = time.monotonic_ns()
+                if writer:
+                    if raw.incr("writers") != 1 or int(raw.get("readers") or 0) != 0:
+                        raw.incr("violations")
+                    time.sleep(0.005)
+                    raw.decr("writers")
+                else:
+                    raw.incr("readers")
+                    if int(raw.get("writers") or 0) != 0:
+                        raw.incr("violations")
+                    time.sleep(0.02)
+                    raw.decr("readers")
+                spans.append((enter, time.monotonic_ns()))
+        raw.close()
+    return spans
+
+
+def rw_read_and_die(url: str, name: str, lease: float, ready: Any) -> None:
+    """Take a read hold with ``lease`` seconds, signal, then sleep until killed."""
+    client = tenure.Client(url)
+    client.read_write_lock(name).read_lock().acquire(lease_time=lease)
+    ready.set()
+    time.sleep(3600)
+
+
+def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
+    """Poll a server-side condition every 10 ms; True once it holds, False at the timeout."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def server_ms(raw: redis.Redis) -> int:
+    seconds, micros = raw.time()
+    return int(seconds) * 1000 + int(micros) // 1000
