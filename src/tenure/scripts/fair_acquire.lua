@@ -66,7 +66,9 @@ if redis.call('exists', KEYS[1]) == 0 then
         return nil
     end
     if dropped then
+        -- the new head may take the free lock; the one behind must re-read its wait
         wake(head)
+        wake(redis.call('lindex', KEYS[2], 1))
     end
 end
 
@@ -87,14 +89,13 @@ if allowance > 0 and not redis.call('zscore', KEYS[3], owner) then
 end
 
 -- How long to sleep. The head sleeps until the lease ends (or an unlock wakes it). Others
--- only need to look again when the head's deadline passes, so that a dead head is dropped.
+-- only need to look again when the head's deadline passes, so that a dead head is dropped;
+-- while the lock is held they look again after (deadline - expiry), the head's allowance,
+-- in case the lock is released early and the deadlines move ahead.
 local pttl = redis.call('pttl', KEYS[1])
-if not head or head == owner then
+if not head or head == owner or pttl == -1 then
     return pttl
 end
 local head_deadline = redis.call('zscore', KEYS[3], head)
 local until_head = head_deadline and (tonumber(head_deadline) - now) or 0
-if pttl == -1 then
-    return -1
-end
-return math.max(until_head, pttl, 1)
+return math.max(until_head - math.max(pttl, 0), 1)

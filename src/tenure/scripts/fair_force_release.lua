@@ -19,6 +19,11 @@ while head do
     local deadline = redis.call('zscore', KEYS[3], head)
     if deadline and tonumber(deadline) > now then
         redis.call('publish', ARGV[2] .. head, ARGV[1])
+        -- the one behind re-reads its wait: the head's deadline just moved ahead
+        local next = redis.call('lindex', KEYS[2], 1)
+        if next then
+            redis.call('publish', ARGV[2] .. next, ARGV[1])
+        end
         break
     end
     redis.call('lpop', KEYS[2])

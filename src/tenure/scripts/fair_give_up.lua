@@ -3,7 +3,7 @@
 -- ARGV[1] owner field   ARGV[2] the waiter's allowance ms (its share of the deadlines behind)
 -- ARGV[3] waiter channel prefix (channel = prefix .. owner)   ARGV[4] wake-up message
 -- The waiters behind move ahead by its allowance, so deadlines never drift; if it was the
--- head, the new head is woken (it may take a free lock, or must re-read its wait).
+-- head (or second), the new front of the queue is woken to re-read its wait.
 -- Returns 1 if the waiter was queued, else 0.
 local queue = redis.call('lrange', KEYS[2], 0, -1)
 local at = nil
@@ -21,7 +21,12 @@ for i = at + 1, #queue do
     redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[i])
 end
 redis.call('lrem', KEYS[2], 0, ARGV[1])
-if at == 1 and queue[2] then
-    redis.call('publish', ARGV[3] .. queue[2], ARGV[4])
+if at <= 2 then
+    -- a new head (it may take a free lock) or a new second: they re-read their waits
+    for i = 2, 3 do
+        if queue[i] and i ~= at then
+            redis.call('publish', ARGV[3] .. queue[i], ARGV[4])
+        end
+    end
 end
 return 1

@@ -35,6 +35,11 @@ while head do
     local deadline = redis.call('zscore', KEYS[3], head)
     if deadline and tonumber(deadline) > now then
         redis.call('publish', ARGV[4] .. head, ARGV[1])
+        -- the one behind re-reads its wait: the head's deadline just moved ahead
+        local next = redis.call('lindex', KEYS[2], 1)
+        if next then
+            redis.call('publish', ARGV[4] .. next, ARGV[1])
+        end
         break
     end
     redis.call('lpop', KEYS[2])
