@@ -45,8 +45,11 @@ def fair_wait(url: str, name: str, timeout: float, ready: Any) -> None:
     time.sleep(3600)
 
 
-def rw_work(url: str, name: str, writer: bool, rounds: int, start: Any) -> list[tuple[int, int]]:
-    """Take the read or write side ``rounds`` times; returns (enter, exit) monotonic ns spans.
+def rw_work(
+    url: str, name: str, writer: bool, rounds: int, threads: int, start: Any
+) -> list[tuple[int, int]]:
+    """``threads`` threads take the read or write side ``rounds`` times each; returns the
+    (enter, exit) monotonic ns spans (CLOCK_MONOTONIC: comparable across processes).
 
     Server counters ``readers``/``writers`` check exclusion from inside: a writer must find
     itself alone, a reader must find no writer; each breach increments ``violations``.
@@ -56,22 +59,30 @@ def rw_work(url: str, name: str, writer: bool, rounds: int, start: Any) -> list[
         raw = redis.Redis.from_url(url)
         rw = client.read_write_lock(name)
         side = rw.write_lock() if writer else rw.read_lock()
+
+        def work() -> None:
+            for _ in range(rounds):
+                with side(timeout=60):
+                    enter = time.monotonic_ns()
+                    if writer:
+                        if raw.incr("writers") != 1 or int(raw.get("readers") or 0) != 0:
+                            raw.incr("violations")
+                        time.sleep(0.005)
+                        raw.decr("writers")
+                    else:
+                        raw.incr("readers")
+                        if int(raw.get("writers") or 0) != 0:
+                            raw.incr("violations")
+                        time.sleep(0.02)
+                        raw.decr("readers")
+                    spans.append((enter, time.monotonic_ns()))
+
+        pool = [threading.Thread(target=work) for _ in range(threads)]
         start.wait()
-        for _ in range(rounds):
-            with side:
-                enter = time.monotonic_ns()
-                if writer:
-                    if raw.incr("writers") != 1 or int(raw.get("readers") or 0) != 0:
-                        raw.incr("violations")
-                    time.sleep(0.005)
-                    raw.decr("writers")
-                else:
-                    raw.incr("readers")
-                    if int(raw.get("writers") or 0) != 0:
-                        raw.incr("violations")
-                    time.sleep(0.02)
-                    raw.decr("readers")
-                spans.append((enter, time.monotonic_ns()))
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
         raw.close()
     return spans
 

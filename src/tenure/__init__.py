@@ -2,8 +2,10 @@
 
 from tenure.aio.client import AsyncClient
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
+from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.lock import AsyncLock
+from tenure.aio.rwlock import AsyncReadWriteLock
 from tenure.errors import (
     BackendError,
     LockError,
@@ -23,9 +25,11 @@ from tenure.sync.rwlock import ReadWriteLock
 
 __all__ = [
     "AsyncClient",
+    "AsyncFairLock",
     "AsyncFencedLock",
     "AsyncLock",
     "AsyncMultiLock",
+    "AsyncReadWriteLock",
     "AsyncRedLock",
     "BackendError",
     "Client",

@@ -21,12 +21,7 @@ FENCED_VALUE_FIELD = "value"
 
 UNLOCK_MESSAGE = "0"
 """Published on a lock's channel when it becomes free (a read unlock of a ReadWriteLock too)."""
-READ_FENCED_TOKEN_FIELD = "token"
-"""Field of a fenced resource HASH (:mod:`tenure.fencing`): the highest token seen."""
-FENCED_VALUE_FIELD = "value"
-"""Field of a fenced resource HASH: the value stored with that token."""
-
-UNLOCK_MESSAGE = "0"
+READ_UNLOCK_MESSAGE = "0"
 WRITE_UNLOCK_MESSAGE = "1"
 """Published when a write lock is freed: every waiter may proceed (readers share)."""
 

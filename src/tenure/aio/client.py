@@ -14,11 +14,14 @@ from redis.retry import Retry
 
 from tenure.aio.backend import AsyncBackend
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
+from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.listener import AsyncListener
 from tenure.aio.lock import AsyncLock
+from tenure.aio.rwlock import AsyncReadWriteLock
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.effects import Call, Command, Effect, Flow, Subscribe, Unsubscribe, Wait
+from tenure.core.fair import FairLockCore
 from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
@@ -118,6 +121,16 @@ class AsyncClient:
     ) -> AsyncRedLock:
         """A :class:`tenure.AsyncRedLock`; see :meth:`tenure.Client.red_lock`."""
         return AsyncRedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
+
+    def fair_lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncFairLock:
+        """A FIFO :class:`tenure.AsyncFairLock`; see :meth:`tenure.Client.fair_lock`."""
+        return AsyncFairLock(self, FairLockCore(self._ctx, name, on_lost))
+
+    def read_write_lock(
+        self, name: str, *, on_lost: OnLost | None = None
+    ) -> AsyncReadWriteLock:
+        """A :class:`tenure.AsyncReadWriteLock`; see :meth:`tenure.Client.read_write_lock`."""
+        return AsyncReadWriteLock(self, name, on_lost)
 
     # -------------------------------------------------------------- driver
     def _owner(self) -> str:
