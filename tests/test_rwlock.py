@@ -10,10 +10,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 import redis
-
-import tenure
 from fair_rw_workers import rw_read_and_die, rw_work, wait_until
 from servers import Server
+
+import tenure
 from tenure import keys
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -80,7 +80,9 @@ def test_write_excludes_and_reentry_adds_lease(client: tenure.Client, r: redis.R
         t.join()
         assert out == [False]
     # a write release wakes every waiter: two readers of this client get in together
-    readers = [in_thread(lambda: rw.read_lock().acquire(timeout=10, lease_time=5)) for _ in range(2)]
+    readers = [
+        in_thread(lambda: rw.read_lock().acquire(timeout=10, lease_time=5)) for _ in range(2)
+    ]
     write.release()
     released = time.monotonic()
     write.release()
@@ -91,7 +93,9 @@ def test_write_excludes_and_reentry_adds_lease(client: tenure.Client, r: redis.R
     assert r.hget("w", "mode") == b"read"
 
 
-def test_read_holder_asking_for_write_gets_upgrade_error(client: tenure.Client, r: redis.Redis) -> None:
+def test_read_holder_asking_for_write_gets_upgrade_error(
+    client: tenure.Client, r: redis.Redis
+) -> None:
     rw = client.read_write_lock("up")
     assert rw.read_lock().acquire()
     started = time.monotonic()
@@ -197,7 +201,9 @@ def test_readers_overlap_writers_exclusive_across_processes(server: Server, r: r
         assert sum(1 for c, d in writes if c < b and a < d) == 1
 
 
-def test_dead_reader_expires_on_its_own_lease(server: Server, client: tenure.Client, r: redis.Redis) -> None:
+def test_dead_reader_expires_on_its_own_lease(
+    server: Server, client: tenure.Client, r: redis.Redis
+) -> None:
     ready = SPAWN.Event()
     proc = SPAWN.Process(target=rw_read_and_die, args=(server.url, "dead", 1.0, ready))
     proc.start()
@@ -207,7 +213,8 @@ def test_dead_reader_expires_on_its_own_lease(server: Server, client: tenure.Cli
         proc.kill()
         assert rw.read_lock().acquire(lease_time=30)
         writer, got = in_thread(lambda: (rw.write_lock().acquire(timeout=20), time.monotonic()))
-        dead_keys = [k for k in r.keys("{dead}:*") if not k.decode().startswith(f"{{dead}}:{client._owner()}")]
+        ours = f"{{dead}}:{client._owner()}:"
+        dead_keys = [k for k in r.keys("{dead}:*") if not k.decode().startswith(ours)]
         assert len(dead_keys) == 1
         assert wait_until(lambda: r.exists(*dead_keys) == 0, 5)  # gone after its 1 s lease
         assert r.pttl("dead") > 20_000  # while our 30 s hold keeps the lock
