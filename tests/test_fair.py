@@ -10,9 +10,9 @@ import time
 import pytest
 import redis
 from fair_rw_workers import fair_queue_in_turn, fair_wait, server_ms, wait_until
-from servers import Server, valkey_binary
 
 import tenure
+from servers import Server, valkey_binary
 from tenure import keys
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 import redis
-from servers import Server
 
 import tenure
+from servers import Server
 from tenure import keys
 
 

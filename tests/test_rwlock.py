@@ -11,9 +11,9 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 import redis
 from fair_rw_workers import rw_read_and_die, rw_work, wait_until
-from servers import Server
 
 import tenure
+from servers import Server
 from tenure import keys
 
 SPAWN = multiprocessing.get_context("spawn")
