@@ -111,6 +111,9 @@ def render(report: demo_module.Report) -> Table:
             f"min {counts[0]}, max {counts[-1]} over {len(counts)} workers" if counts else "-",
         ),
     ]
+    if report.reader_overlaps is not None:  # rw: readers share, writers exclude
+        rows[3] = ("sections overlapping a write", _flag(report.overlaps))
+        rows.insert(4, ("read sections sharing the lock", f"{report.reader_overlaps}"))
     for measure, value in rows:
         table.add_row(measure, value)
     return table

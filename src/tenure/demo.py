@@ -27,7 +27,15 @@ import tenure
 Span = tuple[int, int, int]
 """(worker id, entry ns, exit ns) of one critical section."""
 
-KINDS = ("lock",)
+KINDS = ("lock", "fair", "rw")
+
+RW_WRITER_EVERY = 4
+"""With ``--kind rw`` every 4th worker (thread or task) writes; the others read."""
+
+
+def is_writer(kind: str, wid: int) -> bool:
+    """True if worker ``wid`` updates the counter (always, except for the readers of rw)."""
+    return kind != "rw" or wid % RW_WRITER_EVERY == 0
 
 
 def _sync_worker(
@@ -36,14 +44,15 @@ def _sync_worker(
     spans: list[Span] = []
     with tenure.Client(url) as client:
         raw = redis.Redis.from_url(url)
-        lock = _make_lock(client, kind, name)
 
         def work(wid: int) -> None:
+            lock = _make_lock(client, kind, name, is_writer(kind, wid))
             for _ in range(rounds):
                 with lock:
                     enter = time.monotonic_ns()
                     value = int(raw.get(name + ":counter") or 0)
-                    raw.set(name + ":counter", value + 1)
+                    if is_writer(kind, wid):
+                        raw.set(name + ":counter", value + 1)
                     spans.append((wid, enter, time.monotonic_ns()))
                 with done.get_lock():
                     done.value += 1
@@ -57,9 +66,27 @@ def _sync_worker(
     return spans
 
 
-def _make_lock(client: tenure.Client, kind: str, name: str) -> tenure.Lock:
+def _make_lock(client: tenure.Client, kind: str, name: str, writer: bool) -> tenure.Lock:
     if kind == "lock":
         return client.lock(name)
+    if kind == "fair":
+        return client.fair_lock(name)
+    if kind == "rw":
+        rw = client.read_write_lock(name)
+        return rw.write_lock() if writer else rw.read_lock()
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def _make_async_lock(
+    client: tenure.AsyncClient, kind: str, name: str, writer: bool
+) -> tenure.AsyncLock:
+    if kind == "lock":
+        return client.lock(name)
+    if kind == "fair":
+        return client.fair_lock(name)
+    if kind == "rw":
+        rw = client.read_write_lock(name)
+        return rw.write_lock() if writer else rw.read_lock()
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -70,14 +97,15 @@ def _async_worker(
         spans: list[Span] = []
         async with tenure.AsyncClient(url) as client:
             raw = redis.asyncio.Redis.from_url(url)
-            lock = client.lock(name)
 
             async def work(wid: int) -> None:
+                lock = _make_async_lock(client, kind, name, is_writer(kind, wid))
                 for _ in range(rounds):
                     async with lock:
                         enter = time.monotonic_ns()
                         value = int(await raw.get(name + ":counter") or 0)
-                        await raw.set(name + ":counter", value + 1)
+                        if is_writer(kind, wid):
+                            await raw.set(name + ":counter", value + 1)
                         spans.append((wid, enter, time.monotonic_ns()))
                     with done.get_lock():
                         done.value += 1
@@ -108,14 +136,42 @@ class Report:
     overlaps: int
     handoff_ms: list[float]
     per_worker: dict[int, int]
+    counter_expected: int | None = None
+    """rw only: the write sections, each of which adds one to the counter."""
+    reader_overlaps: int | None = None
+    """rw only: read sections that overlapped another read section (sharing, wanted > 0);
+    ``overlaps`` then counts sections that overlapped a write section (must be 0)."""
 
     @property
     def lost_updates(self) -> int:
-        return self.expected - self.counter
+        expected = self.expected if self.counter_expected is None else self.counter_expected
+        return expected - self.counter
 
     @property
     def ok(self) -> bool:
         return self.lost_updates == 0 and self.overlaps == 0 and self.sections == self.expected
+
+
+def analyse_rw(spans: Sequence[Span], expected: int, writes: int, counter: int) -> Report:
+    """``analyse`` for readers and writers: writes must overlap nothing, reads may share."""
+    report = analyse(spans, expected, counter)
+    report.counter_expected = writes
+    write_spans = [s for s in spans if is_writer("rw", s[0])]
+    reads = [s for s in spans if not is_writer("rw", s[0])]
+    report.overlaps = sum(
+        1
+        for w in write_spans
+        for other in spans
+        if other is not w and other[1] < w[2] and w[1] < other[2]
+    )
+    ordered = sorted(reads, key=lambda s: s[1])
+    shared = 0
+    latest_exit = 0
+    for _, enter, leave in ordered:
+        shared += enter < latest_exit
+        latest_exit = max(latest_exit, leave)
+    report.reader_overlaps = shared
+    return report
 
 
 def analyse(spans: Sequence[Span], expected: int, counter: int) -> Report:
@@ -191,6 +247,11 @@ def run(
     counter = int(raw.get(name + ":counter") or 0)
     raw.delete(name + ":counter")
     raw.close()
+    if kind == "rw":
+        writes = sum(
+            rounds for w in range(processes * threads) if is_writer(kind, w)
+        )
+        return analyse_rw(spans, total, writes, counter)
     return analyse(spans, total, counter)
 
 
