@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import multiprocessing
 import statistics
 import sys
@@ -26,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tenure
+from tenure import keys
 from tenure.embedded import embedded_server
 
 console = Console()
@@ -192,6 +194,14 @@ def handoffs(url: str, rounds: int) -> list[tuple[str, float]]:
 
     rows.append(("tenure Lock", handoff(tenure_pair, rounds)))
 
+    def fair_pair() -> tuple[Callable[[], object], Callable[[], object]]:
+        client = tenure.Client(url)
+        clients.append(client)
+        lock = client.fair_lock("bench:h-fair")
+        return lock.acquire, lock.release
+
+    rows.append(("tenure FairLock", handoff(fair_pair, rounds)))
+
     def redispy_pair() -> tuple[Callable[[], object], Callable[[], object]]:
         lock = redis.Redis.from_url(url).lock("bench:h-redis-py", timeout=30)
         return lock.acquire, lock.release
@@ -226,34 +236,61 @@ def crash_handoff(url: str, rounds: int) -> float:
 
 
 # ---------------------------------------------------------------- contention
-def _contend(url: str, name: str, start: float, seconds: float, out: object) -> None:
+def _contend(
+    url: str, name: str, start: float, seconds: float, out: object, kind: str = "lock"
+) -> None:
+    """Acquire and release in a loop; puts (count, grants). For ``fair`` each grant is
+    (sequence number, owner, queue head seen inside the section): the next grant must go to
+    that head for the order to be FIFO."""
+    grants: list[tuple[int, str, str | None]] = []
     with tenure.Client(url) as client:
-        lock = client.lock(name)
+        raw = redis.Redis.from_url(url, decode_responses=True)
+        if kind == "fair":
+            lock: tenure.Lock = client.fair_lock(name)
+        elif kind == "read":
+            lock = client.read_write_lock(name).read_lock()
+        else:
+            lock = client.lock(name)
+        queue = keys.fair_queue_key(name)
         while time.time() < start:
             time.sleep(0.001)
         count = 0
         while time.time() < start + seconds:
             with lock:
                 count += 1
-    out.put(count)  # type: ignore[attr-defined]
+                if kind == "fair":
+                    seq, head = raw.pipeline().incr(name + ":seq").lindex(queue, 0).execute()
+                    grants.append((seq, client._owner(), head))
+        raw.close()
+    out.put((count, grants))  # type: ignore[attr-defined]
 
 
-def contention(url: str, procs: int, seconds: float) -> tuple[float, float, list[int]]:
-    """(acquisitions/s, Jain's index, per-process counts) with ``procs`` processes."""
+def contention(
+    url: str, procs: int, seconds: float, kind: str = "lock"
+) -> tuple[float, float, list[int], float | None]:
+    """(acquisitions/s, Jain's index, per-process counts, FIFO share or None) with ``procs``
+    processes taking a ``kind`` lock (lock, fair, read)."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     start = time.time() + 1.5  # all processes spawned and connected before the clock starts
+    name = f"bench:{kind}{procs}:{time.time_ns()}"
     ps = [
-        ctx.Process(target=_contend, args=(url, f"bench:c{procs}", start, seconds, out))
+        ctx.Process(target=_contend, args=(url, name, start, seconds, out, kind))
         for _ in range(procs)
     ]
     for p in ps:
         p.start()
-    counts = [out.get(timeout=60) for _ in ps]
+    results = [out.get(timeout=60) for _ in ps]
     for p in ps:
         p.join()
+    counts = [c for c, _ in results]
     jain = sum(counts) ** 2 / (len(counts) * sum(c * c for c in counts)) if any(counts) else 0
-    return sum(counts) / seconds, jain, counts
+    fifo = None
+    if kind == "fair":
+        grants = sorted(g for _, gs in results for g in gs)
+        checks = [(a[2], b[1]) for a, b in itertools.pairwise(grants) if a[2] is not None]
+        fifo = sum(head == owner for head, owner in checks) / len(checks) if checks else 1.0
+    return sum(counts) / seconds, jain, counts, fifo
 
 
 # ---------------------------------------------------------------- footprint
@@ -331,8 +368,28 @@ def main() -> None:
         for col in ("processes", "acquisitions/s", "Jain's index", "per process"):
             table.add_column(col, justify="right")
         for procs in (2, 4, 8):
-            rate, jain, counts = contention(url, procs, seconds)
+            rate, jain, counts, _ = contention(url, procs, seconds)
             table.add_row(str(procs), f"{rate:,.0f}", f"{jain:.3f}", " ".join(map(str, counts)))
+        console.print(table)
+
+        table = Table(title=f"FairLock, {seconds:.0f} s per row")
+        for col in ("processes", "acquisitions/s", "FIFO order", "Jain's index", "per process"):
+            table.add_column(col, justify="right")
+        for procs in (2, 4, 8):
+            rate, jain, counts, fifo = contention(url, procs, seconds, "fair")
+            table.add_row(
+                str(procs), f"{rate:,.0f}", f"{100 * (fifo or 0):.1f} %", f"{jain:.3f}",
+                " ".join(map(str, counts)),
+            )
+        console.print(table)
+        console.print("targets: FIFO order 100 %, Jain ≥ 0.99")
+
+        table = Table(title=f"ReadWriteLock read side vs Lock, 8 processes, {seconds:.0f} s")
+        table.add_column("lock")
+        table.add_column("acquisitions/s", justify="right")
+        for kind, label in (("read", "ReadWriteLock read_lock (shared)"), ("lock", "Lock")):
+            rate, _, _, _ = contention(url, 8, seconds, kind)
+            table.add_row(label, f"{rate:,.0f}")
         console.print(table)
 
         commands, conns = idle_waiters(url, 50, 3.0)
