@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from tenure import demo as demo_module
-from tenure.embedded import embedded_server
+from tenure.embedded import embedded_servers
 
 
 @click.group()
@@ -23,7 +23,10 @@ def main() -> None:
 @main.command()
 @click.option(
     "--url",
-    help="Server URL (redis://host:port/db). Default: an embedded Valkey.",
+    "urls",
+    multiple=True,
+    help="Server URL (redis://host:port/db); repeat it for --kind red (independent masters). "
+    "Default: embedded Valkey servers (5 for red, else 1).",
 )
 @click.option(
     "--kind",
@@ -51,7 +54,7 @@ def main() -> None:
 )
 @click.option("--asyncio", "use_asyncio", is_flag=True, help="Use the asyncio API (tasks).")
 def demo(
-    url: str | None, kind: str, processes: int, threads: int, rounds: int, use_asyncio: bool
+    urls: tuple[str, ...], kind: str, processes: int, threads: int, rounds: int, use_asyncio: bool
 ) -> None:
     """P processes x T threads each run K critical sections on one lock.
 
@@ -59,10 +62,14 @@ def demo(
     and overlapping sections (both must be 0; exit status 1 otherwise), throughput, handoff
     latency and how the acquisitions spread over the workers.
     """
+    if kind != "red" and len(urls) > 1:
+        raise click.UsageError(f"--kind {kind} runs on one server: give --url at most once")
     console = Console()
-    server = embedded_server() if url is None else nullcontext(url)
-    with server as target:
-        where = "embedded Valkey at " + target if url is None else target
+    servers = embedded_servers(demo_module.servers_needed(kind)) if not urls else nullcontext(urls)
+    with servers as targets:
+        where = ", ".join(targets)
+        if not urls:
+            where = f"embedded Valkey at {where}"
         console.print(
             f"[bold]tenure demo[/]: {kind}, {processes} processes x {threads} "
             f"{'tasks' if use_asyncio else 'threads'} x {rounds} rounds on {where}"
@@ -76,7 +83,7 @@ def demo(
         ) as bar:
             task = bar.add_task("critical sections", total=processes * threads * rounds)
             report = demo_module.run(
-                target,
+                targets,
                 kind=kind,
                 processes=processes,
                 threads=threads,
@@ -104,6 +111,11 @@ def render(report: demo_module.Report) -> Table:
         ("throughput", f"{report.sections / report.seconds:,.0f} /s" if report.seconds else "-"),
         ("lost updates", _flag(report.lost_updates)),
         ("overlapping critical sections", _flag(report.overlaps)),
+        *(
+            [("stale writes refused", _flag(report.stale_writes))]
+            if report.stale_writes is not None
+            else []
+        ),
         ("handoff latency p50", f"{p50:.3f} ms"),
         ("handoff latency p99", f"{p99:.3f} ms"),
         (

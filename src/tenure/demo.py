@@ -4,6 +4,12 @@ Each critical section does a deliberately non-atomic GET -> +1 -> SET of a count
 records its entry and exit times on the host's monotonic clock (shared by all processes).
 Afterwards the counter must equal the number of critical sections (no lost update) and no
 two sections may overlap in time.
+
+Kinds (:data:`KINDS`; each builds its lock in :func:`_make_lock` / :func:`_make_async_lock`):
+``lock`` (tenure.Lock), ``red`` (RedLock over one lock per server, :data:`SERVERS` servers;
+the counter lives on the first), ``fenced`` (FencedLock; the section reads the counter with
+:func:`tenure.fenced_read` and writes it with :func:`tenure.fenced_write` under the lock's
+token, and counts the writes refused as stale).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from queue import Empty
@@ -23,11 +30,12 @@ import redis
 import redis.asyncio
 
 import tenure
+from tenure import keys
 
 Span = tuple[int, int, int]
 """(worker id, entry ns, exit ns) of one critical section."""
 
-KINDS = ("lock", "fair", "rw")
+KINDS = ("lock", "fair", "rw", "red", "fenced")
 
 RW_WRITER_EVERY = 4
 """With ``--kind rw`` every 4th worker (thread or task) writes; the others read."""
@@ -38,21 +46,102 @@ def is_writer(kind: str, wid: int) -> bool:
     return kind != "rw" or wid % RW_WRITER_EVERY == 0
 
 
+SERVERS = {"red": 5}
+"""Independent servers a kind needs (1 when not listed)."""
+
+Outcome = tuple[list[Span], int]
+"""What a worker process returns: its spans and how many fenced writes were refused."""
+
+
+def servers_needed(kind: str) -> int:
+    """How many independent servers ``kind`` runs on."""
+    return SERVERS.get(kind, 1)
+
+
+# The kind dispatch: one branch per kind, building the lock from the worker's clients (one
+# client per URL; every kind but ``red`` has a single one).
+
+
+def _make_lock(clients: Sequence[tenure.Client], kind: str, name: str, writer: bool = True) -> Any:
+    if kind == "lock":
+        return clients[0].lock(name)
+    if kind == "fair":
+        return clients[0].fair_lock(name)
+    if kind == "rw":
+        rw = clients[0].read_write_lock(name)
+        return rw.write_lock() if writer else rw.read_lock()
+    if kind == "fenced":
+        return clients[0].fenced_lock(name)
+    if kind == "red":
+        return clients[0].red_lock(*(c.lock(name) for c in clients))
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def _make_async_lock(
+    clients: Sequence[tenure.AsyncClient], kind: str, name: str, writer: bool = True
+) -> Any:
+    if kind == "lock":
+        return clients[0].lock(name)
+    if kind == "fair":
+        return clients[0].fair_lock(name)
+    if kind == "rw":
+        rw = clients[0].read_write_lock(name)
+        return rw.write_lock() if writer else rw.read_lock()
+    if kind == "fenced":
+        return clients[0].fenced_lock(name)
+    if kind == "red":
+        return clients[0].red_lock(*(c.lock(name) for c in clients))
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def _fenced_increment(raw: redis.Redis, key: str, token: int) -> bool:
+    """The fenced section: read, +1, ``fenced_write``; False if the write was refused."""
+    current = tenure.fenced_read(raw, key)
+    value = int(current[1]) if current is not None else 0
+    return tenure.fenced_write(raw, key, token, str(value + 1))
+
+
+def _read_counter(raw: redis.Redis, kind: str, key: str) -> int:
+    if kind == "fenced":
+        current = tenure.fenced_read(raw, key)
+        return int(current[1]) if current is not None else 0
+    return int(raw.get(key) or 0)
+
+
 def _sync_worker(
-    url: str, name: str, kind: str, worker: int, threads: int, rounds: int, done: Any
-) -> list[Span]:
+    urls: tuple[str, ...],
+    name: str,
+    kind: str,
+    worker: int,
+    threads: int,
+    rounds: int,
+    done: Any,
+) -> Outcome:
     spans: list[Span] = []
-    with tenure.Client(url) as client:
-        raw = redis.Redis.from_url(url)
+    refused = 0
+    key = name + ":counter"
+    with ExitStack() as stack:
+        clients = [stack.enter_context(tenure.Client(url)) for url in urls]
+        raw = stack.enter_context(redis.Redis.from_url(urls[0]))
+        shared = _make_lock(clients, kind, name)
+        if isinstance(shared, tenure.RedLock):
+            stack.callback(shared.close)
+        fenced = isinstance(shared, tenure.FencedLock)
 
         def work(wid: int) -> None:
-            lock = _make_lock(client, kind, name, is_writer(kind, wid))
+            nonlocal refused
+            writer = is_writer(kind, wid)
+            lock = _make_lock(clients, kind, name, writer) if kind == "rw" else shared
             for _ in range(rounds):
                 with lock:
                     enter = time.monotonic_ns()
-                    value = int(raw.get(name + ":counter") or 0)
-                    if is_writer(kind, wid):
-                        raw.set(name + ":counter", value + 1)
+                    if fenced:
+                        if not _fenced_increment(raw, key, lock.token):
+                            refused += 1
+                    else:
+                        value = int(raw.get(key) or 0)
+                        if writer:
+                            raw.set(key, value + 1)
                     spans.append((wid, enter, time.monotonic_ns()))
                 with done.get_lock():
                     done.value += 1
@@ -62,62 +151,59 @@ def _sync_worker(
             thread.start()
         for thread in pool:
             thread.join()
-        raw.close()
-    return spans
-
-
-def _make_lock(client: tenure.Client, kind: str, name: str, writer: bool) -> tenure.Lock:
-    if kind == "lock":
-        return client.lock(name)
-    if kind == "fair":
-        return client.fair_lock(name)
-    if kind == "rw":
-        rw = client.read_write_lock(name)
-        return rw.write_lock() if writer else rw.read_lock()
-    raise ValueError(f"unknown kind {kind!r}")
-
-
-def _make_async_lock(
-    client: tenure.AsyncClient, kind: str, name: str, writer: bool
-) -> tenure.AsyncLock:
-    if kind == "lock":
-        return client.lock(name)
-    if kind == "fair":
-        return client.fair_lock(name)
-    if kind == "rw":
-        rw = client.read_write_lock(name)
-        return rw.write_lock() if writer else rw.read_lock()
-    raise ValueError(f"unknown kind {kind!r}")
+    return spans, refused
 
 
 def _async_worker(
-    url: str, name: str, kind: str, worker: int, tasks: int, rounds: int, done: Any
-) -> list[Span]:
-    async def main() -> list[Span]:
+    urls: tuple[str, ...],
+    name: str,
+    kind: str,
+    worker: int,
+    tasks: int,
+    rounds: int,
+    done: Any,
+) -> Outcome:
+    async def main() -> Outcome:
         spans: list[Span] = []
-        async with tenure.AsyncClient(url) as client:
-            raw = redis.asyncio.Redis.from_url(url)
+        refused = 0
+        key = name + ":counter"
+        async with AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(tenure.AsyncClient(url)) for url in urls]
+            raw = await stack.enter_async_context(redis.asyncio.Redis.from_url(urls[0]))
+            # fenced_write is sync-only: the fenced section runs it on a sync client in a
+            # worker thread (asyncio.to_thread) so the event loop keeps serving the others.
+            sync_raw = stack.enter_context(redis.Redis.from_url(urls[0]))
+            shared = _make_async_lock(clients, kind, name)
+            fenced = isinstance(shared, tenure.AsyncFencedLock)
 
             async def work(wid: int) -> None:
-                lock = _make_async_lock(client, kind, name, is_writer(kind, wid))
+                nonlocal refused
+                writer = is_writer(kind, wid)
+                lock = _make_async_lock(clients, kind, name, writer) if kind == "rw" else shared
                 for _ in range(rounds):
                     async with lock:
                         enter = time.monotonic_ns()
-                        value = int(await raw.get(name + ":counter") or 0)
-                        if is_writer(kind, wid):
-                            await raw.set(name + ":counter", value + 1)
+                        if fenced:
+                            stored = await asyncio.to_thread(
+                                _fenced_increment, sync_raw, key, lock.token
+                            )
+                            if not stored:
+                                refused += 1
+                        else:
+                            value = int(await raw.get(key) or 0)
+                            if writer:
+                                await raw.set(key, value + 1)
                         spans.append((wid, enter, time.monotonic_ns()))
                     with done.get_lock():
                         done.value += 1
 
             await asyncio.gather(*(work(worker * tasks + t) for t in range(tasks)))
-            await raw.aclose()
-        return spans
+        return spans, refused
 
     return asyncio.run(main())
 
 
-def _entry(worker: Callable[..., list[Span]], results: Any, args: tuple[Any, ...]) -> None:
+def _entry(worker: Callable[..., Outcome], results: Any, args: tuple[Any, ...]) -> None:
     try:
         results.put(worker(*args))
     except BaseException as error:
@@ -141,6 +227,8 @@ class Report:
     reader_overlaps: int | None = None
     """rw only: read sections that overlapped another read section (sharing, wanted > 0);
     ``overlaps`` then counts sections that overlapped a write section (must be 0)."""
+    stale_writes: int | None = None
+    """Fenced writes refused as stale (``fenced`` kind only; None for the others)."""
 
     @property
     def lost_updates(self) -> int:
@@ -194,7 +282,7 @@ def analyse(spans: Sequence[Span], expected: int, counter: int) -> Report:
 
 
 def run(
-    url: str,
+    url: str | Sequence[str],
     *,
     kind: str = "lock",
     processes: int = 4,
@@ -203,17 +291,28 @@ def run(
     use_asyncio: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
-    """Run the contention workload against ``url`` and return what it measured."""
+    """Run the contention workload against ``url`` and return what it measured.
+
+    ``url`` is one URL, or for ``red`` a sequence of URLs of independent servers (the counter
+    lives on the first).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    urls = (url,) if isinstance(url, str) else tuple(url)
+    if not urls:
+        raise ValueError("url must name at least one server")
+    if kind != "red" and len(urls) != 1:
+        raise ValueError(f"kind {kind!r} runs on one server, got {len(urls)} URLs")
     name = f"tenure-demo:{time.time_ns()}"
     ctx = multiprocessing.get_context("spawn")
     done = ctx.Value("i", 0)
     total = processes * threads * rounds
     worker = _async_worker if use_asyncio else _sync_worker
-    results: Queue[list[Span] | str] = ctx.Queue()
+    results: Queue[Outcome | str] = ctx.Queue()
     procs = [
         ctx.Process(
             target=_entry,
-            args=(worker, results, (url, name, kind, w, threads, rounds, done)),
+            args=(worker, results, (urls, name, kind, w, threads, rounds, done)),
             daemon=True,
         )
         for w in range(processes)
@@ -221,6 +320,7 @@ def run(
     for proc in procs:
         proc.start()
     spans: list[Span] = []
+    refused = 0
     received = 0
     try:
         while received < processes:
@@ -234,7 +334,8 @@ def run(
                 continue
             if isinstance(outcome, str):
                 raise RuntimeError(f"a demo worker failed: {outcome}")
-            spans += outcome
+            spans += outcome[0]
+            refused += outcome[1]
             received += 1
     finally:
         for proc in procs:
@@ -243,16 +344,16 @@ def run(
                 proc.kill()
     if progress is not None:
         progress(done.value, total)
-    raw = redis.Redis.from_url(url)
-    counter = int(raw.get(name + ":counter") or 0)
-    raw.delete(name + ":counter")
-    raw.close()
+    with redis.Redis.from_url(urls[0]) as raw:
+        counter = _read_counter(raw, kind, name + ":counter")
+        raw.delete(name + ":counter", keys.token_key(name))
     if kind == "rw":
-        writes = sum(
-            rounds for w in range(processes * threads) if is_writer(kind, w)
-        )
+        writes = sum(rounds for w in range(processes * threads) if is_writer(kind, w))
         return analyse_rw(spans, total, writes, counter)
-    return analyse(spans, total, counter)
+    report = analyse(spans, total, counter)
+    if kind == "fenced":
+        report.stale_writes = refused
+    return report
 
 
 def percentile(values: Sequence[float], q: float) -> float:

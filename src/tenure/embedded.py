@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 
 @contextmanager
@@ -26,3 +26,13 @@ def embedded_server() -> Iterator[str]:
         yield f"redis://127.0.0.1:{server.port}/0"
     finally:
         server.stop()
+
+
+@contextmanager
+def embedded_servers(n: int) -> Iterator[tuple[str, ...]]:
+    """Start ``n`` independent embedded servers (see :func:`embedded_server`); yield their URLs.
+
+    All are stopped on exit, also when a later one fails to start.
+    """
+    with ExitStack() as stack:
+        yield tuple(stack.enter_context(embedded_server()) for _ in range(n))
