@@ -133,3 +133,7 @@ def render(report: demo_module.Report) -> Table:
 
 def _flag(value: int) -> str:
     return f"[green]{value}[/]" if value == 0 else f"[bold red]{value}[/]"
+
+
+if __name__ == "__main__":
+    main()
