@@ -299,10 +299,13 @@ def idle_waiters(url: str, waiters: int, seconds: float) -> tuple[int, int]:
     raw = redis.Redis.from_url(url)
     with tenure.Client(url) as holder, tenure.Client(url) as client:
         holder.lock("bench:idle").acquire()
-        threads = [
-            threading.Thread(target=client.lock("bench:idle").acquire, daemon=True)
-            for _ in range(waiters)
-        ]
+
+        def wait_then_release() -> None:
+            lock = client.lock("bench:idle")
+            if lock.acquire(timeout=30):
+                lock.release()
+
+        threads = [threading.Thread(target=wait_then_release, daemon=True) for _ in range(waiters)]
         for t in threads:
             t.start()
         time.sleep(1.0)  # everyone subscribed and asleep
@@ -378,7 +381,10 @@ def main() -> None:
         for procs in (2, 4, 8):
             rate, jain, counts, fifo = contention(url, procs, seconds, "fair")
             table.add_row(
-                str(procs), f"{rate:,.0f}", f"{100 * (fifo or 0):.1f} %", f"{jain:.3f}",
+                str(procs),
+                f"{rate:,.0f}",
+                f"{100 * (fifo or 0):.1f} %",
+                f"{jain:.3f}",
                 " ".join(map(str, counts)),
             )
         console.print(table)
