@@ -62,24 +62,13 @@ def servers_needed(kind: str) -> int:
 # client per URL; every kind but ``red`` has a single one).
 
 
-def _make_lock(clients: Sequence[tenure.Client], kind: str, name: str, writer: bool = True) -> Any:
-    if kind == "lock":
-        return clients[0].lock(name)
-    if kind == "fair":
-        return clients[0].fair_lock(name)
-    if kind == "rw":
-        rw = clients[0].read_write_lock(name)
-        return rw.write_lock() if writer else rw.read_lock()
-    if kind == "fenced":
-        return clients[0].fenced_lock(name)
-    if kind == "red":
-        return clients[0].red_lock(*(c.lock(name) for c in clients))
-    raise ValueError(f"unknown kind {kind!r}")
-
-
-def _make_async_lock(
-    clients: Sequence[tenure.AsyncClient], kind: str, name: str, writer: bool = True
+def _make_lock(
+    clients: Sequence[Any],  # all tenure.Client or all tenure.AsyncClient
+    kind: str,
+    name: str,
+    writer: bool = True,
 ) -> Any:
+    # Sync and asyncio clients have the same factory names, so one dispatch serves both.
     if kind == "lock":
         return clients[0].lock(name)
     if kind == "fair":
@@ -173,13 +162,13 @@ def _async_worker(
             # fenced_write is sync-only: the fenced section runs it on a sync client in a
             # worker thread (asyncio.to_thread) so the event loop keeps serving the others.
             sync_raw = stack.enter_context(redis.Redis.from_url(urls[0]))
-            shared = _make_async_lock(clients, kind, name)
+            shared = _make_lock(clients, kind, name)
             fenced = isinstance(shared, tenure.AsyncFencedLock)
 
             async def work(wid: int) -> None:
                 nonlocal refused
                 writer = is_writer(kind, wid)
-                lock = _make_async_lock(clients, kind, name, writer) if kind == "rw" else shared
+                lock = _make_lock(clients, kind, name, writer) if kind == "rw" else shared
                 for _ in range(rounds):
                     async with lock:
                         enter = time.monotonic_ns()

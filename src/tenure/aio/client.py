@@ -126,9 +126,7 @@ class AsyncClient:
         """A FIFO :class:`tenure.AsyncFairLock`; see :meth:`tenure.Client.fair_lock`."""
         return AsyncFairLock(self, FairLockCore(self._ctx, name, on_lost))
 
-    def read_write_lock(
-        self, name: str, *, on_lost: OnLost | None = None
-    ) -> AsyncReadWriteLock:
+    def read_write_lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncReadWriteLock:
         """A :class:`tenure.AsyncReadWriteLock`; see :meth:`tenure.Client.read_write_lock`."""
         return AsyncReadWriteLock(self, name, on_lost)
 

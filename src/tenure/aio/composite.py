@@ -110,7 +110,9 @@ class _AsyncComposite:
         return self
 
     async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.release()
@@ -327,7 +329,9 @@ class _AsyncAcquisition:
         return self._lock
 
     async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self._lock.release()

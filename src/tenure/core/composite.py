@@ -234,4 +234,3 @@ def release_outcome(
     for other in errors[1:]:
         first.add_note(f"{kind}: another member failed too: {type(other).__name__}: {other}")
     return first
-

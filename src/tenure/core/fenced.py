@@ -35,7 +35,7 @@ class FencedLockCore(LockCore):
             [self.lease_ms(lease), owner],
             changes=True,
         )
-        granted, value = (yield from self.acquire_call(owner, call))
+        granted, value = yield from self.acquire_call(owner, call)
         if int(granted) != 1:
             return int(value)
         self._tokens[owner] = int(value)

@@ -143,7 +143,9 @@ class LockCore:
     def force_release_call(self) -> Call:
         """The script call deleting the lock whoever holds it. Reply: 1 if it was held."""
         return Call(
-            self.force_release_script, [self.key, self.channel], [self.unlock_message],
+            self.force_release_script,
+            [self.key, self.channel],
+            [self.unlock_message],
             changes=True,
         )
 

@@ -94,7 +94,9 @@ class _Composite:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.release()
@@ -353,9 +355,7 @@ class RedLock(_Composite):
         # Attempts still answering settle themselves (a late grant is released at once).
         attempts: list[concurrent.futures.Future[Any]] = acq.attempts  # type: ignore[assignment]
         futures: list[concurrent.futures.Future[Any]] = self._release_many(dict(acq.members))
-        done, pending = concurrent.futures.wait(
-            [*futures, *attempts], timeout=self.node_timeout
-        )
+        done, pending = concurrent.futures.wait([*futures, *attempts], timeout=self.node_timeout)
         done = {f for f in done if f in futures}
         pending = {f for f in pending if f in futures}
         released = 0
@@ -401,7 +401,9 @@ class _Acquisition:
         return self._lock
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self._lock.release()
