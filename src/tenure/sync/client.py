@@ -16,7 +16,7 @@ from tenure.core.fair import FairLockCore
 from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
-from tenure.core.options import backend_error, check_timeouts, make_context
+from tenure.core.options import backend_error, check_timeouts, make_context, resolve_redis
 from tenure.core.watchdog import renew
 from tenure.sync.backend import Backend
 from tenure.sync.composite import MultiLock, RedLock
@@ -71,34 +71,17 @@ class Client:
             replica_timeout=replica_timeout,
         )
         check_timeouts(socket_timeout, socket_connect_timeout)
-        if isinstance(url_or_redis, str):
-            # A blocking pool: with more concurrent commands than connections, callers wait
-            # for a free connection (each is returned within a command's socket timeout)
-            # instead of failing with MaxConnectionsError (redis-py's default pool caps at 100).
-            self.redis: redis.Redis = redis.Redis.from_pool(
-                redis.BlockingConnectionPool.from_url(
-                    url_or_redis,
-                    max_connections=100,
-                    timeout=None,
-                    socket_timeout=socket_timeout,
-                    socket_connect_timeout=socket_connect_timeout,
-                    retry=Retry(NoBackoff(), 0),
-                )
-            )
-            self._owns_redis = True
-            timeout = socket_timeout
-        elif isinstance(url_or_redis, redis.Redis):
-            self.redis = url_or_redis
-            self._owns_redis = False
-            timeout = self.redis.connection_pool.connection_kwargs.get("socket_timeout")
-        else:
-            raise TypeError(
-                "url_or_redis must be a URL str or a redis.Redis, "
-                f"not {type(url_or_redis).__name__}"
-            )
-        self._timeout = timeout
+        self.redis: redis.Redis
+        self.redis, self._owns_redis, self._timeout = resolve_redis(
+            url_or_redis,
+            redis.Redis,
+            redis.BlockingConnectionPool,
+            Retry(NoBackoff(), 0),
+            socket_timeout,
+            socket_connect_timeout,
+        )
         self._backend = Backend(self.redis, self._ctx)
-        self._listener = Listener(self.redis, timeout)
+        self._listener = Listener(self.redis, self._timeout)
         self._watchdog = _Watchdog(self)
         self._closed = False
 
