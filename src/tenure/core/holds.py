@@ -5,7 +5,6 @@ Kept in one place so release, renewal and loss reporting agree on who holds what
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 import threading
@@ -34,9 +33,7 @@ class Identity:
         self._numbers = itertools.count(1)
         self._count_lock = threading.Lock()
         self._thread = threading.local()
-        self._tasks: weakref.WeakKeyDictionary[asyncio.Task[object], str] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._keyed: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 
     def _next(self) -> str:
         with self._count_lock:
@@ -49,14 +46,11 @@ class Identity:
             owner = self._thread.owner = self._next()
         return owner
 
-    def task_owner(self) -> str:
-        """The owner id of the running asyncio task."""
-        task = asyncio.current_task()
-        if task is None:
-            raise RuntimeError("tenure's asyncio API must be called from inside a task")
-        owner = self._tasks.get(task)
+    def owner_of(self, key: object) -> str:
+        """The owner id of ``key`` (an asyncio task): one per key object, held weakly."""
+        owner = self._keyed.get(key)
         if owner is None:
-            owner = self._tasks[task] = self._next()
+            owner = self._keyed[key] = self._next()
         return owner
 
 

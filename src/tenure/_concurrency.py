@@ -1,0 +1,287 @@
+"""The only hand-written sync/asyncio twins: the primitives the drivers wait and spawn with.
+
+:mod:`tenure.aio` is written once against the ``Async*`` classes and ``async_*`` functions
+here; ``tools/unasync.py`` turns those names into the sync ones (``AsyncEvent`` -> ``Event``,
+``async_sleep`` -> ``sleep``) to generate :mod:`tenure.sync`. Each pair has the same
+members and the same meaning; where threads and tasks must differ (a thread cannot be
+cancelled), the docstring says how. Modelled on httpcore's ``_synchronization.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+from tenure.core.holds import Identity
+
+T = TypeVar("T")
+
+
+def _timeout(seconds: float | None) -> float | None:
+    """``math.inf`` and None both mean 'no timeout' to the primitives below."""
+    return None if seconds is None or math.isinf(seconds) else max(0.0, seconds)
+
+
+# ---------------------------------------------------------------- owners
+def async_current_owner(identity: Identity) -> str:
+    """The owner id of the running asyncio task (one per task, never reused)."""
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("tenure's asyncio API must be called from inside a task")
+    return identity.owner_of(task)
+
+
+def current_owner(identity: Identity) -> str:
+    """The owner id of the calling thread (one per thread, never reused)."""
+    return identity.thread_owner()
+
+
+# ---------------------------------------------------------------- mutual exclusion
+class AsyncMutex:
+    """``async with mutex:`` — an asyncio.Lock (FIFO; free to take when nobody holds it)."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+
+    async def __aenter__(self) -> None:
+        await self.lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+class Mutex:
+    """``with mutex:`` — a threading.Lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+class AsyncCondition:
+    """A condition on an :class:`AsyncMutex` (use it while holding that mutex)."""
+
+    def __init__(self, mutex: AsyncMutex) -> None:
+        self._cond = asyncio.Condition(mutex.lock)
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
+        """Wait until ``predicate()`` holds or ``timeout`` seconds pass; its last value."""
+        limit = _timeout(timeout)
+        if limit is None:
+            await self._cond.wait_for(predicate)
+            return True
+        try:
+            async with asyncio.timeout(limit):
+                await self._cond.wait_for(predicate)
+        except TimeoutError:
+            return predicate()
+        return True
+
+    def notify_all(self) -> None:
+        self._cond.notify_all()
+
+
+class Condition:
+    """A condition on a :class:`Mutex` (use it while holding that mutex)."""
+
+    def __init__(self, mutex: Mutex) -> None:
+        self._cond = threading.Condition(mutex.lock)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
+        """Wait until ``predicate()`` holds or ``timeout`` seconds pass; its last value."""
+        return self._cond.wait_for(predicate, _timeout(timeout))
+
+    def notify_all(self) -> None:
+        self._cond.notify_all()
+
+
+class AsyncEvent:
+    """A one-way flag that wakes its waiters when set."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until set or ``timeout`` seconds pass; True if set."""
+        limit = _timeout(timeout)
+        if limit is None:
+            await self._event.wait()
+            return True
+        try:
+            async with asyncio.timeout(limit):
+                await self._event.wait()
+        except TimeoutError:
+            return self._event.is_set()
+        return True
+
+
+class Event:
+    """A one-way flag that wakes its waiters when set."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until set or ``timeout`` seconds pass; True if set."""
+        return self._event.wait(_timeout(timeout))
+
+
+# ---------------------------------------------------------------- time
+async def async_sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+# ---------------------------------------------------------------- background work
+class AsyncTask:
+    """Work running in the background: an asyncio task."""
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+
+    def done(self) -> bool:
+        return self.task.done()
+
+    def exception(self) -> BaseException | None:
+        """The error the work ended with (None if it returned); only once :meth:`done`."""
+        if self.task.cancelled():
+            return asyncio.CancelledError()
+        return self.task.exception()
+
+    def result(self) -> Any:
+        return self.task.result()
+
+    async def stop(self, timeout: float | None) -> None:
+        """Cancel the work and wait up to ``timeout`` seconds for its end."""
+        self.task.cancel()
+        await async_wait_any([self], timeout)
+
+
+class Task:
+    """Work running in the background: a daemon thread (or a pool thread), as a future."""
+
+    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+        self.task = future
+
+    def done(self) -> bool:
+        return self.task.done()
+
+    def exception(self) -> BaseException | None:
+        """The error the work ended with (None if it returned); only once :meth:`done`."""
+        return self.task.exception()
+
+    def result(self) -> Any:
+        return self.task.result()
+
+    def stop(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds for the work to end (a thread cannot be
+        cancelled: the work must see the flag that tells it to stop)."""
+        wait_any([self], timeout)
+
+
+class AsyncSpawner:
+    """Starts background work on the running event loop and keeps it referenced until done."""
+
+    def __init__(self, name: str, workers: int = 0) -> None:
+        self._name = name
+        self._running: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, function: Callable[..., Awaitable[Any]], *args: Any) -> AsyncTask:
+        task = asyncio.get_running_loop().create_task(function(*args), name=self._name)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return AsyncTask(task)
+
+    def close(self) -> None:
+        """Nothing to stop: started tasks finish on their own."""
+
+
+class Spawner:
+    """Starts background work: on a pool of ``workers`` threads, or a daemon thread each
+    (``workers=0``, for long-lived loops)."""
+
+    def __init__(self, name: str, workers: int = 0) -> None:
+        self._name = name
+        self._pool = (
+            concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
+            if workers
+            else None
+        )
+
+    def spawn(self, function: Callable[..., Any], *args: Any) -> Task:
+        if self._pool is not None:
+            return Task(self._pool.submit(function, *args))
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(function(*args))
+            except BaseException as error:
+                future.set_exception(error)
+
+        threading.Thread(target=run, name=self._name, daemon=True).start()
+        return Task(future)
+
+    def close(self) -> None:
+        """Stop the pool's threads once their current work is done."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+
+async def async_wait_any(
+    tasks: Iterable[AsyncTask], timeout: float | None
+) -> tuple[set[AsyncTask], set[AsyncTask]]:
+    """Wait until one of ``tasks`` is done or ``timeout`` seconds pass: (done, pending)."""
+    by_task = {t.task: t for t in tasks}
+    if not by_task:
+        return set(), set()
+    done, pending = await asyncio.wait(
+        by_task, timeout=_timeout(timeout), return_when=asyncio.FIRST_COMPLETED
+    )
+    return {by_task[t] for t in done}, {by_task[t] for t in pending}
+
+
+def wait_any(tasks: Iterable[Task], timeout: float | None) -> tuple[set[Task], set[Task]]:
+    """Wait until one of ``tasks`` is done or ``timeout`` seconds pass: (done, pending)."""
+    by_task = {t.task: t for t in tasks}
+    if not by_task:
+        return set(), set()
+    done, pending = concurrent.futures.wait(
+        by_task, timeout=_timeout(timeout), return_when=concurrent.futures.FIRST_COMPLETED
+    )
+    return {by_task[t] for t in done}, {by_task[t] for t in pending}
+
+
+async def async_shield(task: AsyncTask) -> Any:
+    """Wait for ``task``'s result; cancelling the caller does not cancel the task."""
+    return await asyncio.shield(task.task)
+
+
+def shield(task: Task) -> Any:
+    """Wait for ``task``'s result (a thread is never cancelled)."""
+    return task.result()
