@@ -12,6 +12,7 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tenure._concurrency import async_current_owner
 from tenure.aio.backend import AsyncBackend
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
 from tenure.aio.fair import AsyncFairLock
@@ -118,7 +119,7 @@ class AsyncClient:
         if self._ctx.forked():
             self._listener = AsyncListener(self.redis, self._timeout)
             self._watchdog = None
-        return self._ctx.identity.task_owner()
+        return async_current_owner(self._ctx.identity)
 
     async def _run(self, flow: Flow[T]) -> T:
         """Drive ``flow`` to its end, awaiting each effect it yields."""
