@@ -42,37 +42,17 @@ def current_owner(identity: Identity) -> str:
 
 
 # ---------------------------------------------------------------- mutual exclusion
-class AsyncMutex:
-    """``async with mutex:`` — an asyncio.Lock (FIFO; free to take when nobody holds it)."""
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-
-    async def __aenter__(self) -> None:
-        await self.lock.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.lock.release()
-
-
-class Mutex:
-    """``with mutex:`` — a threading.Lock."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        self.lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.lock.release()
+AsyncMutex = asyncio.Lock
+"""``async with mutex:`` (FIFO; free to take at once when nobody holds it)."""
+Mutex = threading.Lock
+"""``with mutex:``."""
 
 
 class AsyncCondition:
     """A condition on an :class:`AsyncMutex` (use it while holding that mutex)."""
 
-    def __init__(self, mutex: AsyncMutex) -> None:
-        self._cond = asyncio.Condition(mutex.lock)
+    def __init__(self, mutex: asyncio.Lock) -> None:
+        self._cond = asyncio.Condition(mutex)
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
         """Wait until ``predicate()`` holds or ``timeout`` seconds pass; its last value."""
@@ -94,8 +74,8 @@ class AsyncCondition:
 class Condition:
     """A condition on a :class:`Mutex` (use it while holding that mutex)."""
 
-    def __init__(self, mutex: Mutex) -> None:
-        self._cond = threading.Condition(mutex.lock)
+    def __init__(self, mutex: threading.Lock) -> None:
+        self._cond = threading.Condition(mutex)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
         """Wait until ``predicate()`` holds or ``timeout`` seconds pass; its last value."""
