@@ -4,6 +4,9 @@ The layout is Redisson's (DESIGN §3), so tenure and Redisson clients can share 
 ``prefix_name(p, n)`` is ``p:{n}`` (``p:n`` when ``n`` already holds a ``{``) and
 ``suffix_name(n, s)`` is ``{n}:s`` (``n:s`` when ``n`` holds a ``{``). Either way every key of
 one lock carries the same hash tag, so all of them land in one cluster slot.
+
+Scripts receive every key they touch in ``KEYS``, built here; they never build key names
+themselves (channels are not keys and may be built by a script from an argument).
 """
 
 from __future__ import annotations
@@ -61,10 +64,7 @@ def fair_queue_key(key: str) -> str:
 
 
 def fair_timeout_key(key: str) -> str:
-    """ZSET of a FairLock's waiting owners scored by their epoch-ms deadline.
-
-    The watchdog's ``fair_renew.lua`` (which only receives the hash key) mirrors this rule.
-    """
+    """ZSET of a FairLock's waiting owners scored by their epoch-ms deadline."""
     return prefix_name(FAIR_TIMEOUT, key)
 
 
@@ -104,11 +104,40 @@ def rw_read_timeout_prefix(key: str, owner: str) -> str:
     return suffix_name(key, f"{owner}:rwlock_timeout")
 
 
-def rw_timeout_base(key: str) -> str:
-    """What the ReadWriteLock scripts build any reader's timeout keys from:
-    ``<base>:<owner>:rwlock_timeout:<n>`` equals ``rw_read_timeout_prefix(key, owner):<n>``.
+def rw_read_timeout_key(key: str, owner: str, n: int) -> str:
+    """STRING timing out ``owner``'s read hold number ``n`` (1-based):
+    ``{<key>}:<owner>:rwlock_timeout:<n>``."""
+    return f"{rw_read_timeout_prefix(key, owner)}:{n}"
 
-    The scripts that find every reader's keys get this base as an argument; the watchdog's
-    ``rw_read_renew.lua`` (which only receives the hash key) mirrors :func:`suffix_name`.
-    """
-    return suffix_name(key, "")[:-1]
+
+def rw_read_timeout_keys(key: str, owner: str, holds: int) -> list[str]:
+    """The timeout keys of ``owner``'s read holds ``1..holds``."""
+    return [rw_read_timeout_key(key, owner, n) for n in range(1, holds + 1)]
+
+
+def rw_is_reader_field(field: str) -> bool:
+    """True for a ReadWriteLock hash field naming a reader (not ``mode``, not a writer)."""
+    return field != RW_MODE_FIELD and not field.endswith(":write")
+
+
+def slot_tag(key: str) -> str:
+    """The part of ``key`` that picks its cluster slot: the content of the first ``{...}``
+    when non-empty, else the whole key (the Redis Cluster rule). Keys with equal tags share
+    a slot."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+def key_slot(key: str) -> int:
+    """The cluster hash slot of ``key``: CRC16 (XMODEM) of its :func:`slot_tag`, mod 16384."""
+    crc = 0
+    for byte in slot_tag(key).encode():
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc % 16384

@@ -41,6 +41,7 @@ class FairLockCore(LockCore):
         super().__init__(ctx, name, on_lost)
         self.queue_key = keys.fair_queue_key(self.key)
         self.timeout_key = keys.fair_timeout_key(self.key)
+        # Channels are not keys: the scripts build a waiter's channel from this prefix.
         self.waiter_prefix = keys.fair_waiter_channel_prefix(self.key)
         self._mutex = threading.Lock()
         self._queued: dict[str, int] = {}
@@ -53,6 +54,10 @@ class FairLockCore(LockCore):
 
     def wait_channel(self, owner: str) -> str:
         return keys.fair_waiter_channel(self.key, owner)
+
+    def renewal_keys(self, owner: str, holds: int) -> list[str]:
+        # fair_renew.lua moves the waiters' deadlines with the lease: it needs the ZSET too.
+        return [self.key, self.timeout_key]
 
     def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
         allowance = 0

@@ -55,9 +55,12 @@ class Identity:
 
 
 class LossListener(Protocol):
-    """What a hold reports its loss to: the lock object that took it."""
+    """What a hold reports its loss to: the lock object that took it. It also names the keys
+    the watchdog renews, as :mod:`tenure.keys` builds them."""
 
     def hold_lost(self, owner: str) -> None: ...
+
+    def renewal_keys(self, owner: str, holds: int) -> list[str]: ...
 
 
 @dataclass(eq=False)
@@ -78,6 +81,10 @@ class Hold:
     def watchdog(self) -> bool:
         """True while any hold here was taken without a lease_time."""
         return None in self.leases
+
+    def renewal_keys(self) -> list[str]:
+        """The KEYS of this hold in a renewal batch, the lock hash first."""
+        return self.lock.renewal_keys(self.owner, len(self.leases))
 
 
 class HoldTable:
@@ -108,6 +115,11 @@ class HoldTable:
     def get(self, key: str, field: str) -> Hold | None:
         with self._mutex:
             return self._holds.get((key, field))
+
+    def counts(self, key: str) -> dict[str, int]:
+        """Field -> number of holds recorded on ``key``, for every owner of this client."""
+        with self._mutex:
+            return {f: len(hold.leases) for (k, f), hold in self._holds.items() if k == key}
 
     def pop(self, key: str, field: str) -> Hold | None:
         """Forget one hold (the newest); the whole entry once none is left.

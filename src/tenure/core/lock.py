@@ -109,7 +109,7 @@ class LockCore:
         hold = self.ctx.holds.get(self.key, field)
         lease = hold.leases[-1] if hold is not None and hold.leases else None
         try:
-            yield self.release_call(owner, lease)
+            yield from self.send_release(owner, lease)
         except BackendError as error:  # a ReplicationError here: undone on the primary
             if not isinstance(error, ReplicationError):
                 log.warning("lock %r: undoing an unreplicated grant failed: %s", self.name, error)
@@ -141,6 +141,18 @@ class LockCore:
             [self.unlock_message, self.lease_ms(lease), self.field(owner)],
             changes=True,
         )
+
+    def send_release(self, owner: str, lease: float | None) -> Flow[Any]:
+        """Send :meth:`release_call`; its reply (a ReadWriteLock side may send it again)."""
+        return (yield self.release_call(owner, lease))
+
+    def send_force_release(self) -> Flow[Any]:
+        """Send :meth:`force_release_call`; its reply (as :meth:`send_release`)."""
+        return (yield self.force_release_call())
+
+    def renewal_keys(self, owner: str, holds: int) -> list[str]:
+        """The KEYS the watchdog's renewal script needs for ``owner``'s ``holds`` holds."""
+        return [self.key]
 
     def force_release_call(self) -> Call:
         """The script call deleting the lock whoever holds it. Reply: 1 if it was held."""
@@ -207,7 +219,7 @@ class LockCore:
         hold = self.ctx.holds.pop(self.key, field)
         lease = hold.leases[-1] if hold is not None and hold.leases else None
         try:
-            reply = yield self.release_call(owner, lease)
+            reply = yield from self.send_release(owner, lease)
         except ReplicationError as error:  # the release took effect on the primary
             self.released(owner, hold, error.reply)
             raise
@@ -274,7 +286,7 @@ class LockCore:
         return lease_from_pttl((yield Command(("PTTL", self.key))))
 
     def force_release(self) -> Flow[bool]:
-        reply = yield self.force_release_call()
+        reply = yield from self.send_force_release()
         return int(reply) == 1
 
     def expire(self, lease: float) -> Flow[None]:

@@ -13,17 +13,40 @@ gets :class:`~tenure.errors.LockUpgradeError` at once (Redisson waits on itself 
 the watchdog renews only the caller's own read holds (Redisson renews every reader's); lock
 expiries are only ever extended by renewals and read acquisitions, never shortened; a
 downgrade wakes waiting readers.
+
+Read-hold timeout keys: the scripts get every key they touch in KEYS (DESIGN §5), but which
+timeout keys exist depends on the hash's hold counts. So a call *declares* reader fields,
+each with a number n of holds, and passes the timeout keys of holds 1..n of each. The script
+checks the declaration against the hash before changing anything: each declared count must
+cover the reader's holds (and the one it adds), and a script that looks at every reader
+(read release, force release) needs every reader declared. If not, it answers ``{'stale',
+field, count, ...}`` with every reader of the hash and the flow declares again
+(``scripts/_rw_readers.lua``). The first declaration is what this client knows: the holds in
+its hold table. An owner is one thread or task of this client, so the server's count for its
+field is the table's unless the hold was lost; readers of other clients cost a second round
+trip when present.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from tenure import keys, scripts
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
 from tenure.core.lock import LockCore, LossCallback
-from tenure.errors import LockUpgradeError
+from tenure.errors import BackendError, LockUpgradeError, ReplicationError
+
+Readers = dict[str, int]
+"""Reader field -> read hold count, as a call declares them."""
+
+STALE = "stale"
+"""First element of a script reply refusing a stale declaration of readers."""
+
+DECLARATIONS = 20
+"""Declarations a flow tries before giving up. A declaration goes stale only when a reader
+appears, or takes more holds, between the reply that described the hash and the next call."""
 
 
 class _SideCore(LockCore):
@@ -36,23 +59,73 @@ class _SideCore(LockCore):
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
         self.channel = keys.rw_channel(self.key)
-        self.timeout_base = keys.rw_timeout_base(self.key)
 
-    def timeout_prefix(self, owner: str) -> str:
-        return keys.rw_read_timeout_prefix(self.key, owner)
+    def read_holds(self, owner: str) -> int:
+        """The read holds of ``owner`` recorded in this client's hold table."""
+        hold = self.ctx.holds.get(self.key, owner)
+        return len(hold.leases) if hold is not None else 0
+
+    def declare(self, readers: Readers) -> tuple[list[str], list[str | int]]:
+        """KEYS (every declared reader's timeout keys) and ARGV of a declaration."""
+        timeout_keys: list[str] = []
+        args: list[str | int] = [len(readers)]
+        for field, holds in readers.items():
+            timeout_keys += keys.rw_read_timeout_keys(self.key, field, holds)
+            args += [field, holds]
+        return timeout_keys, args
+
+    def readers(self) -> Readers:
+        """Every reader of this lock in this client's hold table, with its holds."""
+        counts = self.ctx.holds.counts(self.key)
+        return {f: n for f, n in counts.items() if keys.rw_is_reader_field(f)}
+
+    def declared(
+        self,
+        build: Callable[[Readers], Call],
+        readers: Readers,
+        own: str | None = None,
+        adds: int = 0,
+        send: Callable[[Call], Flow[Any]] | None = None,
+    ) -> Flow[Any]:
+        """Send ``build(readers)`` until the script accepts the declaration; its reply.
+
+        ``own``: the script needs only that reader, plus ``adds`` holds it adds (a stale
+        reply gives its count); None: it needs every reader of the hash. ``send``: how to
+        send a call (default: as is).
+        """
+        for _ in range(DECLARATIONS):
+            call = build(readers)
+            try:
+                reply = yield from (send(call) if send is not None else _send(call))
+            except ReplicationError as error:  # a stale reply changed nothing: declare again
+                if _stale_readers(error.reply) is None:
+                    raise
+                reply = error.reply
+            found = _stale_readers(reply)
+            if found is None:
+                return reply
+            readers = found if own is None else {own: found.get(own, 0) + adds}
+        raise BackendError(
+            f"read-write lock {self.name!r}: its readers kept changing; "
+            f"{DECLARATIONS} declarations were stale"
+        )
 
     def locked(self) -> Flow[bool]:
         """True when the lock is held in this side's mode (Redisson ``isLocked``)."""
         reply = yield Command(("HGET", self.key, keys.RW_MODE_FIELD))
         return reply is not None and _text(reply) == self.mode
 
-    def force_release_call(self) -> Call:
+    def force_release_call(self, readers: Readers | None = None) -> Call:
+        timeout_keys, declaration = self.declare(readers or {})
         return Call(
             self.force_release_script,
-            [self.key, self.channel],
-            [keys.WRITE_UNLOCK_MESSAGE, self.mode, self.timeout_base],
+            [self.key, self.channel, *timeout_keys],
+            [keys.WRITE_UNLOCK_MESSAGE, self.mode, *declaration],
             changes=True,
         )
+
+    def send_force_release(self) -> Flow[Any]:
+        return (yield from self.declared(self.force_release_call, self.readers()))
 
 
 class ReadLockCore(_SideCore):
@@ -65,25 +138,54 @@ class ReadLockCore(_SideCore):
     unlock_message = keys.READ_UNLOCK_MESSAGE
 
     def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
-        call = Call(
-            self.acquire_script,
-            [self.key, self.timeout_prefix(owner)],
-            [self.lease_ms(lease), owner, keys.rw_writer_field(owner)],
-            changes=True,
-        )
-        reply = yield from self.acquire_call(owner, call)
+        lease_ms = self.lease_ms(lease)
+
+        def build(readers: Readers) -> Call:
+            timeout_keys, declaration = self.declare(readers)
+            return Call(
+                self.acquire_script,
+                [self.key, *timeout_keys],
+                [lease_ms, owner, keys.rw_writer_field(owner), *declaration],
+                changes=True,
+            )
+
+        def send(call: Call) -> Flow[Any]:
+            return self.acquire_call(owner, call)  # undoes a grant too few replicas saw
+
+        # The new hold is number count + 1: declare the holds the table knows, plus it.
+        first = {owner: self.read_holds(owner) + 1}
+        reply = yield from self.declared(build, first, owner, 1, send)
         if reply is not None:
             return int(reply)
         self.granted(owner, lease)
         return None
 
-    def release_call(self, owner: str, lease: float | None) -> Call:
+    def renewal_keys(self, owner: str, holds: int) -> list[str]:
+        # See rw_read_renew.lua for why the client's own count of holds is the right one.
+        return [self.key, *keys.rw_read_timeout_keys(self.key, owner, holds)]
+
+    def release_call(self, owner: str, lease: float | None, readers: Readers | None = None) -> Call:
+        if readers is None:
+            readers = self._release_readers(owner)
+        timeout_keys, declaration = self.declare(readers)
         return Call(
             self.release_script,
-            [self.key, self.channel, self.timeout_prefix(owner)],
-            [self.unlock_message, owner, self.timeout_base],
+            [self.key, self.channel, *timeout_keys],
+            [self.unlock_message, owner, *declaration],
             changes=True,
         )
+
+    def send_release(self, owner: str, lease: float | None) -> Flow[Any]:
+        def build(readers: Readers) -> Call:
+            return self.release_call(owner, lease, readers)
+
+        return (yield from self.declared(build, self._release_readers(owner)))
+
+    def _release_readers(self, owner: str) -> Readers:
+        # The hold being released is no longer (release) or not yet (undo) in the table.
+        readers = self.readers()
+        readers[owner] = readers.get(owner, 0) + 1
+        return readers
 
 
 class WriteLockCore(_SideCore):
@@ -115,14 +217,34 @@ class WriteLockCore(_SideCore):
             )
         return int(reply)
 
-    def release_call(self, owner: str, lease: float | None) -> Call:
+    def release_call(self, owner: str, lease: float | None, readers: Readers | None = None) -> Call:
+        if readers is None:
+            readers = {owner: self.read_holds(owner)}
+        timeout_keys, declaration = self.declare(readers)
         return Call(
             self.release_script,
-            [self.key, self.channel, self.timeout_prefix(owner)],
-            [self.unlock_message, self.lease_ms(lease), self.field(owner), owner],
+            [self.key, self.channel, *timeout_keys],
+            [self.unlock_message, self.lease_ms(lease), self.field(owner), owner, *declaration],
             changes=True,
         )
+
+    def send_release(self, owner: str, lease: float | None) -> Flow[Any]:
+        def build(readers: Readers) -> Call:
+            return self.release_call(owner, lease, readers)
+
+        return (yield from self.declared(build, {owner: self.read_holds(owner)}, owner))
 
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _send(call: Call) -> Flow[Any]:
+    return (yield call)
+
+
+def _stale_readers(reply: object) -> Readers | None:
+    """The readers of a reply refusing a stale declaration; None for any other reply."""
+    if not isinstance(reply, list) or not reply or _text(reply[0]) != STALE:
+        return None
+    return {_text(field): int(count) for field, count in zip(reply[1::2], reply[2::2], strict=True)}

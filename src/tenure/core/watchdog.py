@@ -4,13 +4,20 @@ Every ``watchdog_timeout / 3`` a driver runs :func:`renew` over the client's wat
 one script call re-applies the lease to a batch of keys whose owner field still exists and
 reports the ones that are gone. A gone hold is lost. A failed call is retried on the next
 tick; once a hold's lease has surely run out without a confirmed renewal, it is lost too.
+
+Batch layout, the same for every renewal script (``scripts/_renew_batch.lua``): ARGV is the
+lease in ms, then per hold its owner field and the number of its keys; KEYS are those keys,
+hold after hold, each hold's lock hash first (a FairLock hold adds its deadline ZSET, a read
+hold its read-hold timeout keys). The reply has one 1 (renewed) or 0 (gone) per hold.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 
+from tenure import keys
 from tenure.core.args import to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Flow
@@ -23,23 +30,45 @@ BATCH = 100
 block the server for long."""
 
 
-def renew(ctx: Context) -> Flow[list[Hold]]:
-    """Renew every watchdog hold of ``ctx``; returns the holds found lost (already removed)."""
+def batches(holds: list[Hold], *, by_slot: bool = False) -> Iterator[tuple[Script, list[Hold]]]:
+    """``holds`` in renewal batches: one script per batch, at most :data:`BATCH` holds.
+
+    With ``by_slot`` a batch never mixes cluster hash slots (a cluster runs one script on one
+    slot); every key of one hold shares its lock's hash tag (DESIGN §3), so a hold's slot is
+    its lock key's.
+    """
+    groups: dict[tuple[Script, int], list[Hold]] = defaultdict(list)
+    for hold in holds:
+        groups[hold.renewal, keys.key_slot(hold.key) if by_slot else 0].append(hold)
+    for (script, _), group in groups.items():
+        for start in range(0, len(group), BATCH):
+            yield script, group[start : start + BATCH]
+
+
+def renewal_call(script: Script, batch: list[Hold], lease_ms: int) -> Call:
+    """The renewal script call for ``batch`` (layout in the module docstring)."""
+    batch_keys: list[str] = []
+    args: list[str | int] = [lease_ms]
+    for hold in batch:
+        hold_keys = hold.renewal_keys()
+        batch_keys += hold_keys
+        args += [hold.field, len(hold_keys)]
+    return Call(script, batch_keys, args)
+
+
+def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
+    """Renew every watchdog hold of ``ctx``; returns the holds found lost (already removed).
+
+    ``by_slot``: keep each batch within one cluster slot (see :func:`batches`).
+    """
     lease_ms = to_ms(ctx.watchdog_timeout)
-    by_script: dict[Script, list[Hold]] = defaultdict(list)
-    for hold in ctx.holds.watchdog_holds():
-        by_script[hold.renewal].append(hold)
     lost: list[Hold] = []
-    for script, holds in by_script.items():
-        for start in range(0, len(holds), BATCH):
-            batch = holds[start : start + BATCH]
-            sent = time.monotonic()
-            try:
-                reply = yield Call(
-                    script, [h.key for h in batch], [lease_ms, *(h.field for h in batch)]
-                )
-            except BackendError:
-                lost += ctx.holds.expired(batch, ctx.watchdog_timeout, time.monotonic())
-                continue
-            lost += ctx.holds.renewed(batch, [int(r) == 1 for r in reply], sent)
+    for script, batch in batches(ctx.holds.watchdog_holds(), by_slot=by_slot):
+        sent = time.monotonic()
+        try:
+            reply = yield renewal_call(script, batch, lease_ms)
+        except BackendError:
+            lost += ctx.holds.expired(batch, ctx.watchdog_timeout, time.monotonic())
+            continue
+        lost += ctx.holds.renewed(batch, [int(r) == 1 for r in reply], sent)
     return lost

@@ -2,14 +2,17 @@
 -- KEYS[1] lock hash   KEYS[2] queue LIST (owners, head first)   KEYS[3] deadline ZSET
 -- ARGV[1] lease ms   ARGV[2] owner field
 -- ARGV[3] the caller's wait allowance ms; 0 = one attempt that never joins the queue
--- ARGV[4] waiter channel prefix (channel = prefix .. owner)   ARGV[5] wake-up message
+-- ARGV[4] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
+-- script builds them)   ARGV[5] wake-up message
 -- A waiter's deadline (server epoch ms) is when it must have taken the lock or be dropped as
 -- dead: the deadline of the waiter ahead (the head: the lock's expiry) plus its own
 -- allowance. Every script that moves the lock's expiry moves all deadlines by as much.
 -- Any change of the queue head sends the new head a wake-up, so it re-reads its wait.
 -- Returns nil when acquired, else the ms to sleep before trying again (-1: until woken).
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- @include server_time
+-- @include fair_shift
+
+local now = now_ms()
 local lease = tonumber(ARGV[1])
 local owner = ARGV[2]
 local allowance = tonumber(ARGV[3])
@@ -20,20 +23,12 @@ local function wake(waiter)
     end
 end
 
-local function shift(ms)
-    if ms ~= 0 then
-        for _, waiter in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
-            redis.call('zincrby', KEYS[3], ms, waiter)
-        end
-    end
-end
-
 if redis.call('hexists', KEYS[1], owner) == 1 then
     local pttl = redis.call('pttl', KEYS[1])
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], lease)
     if pttl >= 0 then
-        shift(lease - pttl)
+        shift(KEYS[3], lease - pttl)
     end
     return nil
 end
@@ -58,7 +53,7 @@ if redis.call('exists', KEYS[1]) == 0 then
             local own = tonumber(redis.call('zscore', KEYS[3], owner))
             redis.call('lpop', KEYS[2])
             redis.call('zrem', KEYS[3], owner)
-            shift(now + lease - own)
+            shift(KEYS[3], now + lease - own)
             wake(redis.call('lindex', KEYS[2], 0))
         end
         redis.call('hset', KEYS[1], owner, 1)

@@ -1,7 +1,8 @@
 -- A fair-lock waiter leaves the queue (timed out, cancelled, failed).
 -- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] deadline ZSET
 -- ARGV[1] owner field   ARGV[2] the waiter's allowance ms (its share of the deadlines behind)
--- ARGV[3] waiter channel prefix (channel = prefix .. owner)   ARGV[4] wake-up message
+-- ARGV[3] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
+-- script builds them)   ARGV[4] wake-up message
 -- The waiters behind move ahead by its allowance, so deadlines never drift; if it was the
 -- head (or second), the new front of the queue is woken to re-read its wait.
 -- Returns 1 if the waiter was queued, else 0.

@@ -1,27 +1,20 @@
 -- Watchdog: re-apply the lease to many fair-lock holds in one call, moving each lock's
 -- waiters' deadlines with its expiry (see fair_acquire.lua).
--- KEYS[i] lock hash i   ARGV[1] lease ms   ARGV[i + 1] owner field of hold i
--- The deadline ZSET is redisson_lock_timeout:{<key>} (redisson_lock_timeout:<key> when the
--- key holds a '{'): the rule of tenure.keys.prefix_name, mirrored here.
+-- Batch layout (see _renew_batch.lua): ARGV[1] lease ms, then per hold its owner field and
+-- its key count (2); KEYS: per hold its lock hash, then its deadline ZSET.
 -- Returns a list: 1 for a hold still present (lease renewed), 0 for a hold that is gone.
+-- @include fair_shift
+-- @include renew_batch
+
 local lease = tonumber(ARGV[1])
-local renewed = {}
-for i, key in ipairs(KEYS) do
-    if redis.call('hexists', key, ARGV[i + 1]) == 1 then
-        local pttl = redis.call('pttl', key)
-        redis.call('pexpire', key, lease)
-        if pttl >= 0 and pttl ~= lease then
-            local zset = 'redisson_lock_timeout:{' .. key .. '}'
-            if string.find(key, '{', 1, true) then
-                zset = 'redisson_lock_timeout:' .. key
-            end
-            for _, waiter in ipairs(redis.call('zrange', zset, 0, -1)) do
-                redis.call('zincrby', zset, lease - pttl, waiter)
-            end
-        end
-        renewed[i] = 1
-    else
-        renewed[i] = 0
+return renew_batch(function(hold, field)
+    if redis.call('hexists', hold[1], field) == 0 then
+        return false
     end
-end
-return renewed
+    local pttl = redis.call('pttl', hold[1])
+    redis.call('pexpire', hold[1], lease)
+    if pttl >= 0 then
+        shift(hold[2], lease - pttl)
+    end
+    return true
+end)

@@ -1,13 +1,14 @@
 -- Watchdog: re-apply the lease to many holds in one call.
--- KEYS[i] lock hash i   ARGV[1] lease ms   ARGV[i + 1] owner field of hold i
+-- Batch layout (see _renew_batch.lua): ARGV[1] lease ms, then per hold its owner field and
+-- its key count (1); KEYS: per hold its lock hash.
 -- Returns a list: 1 for a hold still present (lease renewed), 0 for a hold that is gone.
-local renewed = {}
-for i, key in ipairs(KEYS) do
-    if redis.call('hexists', key, ARGV[i + 1]) == 1 then
-        redis.call('pexpire', key, ARGV[1])
-        renewed[i] = 1
-    else
-        renewed[i] = 0
+-- @include renew_batch
+
+local lease = ARGV[1]
+return renew_batch(function(hold, field)
+    if redis.call('hexists', hold[1], field) == 0 then
+        return false
     end
-end
-return renewed
+    redis.call('pexpire', hold[1], lease)
+    return true
+end)

@@ -1,18 +1,21 @@
 -- Delete a read-write lock whoever holds it, if it is in the given mode; wake every waiter.
--- KEYS[1] lock hash   KEYS[2] channel
+-- KEYS[1] lock hash   KEYS[2] channel   KEYS[3..] every reader's read-timeout keys
 -- ARGV[1] message   ARGV[2] mode of the side releasing: 'read' or 'write'
--- ARGV[3] base of every reader's timeout keys: base .. ':' .. owner .. ':rwlock_timeout:' .. n
--- Returns 1 when the lock was held in that mode (now deleted), else 0.
+-- ARGV[3..] the declaration of every reader field and its count (see _rw_readers.lua)
+-- Returns 1 when the lock was held in that mode (now deleted), the stale-declaration reply
+-- when the declaration does not match the hash (nothing changed), else 0.
+-- @include rw_readers
+
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[2] then
     return 0
 end
-local fields = redis.call('hgetall', KEYS[1])
-for i = 1, #fields, 2 do
-    local holds = tonumber(fields[i + 1])
-    if fields[i] ~= 'mode' and holds then
-        for n = 1, holds do
-            redis.call('del', ARGV[3] .. ':' .. fields[i] .. ':rwlock_timeout:' .. n)
-        end
+local readers, stale = declared_readers(KEYS[1], 3, 3, true, 0)
+if not readers then
+    return stale
+end
+for _, reader in pairs(readers) do
+    for n = 1, reader[2] do
+        redis.call('del', KEYS[reader[1] + n - 1])
     end
 end
 redis.call('del', KEYS[1])

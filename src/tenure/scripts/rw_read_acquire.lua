@@ -1,9 +1,17 @@
 -- Take (or re-enter) a read hold of a read-write lock.
--- KEYS[1] lock hash   KEYS[2] the caller's read-timeout prefix (hold n: prefix .. ':' .. n)
+-- KEYS[1] lock hash   KEYS[2..] the caller's read-timeout keys 1..n (see _rw_readers.lua)
 -- ARGV[1] lease ms   ARGV[2] owner (reader field)   ARGV[3] the owner's writer field
+-- ARGV[4..] the declaration of the caller's reader field: 1, owner, n (n > its hold count)
 -- Granted when nobody holds the lock, when it is in read mode, or when the caller holds
 -- the write lock. Each read hold gets its own timeout key; the hash lives at least as long
--- as the longest hold. Returns nil when acquired, else the lock's PTTL in ms.
+-- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
+-- reach the new hold (nothing changed), else the lock's PTTL in ms.
+-- @include rw_readers
+
+local readers, stale = declared_readers(KEYS[1], 4, 2, false, 1)
+if not readers then
+    return stale
+end
 local lease = tonumber(ARGV[1])
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
@@ -12,8 +20,9 @@ end
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
-local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', lease)
+local own = readers[ARGV[2]]
+redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('set', KEYS[own[1] + own[2]], 1, 'px', lease) -- hold count + 1
 local pttl = redis.call('pttl', KEYS[1])
 if mode == false or (pttl >= 0 and pttl < lease) then
     redis.call('pexpire', KEYS[1], lease)

@@ -1,17 +1,25 @@
 -- Release one read hold of a read-write lock.
--- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] the caller's read-timeout prefix
+-- KEYS[1] lock hash   KEYS[2] channel   KEYS[3..] every reader's read-timeout keys
 -- ARGV[1] unlock message   ARGV[2] owner (reader field)
--- ARGV[3] base of every reader's timeout keys: base .. ':' .. owner .. ':rwlock_timeout:' .. n
+-- ARGV[3..] the declaration of every reader field and its count (see _rw_readers.lua)
 -- In read mode the hash then lives as long as the longest remaining read hold (so a dead
 -- reader's hold, whose timeout key expired, no longer counts); with none left it is deleted
--- and one waiter is woken. Returns nil when the owner holds no read hold, 0 when the lock is
--- still held, 1 when it was freed.
+-- and one waiter is woken. Returns nil when the owner holds no read hold, the
+-- stale-declaration reply when the declaration does not match the hash (nothing changed),
+-- 0 when the lock is still held, 1 when it was freed.
+-- @include rw_readers
+
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return nil
 end
+local readers, stale = declared_readers(KEYS[1], 3, 3, true, 0)
+if not readers then
+    return stale
+end
+local own = readers[ARGV[2]]
 local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
-redis.call('del', KEYS[3] .. ':' .. (count + 1))
+redis.call('del', KEYS[own[1] + own[2] - 1])
 if count == 0 then
     redis.call('hdel', KEYS[1], ARGV[2])
 end
@@ -19,15 +27,14 @@ if mode == 'write' then
     return 0 -- the caller still holds the write lock, which keeps its own lease
 end
 local longest = -2
-local fields = redis.call('hgetall', KEYS[1])
-for i = 1, #fields, 2 do
-    local holds = tonumber(fields[i + 1])
-    if fields[i] ~= 'mode' and holds then
-        for n = 1, holds do
-            local pttl = redis.call('pttl', ARGV[3] .. ':' .. fields[i] .. ':rwlock_timeout:' .. n)
-            if pttl > longest then
-                longest = pttl
-            end
+for field, reader in pairs(readers) do
+    if field == ARGV[2] then
+        reader[2] = count
+    end
+    for n = 1, reader[2] do
+        local pttl = redis.call('pttl', KEYS[reader[1] + n - 1])
+        if pttl > longest then
+            longest = pttl
         end
     end
 end

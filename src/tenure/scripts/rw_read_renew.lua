@@ -1,29 +1,26 @@
 -- Watchdog: renew the read holds of many owners, each only its own holds.
--- KEYS[i] lock hash i   ARGV[1] lease ms   ARGV[i + 1] reader owner field of hold i
--- An owner's timeout keys are {<key>}:<owner>:rwlock_timeout:<n> (<key>:... when the key
--- holds a '{'): the rule of tenure.keys.suffix_name, mirrored here. The hash's expiry is only
--- ever extended, never shortened (other readers may hold longer leases).
+-- Batch layout (see _renew_batch.lua): ARGV[1] lease ms, then per hold its reader owner field
+-- and its key count (1 + c); KEYS: per hold its lock hash, then the owner's read-hold timeout
+-- keys 1..c, c being the read holds this client records for the owner. An owner is one
+-- thread or task of one client, so the server's count for its field is that c, except while
+-- a grant is on its way to the client's table (its key was just set with a full lease) or
+-- after the hold was lost (keys beyond the server's count do not exist, PEXPIRE skips them).
+-- The hash's expiry is only ever extended, never shortened (other readers may hold longer
+-- leases).
 -- Returns a list: 1 for an owner still holding read holds (renewed), 0 for one that is gone.
+-- @include renew_batch
+
 local lease = tonumber(ARGV[1])
-local renewed = {}
-for i, key in ipairs(KEYS) do
-    local owner = ARGV[i + 1]
-    local holds = tonumber(redis.call('hget', key, owner))
-    if holds then
-        local base = key
-        if not string.find(key, '{', 1, true) then
-            base = '{' .. key .. '}'
-        end
-        for n = 1, holds do
-            redis.call('pexpire', base .. ':' .. owner .. ':rwlock_timeout:' .. n, lease)
-        end
-        local pttl = redis.call('pttl', key)
-        if pttl >= 0 and pttl < lease then
-            redis.call('pexpire', key, lease)
-        end
-        renewed[i] = 1
-    else
-        renewed[i] = 0
+return renew_batch(function(hold, owner)
+    if not tonumber(redis.call('hget', hold[1], owner)) then
+        return false
     end
-end
-return renewed
+    for i = 2, #hold do
+        redis.call('pexpire', hold[i], lease)
+    end
+    local pttl = redis.call('pttl', hold[1])
+    if pttl >= 0 and pttl < lease then
+        redis.call('pexpire', hold[1], lease)
+    end
+    return true
+end)

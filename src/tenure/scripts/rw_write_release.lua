@@ -1,14 +1,22 @@
 -- Release one write hold of a read-write lock.
--- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] the caller's read-timeout prefix
+-- KEYS[1] lock hash   KEYS[2] channel   KEYS[3..] the caller's read-timeout keys 1..n
 -- ARGV[1] unlock message (wake all)   ARGV[2] lease ms re-applied to the remaining holds
 -- ARGV[3] writer field   ARGV[4] owner (reader field)
+-- ARGV[5..] the declaration of the caller's reader field: 1, owner, n (see _rw_readers.lua)
 -- When the last write hold goes while the caller still holds read holds, the lock stays in
 -- read mode (downgrade), lives as long as those holds, and waiting readers are woken.
--- Returns nil when the caller holds no write hold, 0 when write holds remain, 1 when the
--- caller's last write hold is gone.
+-- Returns nil when the caller holds no write hold, the stale-declaration reply when n is
+-- below the owner's read count (nothing changed), 0 when write holds remain, 1 when the caller's
+-- last write hold is gone.
+-- @include rw_readers
+
 if redis.call('hget', KEYS[1], 'mode') ~= 'write'
         or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
+end
+local readers, stale = declared_readers(KEYS[1], 5, 3, false, 0)
+if not readers then
+    return stale
 end
 if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
@@ -20,9 +28,9 @@ if redis.call('hlen', KEYS[1]) == 1 then
 else
     redis.call('hset', KEYS[1], 'mode', 'read')
     local longest = redis.call('pttl', KEYS[1])
-    local holds = tonumber(redis.call('hget', KEYS[1], ARGV[4])) or 0
-    for n = 1, holds do
-        local pttl = redis.call('pttl', KEYS[3] .. ':' .. n)
+    local own = readers[ARGV[4]]
+    for n = 1, own[2] do
+        local pttl = redis.call('pttl', KEYS[own[1] + n - 1])
         if pttl > longest then
             longest = pttl
         end

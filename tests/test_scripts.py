@@ -1,0 +1,253 @@
+"""The Lua scripts: loading and fragment splicing, cluster slots of renewal batches, and that
+every key a script touches was passed to it in KEYS (checked on a real server with MONITOR)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+
+import pytest
+import redis
+from redis.crc import key_slot as redis_py_key_slot
+
+import tenure
+from servers import Server
+from tenure import fencing, keys, scripts
+from tenure.core import watchdog
+from tenure.core.holds import HoldTable
+
+LEASE = 0.6
+"""Watchdog timeout of the clients below: a renewal pass every 0.2 s."""
+
+
+# ------------------------------------------------------------------ loading and splicing
+def test_every_script_loads_with_its_fragments_spliced(r: redis.Redis) -> None:
+    names = scripts.names()
+    assert "lock_acquire" in names and not any(n.startswith("_") for n in names)
+    for name in names:
+        script = scripts.get(name)
+        assert "@include" not in script.source, name
+        assert r.script_load(script.source) == script.sha, name  # compiles on the server
+
+
+def test_every_fragment_is_used_by_a_script() -> None:
+    fragments = scripts.fragments()
+    assert {"renew_batch", "rw_readers", "fair_wake_head"} <= set(fragments)
+    for fragment in fragments:
+        text = scripts.fragment(fragment).strip()
+        users = [n for n in scripts.names() if text in scripts.get(n).source]
+        assert users, f"fragment _{fragment}.lua is used by no script"
+
+
+def test_shared_blocks_exist_once() -> None:
+    release, force = scripts.get("fair_release"), scripts.get("fair_force_release")
+    wake = scripts.fragment("fair_wake_head").strip()
+    assert wake in release.source and wake in force.source
+    raw = (resources.files(scripts) / "fair_release.lua").read_text("utf-8")
+    assert "lpop" not in raw  # the re-queue loop lives in the fragment only
+
+
+def test_splice_replaces_only_whole_include_lines() -> None:
+    spliced = scripts.splice("a\n  -- @include server_time\nb -- @include server_time\n")
+    assert spliced.startswith("a\n-- now_ms()") and spliced.endswith("b -- @include server_time\n")
+    with pytest.raises(FileNotFoundError):
+        scripts.splice("-- @include no_such_fragment\n")
+    with pytest.raises(ValueError):
+        scripts.get("_server_time")
+
+
+# ------------------------------------------------------------------ slots and batches
+@pytest.mark.parametrize("key", ["lock", "a{b}c", "{}x", "x{}", "{a}{b}", "x{y", "{ab", "é{ü}"])
+def test_key_slot_is_the_cluster_rule(key: str) -> None:
+    assert keys.key_slot(key) == redis_py_key_slot(key.encode())
+    derived = [keys.fair_timeout_key(key), keys.rw_read_timeout_key(key, "u:1", 3)]
+    same = all(keys.key_slot(k) == keys.key_slot(key) for k in derived)
+    # Redisson's naming rule gives one slot per lock unless the name holds a '{' without a
+    # non-empty tag after it ("{}x", "x{y"): then the layout itself spans slots.
+    assert same == (key.count("{") == 0 or keys.slot_tag(key) != key)
+
+
+@dataclass
+class FakeLock:
+    """A hold's lock as the watchdog sees it: renewal keys, loss reports."""
+
+    key: str
+    lost: list[str] = field(default_factory=list)
+
+    def hold_lost(self, owner: str) -> None:
+        self.lost.append(owner)
+
+    def renewal_keys(self, owner: str, holds: int) -> list[str]:
+        return [self.key, *keys.rw_read_timeout_keys(self.key, owner, holds)]
+
+
+def test_renewal_batches_layout_and_slots() -> None:
+    table = HoldTable()
+    script, other = scripts.get("rw_read_renew"), scripts.get("lock_renew")
+    for i in range(250):
+        lock = FakeLock(f"k{i % 7}")
+        for _ in range(i % 3 + 1):
+            table.push(lock, lock.key, f"u:{i}", f"u:{i}", script if i % 2 else other, None)
+    holds = table.watchdog_holds()
+    plain = list(watchdog.batches(holds))
+    assert sum(len(b) for _, b in plain) == 250 and len(plain) == 4  # 125 + 125 holds
+    sloted = list(watchdog.batches(holds, by_slot=True))
+    groups = {(h.renewal, keys.key_slot(h.key)) for h in holds}
+    assert sum(len(b) for _, b in sloted) == 250 and len(sloted) == len(groups) > 7
+    for script_of_batch, batch in sloted:
+        assert len(batch) <= watchdog.BATCH
+        assert {h.renewal for h in batch} == {script_of_batch}
+        assert len({keys.key_slot(k) for h in batch for k in h.renewal_keys()}) == 1
+    call = watchdog.renewal_call(script, holds[:3], 600)
+    assert call.args[0] == 600
+    at = 0
+    pairs = zip(call.args[1::2], call.args[2::2], strict=True)
+    for hold, (owner, count) in zip(holds[:3], pairs, strict=True):
+        assert owner == hold.field and call.keys[at] == hold.key
+        assert list(call.keys[at : at + int(count)]) == hold.renewal_keys()
+        at += int(count)
+    assert at == len(call.keys)
+
+
+# ------------------------------------------------------------------ keys only from KEYS
+@dataclass
+class ScriptRun:
+    """One EVALSHA seen by MONITOR and the commands its script ran."""
+
+    name: str
+    keys: list[str]
+    inner: list[list[str]] = field(default_factory=list)
+
+
+class Monitor:
+    """MONITOR on a server in a thread, collecting every line until stopped."""
+
+    STOP = "tenure-test-monitor-stop"
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.lines: list[tuple[str, str]] = []
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(5)
+
+    def _run(self) -> None:
+        with self.server.client(decode_responses=True).monitor() as monitor:
+            self.ready.set()
+            for line in monitor.listen():
+                if self.STOP in line["command"]:
+                    return
+                self.lines.append((line["client_type"], line["command"]))
+
+    def stop(self) -> list[tuple[str, str]]:
+        self.server.client().echo(self.STOP)
+        self.thread.join(10)
+        return self.lines
+
+
+def script_runs(lines: list[tuple[str, str]]) -> Iterator[ScriptRun]:
+    """Group MONITOR lines: a script's commands follow the EVALSHA that ran it (both servers
+    feed MONITOR before executing a command). Scripts were loaded beforehand, so no EVAL."""
+    by_sha = {scripts.get(n).sha: n for n in scripts.names()}
+    run: ScriptRun | None = None
+    for client_type, command in lines:
+        args = command.split(" ")
+        if client_type == "lua":
+            assert run is not None, f"a script command without its script: {command}"
+            run.inner.append(args)
+            continue
+        if run is not None:
+            yield run
+            run = None
+        assert args[0].upper() != "EVAL", "scripts were preloaded; EVAL is unexpected"
+        if args[0].upper() == "EVALSHA" and args[1] in by_sha:
+            count = int(args[2])
+            run = ScriptRun(by_sha[args[1]], args[3 : 3 + count])
+    if run is not None:
+        yield run
+
+
+def scenario(make_client: object, name: str) -> None:
+    """Every lock kind's acquire, renew, release, give-up and force release on ``name``."""
+    a: tenure.Client = make_client(watchdog_timeout=LEASE)  # type: ignore[operator]
+    b: tenure.Client = make_client(watchdog_timeout=LEASE)  # type: ignore[operator]
+
+    def renewed() -> None:
+        time.sleep(LEASE / 3 * 1.6)  # at least one renewal pass
+
+    lock = a.lock(f"lk{name}")
+    assert lock.acquire() and lock.acquire(lease_time=5)
+    renewed()
+    lock.release()
+    lock.release()
+    assert lock.acquire() and lock.force_release()
+
+    fenced = a.fenced_lock(f"fe{name}")
+    assert fenced.acquire()
+    token = fenced.token
+    assert token is not None and fencing.fenced_write(a.redis, f"res{name}", token, "v")
+    fenced.release()
+
+    fair = a.fair_lock(f"fa{name}")
+    assert fair.acquire()
+    t = threading.Thread(target=lambda: b.fair_lock(f"fa{name}").acquire(timeout=0.5))
+    t.start()  # queues behind the holder, then gives up
+    renewed()
+    t.join()
+    fair.release()
+    assert fair.acquire()
+    waiter = threading.Thread(target=lambda: b.fair_lock(f"fa{name}").acquire(timeout=2))
+    waiter.start()
+    time.sleep(0.1)
+    assert fair.force_release()
+    waiter.join()
+    b.fair_lock(f"fa{name}").force_release()
+
+    rw, other = a.read_write_lock(f"rw{name}"), b.read_write_lock(f"rw{name}")
+    read, write = rw.read_lock(), rw.write_lock()
+    assert read.acquire() and read.acquire(lease_time=5)
+    assert other.read_lock().acquire()  # another reader: declarations of all readers
+    renewed()
+    read.release()
+    read.release()
+    other.read_lock().release()
+    assert write.acquire() and read.acquire()
+    renewed()
+    write.release()  # downgrade to the caller's read hold
+    assert other.read_lock().acquire()
+    read.release()
+    assert read.acquire() and read.force_release()
+    assert write.acquire() and write.force_release()
+
+
+@pytest.mark.parametrize("name", ["plain", "{tag}ged"])
+def test_scripts_touch_only_keys_passed_in_KEYS(
+    name: str, server: Server, r: redis.Redis, make_client: object
+) -> None:
+    """Every command a script runs may only touch keys of its KEYS (DESIGN §5): checked on
+    the real commands, as MONITOR shows them, with the server's own COMMAND GETKEYS."""
+    for script_name in scripts.names():
+        r.script_load(scripts.get(script_name).source)
+    monitor = Monitor(server)
+    try:
+        scenario(make_client, name)
+    finally:
+        lines = monitor.stop()
+    runs = list(script_runs(lines))
+    seen = {run.name for run in runs}
+    assert seen == set(scripts.names()), f"not exercised: {set(scripts.names()) - seen}"
+    stale = [run for run in runs if any(c[0].lower() == "hgetall" for c in run.inner)]
+    assert stale, "no script checked its declaration of readers against the hash"
+    for run in runs:
+        for command in run.inner:
+            try:
+                touched = r.command_getkeys(*command)
+            except redis.ResponseError:  # no key arguments (TIME, PUBLISH...)
+                continue
+            touched = [k.decode() if isinstance(k, bytes) else k for k in touched]
+            undeclared = [k for k in touched if k not in run.keys]
+            assert not undeclared, f"{run.name}: {' '.join(command)} touches {undeclared}"
