@@ -12,7 +12,7 @@ import functools
 from typing import Any, TypeVar
 
 from tenure._concurrency import AsyncFunction
-from tenure.errors import LockTimeout
+from tenure.errors import LockError, LockTimeout
 
 F = TypeVar("F", bound=AsyncFunction)
 
@@ -42,8 +42,20 @@ class AsyncLockContext:
         await self.acquire()
         return self
 
-    async def __aexit__(self, kind: object, error: object, tb: object) -> None:
-        await self.release()
+    async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        await release_after(self, error)
+
+
+async def release_after(lock: AsyncLockContext, error: BaseException | None) -> None:
+    """Release at the end of a ``with`` block. When the block raised, its exception is the
+    one that propagates: a failed release (a lost hold, say) is attached to it as a note."""
+    if error is None:
+        await lock.release()
+        return
+    try:
+        await lock.release()
+    except LockError as failure:
+        error.add_note(f"tenure: releasing {lock!r} failed too: {failure!r}")
 
 
 class AsyncAcquiring:
@@ -68,8 +80,8 @@ class AsyncAcquiring:
             raise LockTimeout(f"{self._lock!r} not acquired within {self._timeout} s")
         return self._lock
 
-    async def __aexit__(self, kind: object, error: object, tb: object) -> None:
-        await self._lock.release()
+    async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        await release_after(self._lock, error)
 
     def __call__(self, function: F) -> F:
         """Decorate ``function``: each call acquires around it (a fresh acquisition per call)."""

@@ -41,6 +41,7 @@ from tenure.core.effects import (
     WaitAny,
 )
 from tenure.core.watchdog import renew
+from tenure.errors import BackendError
 
 T = TypeVar("T")
 log = logging.getLogger("tenure")
@@ -50,7 +51,11 @@ class AsyncDriver:
     """Drives a flow to its end: sends each effect's result back, or throws its error in
     (redis-py errors as :class:`tenure.BackendError`) so the flow's cleanup can run."""
 
+    closed = False
+
     async def run(self, flow: Generator[Any, Any, T]) -> T:
+        if self.closed:  # before any I/O: a closed client neither waits nor renews
+            raise BackendError("the client is closed")
         value: Any = None
         error: BaseException | None = None
         while True:

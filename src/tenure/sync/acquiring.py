@@ -12,7 +12,7 @@ import functools
 from typing import Any, TypeVar
 
 from tenure._concurrency import Function
-from tenure.errors import LockTimeout
+from tenure.errors import LockError, LockTimeout
 
 F = TypeVar("F", bound=Function)
 
@@ -42,8 +42,20 @@ class LockContext:
         self.acquire()
         return self
 
-    def __exit__(self, kind: object, error: object, tb: object) -> None:
-        self.release()
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        release_after(self, error)
+
+
+def release_after(lock: LockContext, error: BaseException | None) -> None:
+    """Release at the end of a ``with`` block. When the block raised, its exception is the
+    one that propagates: a failed release (a lost hold, say) is attached to it as a note."""
+    if error is None:
+        lock.release()
+        return
+    try:
+        lock.release()
+    except LockError as failure:
+        error.add_note(f"tenure: releasing {lock!r} failed too: {failure!r}")
 
 
 class Acquiring:
@@ -68,8 +80,8 @@ class Acquiring:
             raise LockTimeout(f"{self._lock!r} not acquired within {self._timeout} s")
         return self._lock
 
-    def __exit__(self, kind: object, error: object, tb: object) -> None:
-        self._lock.release()
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        release_after(self._lock, error)
 
     def __call__(self, function: F) -> F:
         """Decorate ``function``: each call acquires around it (a fresh acquisition per call)."""

@@ -1,0 +1,100 @@
+"""The forms every lock object shares (one mixin): decorators, `with` exits, a closed client."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import tenure
+
+
+def test_decorator_forms_acquire_around_each_call(make_client, r):
+    client = make_client()
+    lock = client.lock("deco")
+    seen: list[int] = []
+
+    @lock
+    def plain(x: int) -> int:
+        seen.append(int(r.hlen("deco")))
+        return x * 2
+
+    @lock(timeout=1, lease_time=5)
+    def leased() -> float:
+        return float(r.pttl("deco"))
+
+    assert plain(21) == 42 and plain.__name__ == "plain"
+    assert 0 < leased() <= 5000
+    assert seen == [1] and r.exists("deco") == 0  # held inside, released after each call
+
+    other = make_client().lock("deco")
+    assert other.acquire()
+    with pytest.raises(tenure.LockTimeout):
+        client.lock("deco")(timeout=0.1)(lambda: None)()
+    other.release()
+
+
+def test_async_decorator_forms(server, r):
+    async def main() -> tuple[int, int]:
+        async with tenure.AsyncClient(server.url) as client:
+            lock = client.lock("adeco")
+
+            @lock
+            async def inside() -> int:
+                return int(await client.redis.hlen("adeco"))
+
+            @lock(timeout=1)
+            async def inside_timed() -> int:
+                return int(await client.redis.hlen("adeco"))
+
+            return await inside(), await inside_timed()
+
+    assert asyncio.run(main()) == (1, 1)
+    assert r.exists("adeco") == 0
+
+
+def test_body_error_propagates_with_the_loss_as_a_note(make_client, r):
+    lock = make_client().lock("note")
+    with pytest.raises(ValueError) as caught, lock:
+        r.delete("note")  # the hold is gone while the body runs
+        raise ValueError("body failed")
+    assert any("LockLostError" in note or "NotOwned" in note for note in caught.value.__notes__)
+
+    with pytest.raises(tenure.NotOwnedError), lock:  # a body that completed: the loss raises
+        r.delete("note")
+
+
+def test_closed_client_refuses_every_operation_before_io(make_client, r):
+    client = make_client()
+    lock = client.lock("closed")
+    client.close()
+    for call in (lock.acquire, lock.locked, lock.force_release, lock.owned):
+        with pytest.raises(tenure.LockError, match="closed"):
+            call()
+    assert r.exists("closed") == 0
+
+
+def test_closed_async_client_refuses_acquire(server, r):
+    async def main() -> None:
+        client = tenure.AsyncClient(server.url)
+        lock = client.lock("aclosed")
+        await client.close()
+        with pytest.raises(tenure.LockError, match="closed"):
+            await lock.acquire()
+
+    asyncio.run(main())
+    assert r.exists("aclosed") == 0
+
+
+def test_close_from_on_lost_callback_returns_at_once(make_client, r):
+    closed = threading.Event()
+
+    def on_lost(lock: tenure.Lock) -> None:
+        client.close()  # from the renewal thread itself
+        closed.set()
+
+    client = make_client(watchdog_timeout=0.3)
+    assert client.lock("self-close", on_lost=on_lost).acquire()
+    r.delete("self-close")
+    assert closed.wait(3)
