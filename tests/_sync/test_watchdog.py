@@ -1,0 +1,75 @@
+# GENERATED from tests/_async/test_watchdog.py by tools/unasync.py: edit that file, not this one.
+"""The watchdog: renewal while held, loss reporting. A killed holder: tests/process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import tenure
+from support.twins import Event, sleep
+
+
+def test_watchdog_keeps_lock_past_three_leases(make_client, r):
+    lock = make_client(watchdog_timeout=1.0).lock("kept")
+    lock.acquire()
+    start = time.monotonic()
+    while time.monotonic() - start < 3.5:
+        assert r.exists("kept"), "the watchdog let the lock expire"
+        sleep(0.1)
+    assert lock.owned() and not lock.lost
+    lock.release()
+    assert not r.exists("kept")
+
+
+def test_explicit_lease_is_never_renewed(make_client, r):
+    lock = make_client(watchdog_timeout=1.0).lock("fixed")
+    lock.acquire(lease_time=1.5)
+    sleep(1.8)  # past the fixed lease, and past one watchdog tick
+    assert not r.exists("fixed")
+    with pytest.raises(tenure.LockLostError):
+        lock.release()
+
+
+def test_loss_is_reported_by_watchdog_flag_callback_and_release(make_client):
+    seen: list[object] = []
+    reported = Event()
+
+    def on_lost(lock: object) -> None:
+        seen.append(lock)
+        reported.set()
+
+    lock = make_client(watchdog_timeout=0.6).lock("taken", on_lost=on_lost)
+    lock.acquire()
+    assert make_client().lock("taken").force_release()
+    assert reported.wait(3), "the watchdog did not report the loss"
+    assert seen == [lock]
+    assert lock.lost
+    with pytest.raises(tenure.LockLostError):
+        lock.release()
+
+
+def test_watchdog_renews_then_reports_loss_within_a_lease(make_client, r):
+    lost: list[object] = []
+    lock = make_client(watchdog_timeout=0.6).lock("awd", on_lost=lost.append)
+    lock.acquire()
+    sleep(2.0)
+    assert r.exists("awd") and not lock.lost
+    assert lock.force_release()
+    sleep(0.6)
+    assert lost == [lock] and lock.lost
+    with pytest.raises(tenure.LockLostError):
+        lock.release()
+
+
+def test_release_cancels_renewal(make_client, r):
+    lost = Event()
+    client = make_client(watchdog_timeout=0.3)
+    for _ in range(20):
+        lock = client.lock("quick", on_lost=lambda _lock: lost.set())
+        lock.acquire()
+        lock.release()
+    sleep(0.4)  # more than one renewal tick
+    assert not lost.is_set()
+    assert not r.exists("quick")
