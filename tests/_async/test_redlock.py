@@ -44,9 +44,10 @@ async def test_all_up(red, nodes):
         await red.release()
 
 
-async def test_two_killed_still_acquires_fast(red, nodes):
-    nodes[0].kill()
-    nodes[3].kill()
+@pytest.mark.parametrize("killed", [(0, 3), (1, 2)])
+async def test_two_killed_still_acquires_fast(red, nodes, killed):
+    for i in killed:
+        nodes[i].kill()
     for _ in range(5):
         t0 = time.monotonic()
         assert await red.acquire(timeout=5, lease_time=10)
@@ -54,29 +55,17 @@ async def test_two_killed_still_acquires_fast(red, nodes):
         await red.release()
 
 
-async def test_two_hung_still_acquires(red, nodes):
-    nodes[1].pause()
-    nodes[4].pause()
+@pytest.mark.parametrize("hung", [(1, 4), (0, 1)])
+async def test_two_hung_still_acquires(red, nodes, hung):
+    for i in hung:
+        nodes[i].pause()
+    up = [s for i, s in enumerate(nodes) if i not in hung]
     t0 = time.monotonic()
     assert await red.acquire(timeout=5, lease_time=10)
     assert time.monotonic() - t0 < 5
-    assert keys_on([nodes[0], nodes[2], nodes[3]], "red") == [True] * 3
+    assert keys_on(up, "red") == [True] * 3
     await red.release()
-    assert keys_on([nodes[0], nodes[2], nodes[3]], "red") == [False] * 3
-
-
-async def test_two_hung_then_three_killed(red, nodes):
-    nodes[0].pause()
-    nodes[1].pause()
-    assert await red.acquire(timeout=5, lease_time=10)
-    await red.release()
-    nodes[0].resume()
-    nodes[1].resume()
-    for i in (0, 2, 4):
-        nodes[i].kill()
-    for _ in range(2):
-        assert not await red.acquire(timeout=0.3, lease_time=10)
-        assert keys_on([nodes[1], nodes[3]], "red") == [False, False]
+    assert keys_on(up, "red") == [False] * 3
 
 
 async def test_three_killed_refused_and_nothing_left(red, nodes):
@@ -89,22 +78,9 @@ async def test_three_killed_refused_and_nothing_left(red, nodes):
     assert keys_on([nodes[1], nodes[3]], "red") == [False, False]
 
 
-async def test_all_up_then_two_killed(red, nodes):
-    assert await red.acquire(lease_time=10)
-    assert 0 < red.validity < 10 and await red.owned()
-    assert sum(keys_on(nodes, "red")) >= 3
-    await red.release()
-    assert keys_on(nodes, "red") == [False] * 5
-    nodes[1].kill()
-    nodes[2].kill()
-    for _ in range(3):
-        t0 = time.monotonic()
-        assert await red.acquire(timeout=5, lease_time=10)
-        assert time.monotonic() - t0 < 2 * NODE_TIMEOUT
-        await red.release()
-
-
 async def test_ten_callers_increment_exactly(red, nodes):
+    """A counter on the server and one in this process, each read and written back."""
+    counter = {"value": 0}
     with nodes[0].client() as raw:
         raw.set("counter", 0)
 
@@ -112,27 +88,14 @@ async def test_ten_callers_increment_exactly(red, nodes):
         with nodes[0].client() as raw:
             for _ in range(5):
                 async with red(timeout=60, lease_time=10):
-                    value = int(raw.get("counter"))
+                    value, local = int(raw.get("counter")), counter["value"]
                     await async_sleep(0.002)
                     raw.set("counter", value + 1)
+                    counter["value"] = local + 1
 
     await async_gather(*[worker] * 10)
     with nodes[0].client() as raw:
         assert int(raw.get("counter")) == 50
-    assert keys_on(nodes, "red") == [False] * 5
-
-
-async def test_ten_callers_increment_a_shared_counter(red, nodes):
-    counter = {"value": 0}
-
-    async def work() -> None:
-        for _ in range(5):
-            async with red(timeout=60, lease_time=10):
-                value = counter["value"]
-                await async_sleep(0.002)
-                counter["value"] = value + 1
-
-    await async_gather(*[work] * 10)
     assert counter["value"] == 50
     assert keys_on(nodes, "red") == [False] * 5
 
