@@ -38,9 +38,6 @@ RULES: list[tuple[str, str]] = [
     (r"\baclose\b", "close"),
     # modules
     (r"\btenure\.aio\b", "tenure.sync"),
-    (r"\b_async\b", "_sync"),
-    # tests
-    (r"\bredis\.asyncio\b", "redis"),  # import redis.asyncio; redis.asyncio.Redis(...)
 ]
 
 HEADER = "# GENERATED from {source} by tools/unasync.py: edit that file, not this one.\n"

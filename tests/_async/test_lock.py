@@ -10,10 +10,16 @@ import time
 from functools import partial
 
 import pytest
-import redis.asyncio
 
 import tenure
-from support.twins import AsyncEvent, async_gather, async_sleep, async_spawn, async_wait_until
+from support.twins import (
+    AsyncEvent,
+    AsyncRedis,
+    async_gather,
+    async_sleep,
+    async_spawn,
+    async_wait_until,
+)
 
 
 async def test_wire_layout_is_redissons(async_client, r):
@@ -317,7 +323,7 @@ async def test_bad_client_options_raise(kwargs):
 
 
 async def test_client_from_redis_instance(server, r):
-    raw = redis.asyncio.Redis(port=server.port)
+    raw = AsyncRedis(port=server.port)
     async with tenure.AsyncClient(raw) as client, client.lock("shared") as lock:
         assert await lock.owned()
     assert await raw.ping()  # a passed-in client is not closed by tenure

@@ -10,10 +10,16 @@ import time
 from functools import partial
 
 import pytest
-import redis
 
 import tenure
-from support.twins import Event, gather, sleep, spawn, wait_until
+from support.twins import (
+    Event,
+    Redis,
+    gather,
+    sleep,
+    spawn,
+    wait_until,
+)
 
 
 def test_wire_layout_is_redissons(client, r):
@@ -317,7 +323,7 @@ def test_bad_client_options_raise(kwargs):
 
 
 def test_client_from_redis_instance(server, r):
-    raw = redis.Redis(port=server.port)
+    raw = Redis(port=server.port)
     with tenure.Client(raw) as client, client.lock("shared") as lock:
         assert lock.owned()
     assert raw.ping()  # a passed-in client is not closed by tenure

@@ -18,6 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import redis
+import redis.asyncio
+
+# a redis-py client of each kind (a test passing its own client to tenure)
+AsyncRedis = redis.asyncio.Redis
+Redis = redis.Redis
+
 
 def _timeout(seconds: float | None) -> float | None:
     return None if seconds is None else max(0.0, seconds)
