@@ -19,7 +19,9 @@ async def red(nodes):
     clients = [
         tenure.AsyncClient(s.url, socket_timeout=1.0, socket_connect_timeout=1.0) for s in nodes
     ]
-    yield clients[0].red_lock(*(c.lock("red") for c in clients), node_timeout=NODE_TIMEOUT)
+    lock = clients[0].red_lock(*(c.lock("red") for c in clients), node_timeout=NODE_TIMEOUT)
+    yield lock
+    lock.close()
     for c in clients:
         await c.close()
 
@@ -116,6 +118,7 @@ async def test_watchdog_quorum_loss_reported(nodes):
         assert red.lost
         await red.release()  # the remaining member is still released
         assert keys_on(nodes[:3], "red") == [False] * 3
+        red.close()
     finally:
         for c in clients:
             await c.close()
