@@ -19,7 +19,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import tenure
-from servers import Server, valkey_binary
+from support.servers import Server, valkey_binary
 
 
 def timed(acquire: Callable[[], object], release: Callable[[], object], rounds: int) -> float:

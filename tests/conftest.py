@@ -1,15 +1,18 @@
-"""Fixtures: one real server per kind for the session, a clean database and clients per test."""
+"""Fixtures for every folder: one real server per kind for the session, a clean database and
+clients per test (sync ``client``/``make_client``, asyncio ``async_client``/``async_make_client``:
+the names ``tools/unasync.py`` turns one into the other), and sets of independent servers."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
 
 import tenure
-from servers import Server, binaries
+from support.servers import Server, binaries, start_servers, stop_servers
 
 KINDS = binaries()
 
@@ -35,12 +38,12 @@ def r(server: Server) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def make_client(server: Server, r: redis.Redis) -> Iterator[object]:
+def make_client(server: Server, r: redis.Redis) -> Iterator[Callable[..., tenure.Client]]:
     """Factory of tenure clients on the session server, closed at the end of the test."""
     made: list[tenure.Client] = []
 
-    def make(**kwargs: object) -> tenure.Client:
-        c = tenure.Client(server.url, **kwargs)  # type: ignore[arg-type]
+    def make(**kwargs: Any) -> tenure.Client:
+        c = tenure.Client(server.url, **kwargs)
         made.append(c)
         return c
 
@@ -50,5 +53,60 @@ def make_client(server: Server, r: redis.Redis) -> Iterator[object]:
 
 
 @pytest.fixture
-def client(make_client: object) -> tenure.Client:
-    return make_client()  # type: ignore[operator,no-any-return]
+def client(make_client: Callable[..., tenure.Client]) -> tenure.Client:
+    return make_client()
+
+
+@pytest.fixture
+async def async_make_client(
+    server: Server, r: redis.Redis
+) -> AsyncIterator[Callable[..., tenure.AsyncClient]]:
+    """Factory of asyncio tenure clients on the session server, closed at the end."""
+    made: list[tenure.AsyncClient] = []
+
+    def make(**kwargs: Any) -> tenure.AsyncClient:
+        c = tenure.AsyncClient(server.url, **kwargs)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        await c.close()
+
+
+@pytest.fixture
+async def async_client(
+    async_make_client: Callable[..., tenure.AsyncClient],
+) -> tenure.AsyncClient:
+    return async_make_client()
+
+
+@pytest.fixture(scope="module")
+def three() -> Iterator[list[Server]]:
+    """Three independent valkey servers (MultiLock members on different servers)."""
+    servers = start_servers(3)
+    yield servers
+    stop_servers(servers)
+
+
+@pytest.fixture(scope="module")
+def five() -> Iterator[list[Server]]:
+    """Five independent valkey servers (RedLock nodes)."""
+    servers = start_servers(5)
+    yield servers
+    stop_servers(servers)
+
+
+@pytest.fixture
+def nodes(five: list[Server]) -> Iterator[list[Server]]:
+    """The five servers, each running (restarted if a test killed it) and flushed; resumed
+    after the test if it paused one."""
+    for s in five:
+        if s.proc is None or s.proc.poll() is not None:
+            s.start()
+        with s.client() as raw:
+            raw.flushall()
+    yield five
+    for s in five:
+        if s.proc is not None and s.proc.poll() is None:
+            s.resume()

@@ -92,7 +92,9 @@ def main(argv: list[str]) -> int:
     for source_dir, target_dir in FOLDERS:
         if source_dir.is_dir() and target_dir.is_dir():
             for extra in sorted(target_dir.rglob("*.py")):
-                if extra not in files:
+                # a target whose source exists but was refused (see problems) is kept
+                source = source_dir / extra.relative_to(target_dir)
+                if extra not in files and not source.exists():
                     if check:
                         problems.append(f"{extra.relative_to(ROOT)} has no source in {source_dir}")
                     else:

@@ -1,29 +1,25 @@
-"""Lock semantics on real servers: exclusion, reentrancy, ownership, leases, waiting."""
+# GENERATED from tests/_async/test_lock.py by tools/unasync.py: edit that file, not this one.
+"""Lock semantics on real servers: exclusion, reentrancy, ownership, leases, waiting.
+
+The caller is a task here and a thread in the generated sync twin (tests/_sync)."""
 
 from __future__ import annotations
 
-import itertools
 import math
-import multiprocessing
-import threading
 import time
+from functools import partial
 
 import pytest
-import redis
 
 import tenure
-from workers import count_under_lock, fork_and_release
-
-SPAWN = multiprocessing.get_context("spawn")
-
-
-def test_exclusion_across_processes_loses_no_update(server, r):
-    with SPAWN.Pool(4) as pool:
-        results = pool.starmap(count_under_lock, [(server.url, "counter-lock", 50, 2)] * 4)
-    assert int(r.get("counter")) == 4 * 2 * 50
-    spans = sorted(s for spans in results for s in spans)
-    overlaps = sum(1 for a, b in itertools.pairwise(spans) if b[0] < a[1])
-    assert overlaps == 0
+from support.twins import (
+    Event,
+    Redis,
+    gather,
+    sleep,
+    spawn,
+    wait_until,
+)
 
 
 def test_wire_layout_is_redissons(client, r):
@@ -71,26 +67,65 @@ def test_reentrancy_hold_counts(client):
     assert not lock.locked()
 
 
-def test_other_thread_cannot_release_and_does_not_own(client):
+def test_other_caller_cannot_release_and_does_not_own(client):
     lock = client.lock("mine")
     lock.acquire()
-    seen: dict[str, object] = {}
 
-    def other() -> None:
-        seen["owned"] = lock.owned()
-        seen["locked"] = lock.locked()
+    def other() -> dict[str, object]:
+        seen: dict[str, object] = {"owned": lock.owned(), "locked": lock.locked()}
         try:
             lock.release()
         except tenure.NotOwnedError as error:
             seen["error"] = error
+        return seen
 
-    t = threading.Thread(target=other)
-    t.start()
-    t.join()
+    seen = spawn(other).result()
     assert seen["owned"] is False and seen["locked"] is True
     assert type(seen["error"]) is tenure.NotOwnedError
     assert lock.owned()
     lock.release()
+
+
+def test_reentrancy_and_other_caller_cannot_release(client):
+    lock = client.lock("are")
+    seen: list[object] = [lock.hold_count()]
+    lock.acquire()
+    lock.acquire()
+    seen.append(lock.hold_count())
+
+    def other() -> object:
+        try:
+            lock.release()
+        except tenure.NotOwnedError as error:
+            return (lock.owned(), type(error))
+        return "released"
+
+    seen.append(spawn(other).result())
+    lock.release()
+    seen.append(lock.hold_count())
+    lock.release()
+    seen.append(lock.locked())
+    assert seen == [0, 2, (False, tenure.NotOwnedError), 1, False]
+
+
+def test_callers_sharing_one_lock_object_exclude_each_other(client):
+    lock = client.lock("tasks")
+    inside = 0
+    overlaps = 0
+
+    def work() -> None:
+        nonlocal inside, overlaps
+        for _ in range(20):
+            with lock:
+                inside += 1
+                overlaps += inside > 1
+                value = int(client.redis.get("n") or 0)
+                sleep(0)
+                client.redis.set("n", value + 1)
+                inside -= 1
+
+    gather(*[work] * 5)
+    assert (int(client.redis.get("n")), overlaps) == (100, 0)
 
 
 def test_release_without_hold_raises_not_owned(client):
@@ -125,8 +160,9 @@ def test_acquire_timeout_returns_false_after_the_wait(make_client):
 def test_with_timeout_raises_lock_timeout_and_never_enters(make_client):
     make_client().lock("held").acquire()
     entered = False
-    with pytest.raises(tenure.LockTimeout), make_client().lock("held")(timeout=0.2):
-        entered = True
+    with pytest.raises(tenure.LockTimeout):
+        with make_client().lock("held")(timeout=0.2):
+            entered = True
     assert not entered
 
 
@@ -143,6 +179,22 @@ def test_lease_expiry_hands_over_and_old_release_raises_lost(make_client):
     with pytest.raises(tenure.NotOwnedError):  # reported once; now simply not held
         first.release()
     assert second.owned()
+    second.release()
+
+
+def test_timeout_and_short_lease_expiry(make_client):
+    first, second = make_client().lock("alease"), make_client().lock("alease")
+    first.acquire(lease_time=1)
+    start = time.monotonic()
+    assert second.acquire(timeout=0.3) is False
+    assert 0.25 <= time.monotonic() - start < 1.0
+    assert second.acquire(timeout=5)
+    assert time.monotonic() - start < 1.6
+    with pytest.raises(tenure.LockLostError):
+        first.release()
+    with pytest.raises(tenure.LockTimeout):
+        with first(timeout=0.1):
+            pytest.fail("entered without the lock")
     second.release()
 
 
@@ -164,40 +216,45 @@ def test_remaining_lease_is_inf_without_expiry(client, r):
     assert client.lock("forever").remaining_lease() == math.inf
 
 
-def test_force_release_wakes_waiters(make_client):
+def test_force_release_wakes_waiters(make_client, r):
     holder = make_client().lock("forced")
     holder.acquire()
     waiter = make_client().lock("forced")
-    done = threading.Event()
-    started = threading.Event()
+    done = Event()
 
     def wait() -> None:
-        started.set()
         if waiter.acquire(timeout=20):
             done.set()
             waiter.release()
 
-    t = threading.Thread(target=wait)
-    t.start()
-    started.wait()
-    time.sleep(0.2)  # let the waiter subscribe; the wake-up must come from the message
+    job = spawn(wait)
+    # the waiter subscribed: the wake-up must come from the message
+    assert wait_until(
+        lambda: r.pubsub_channels() == [b"redisson_lock__channel:{forced}"]
+    )
     assert make_client().lock("forced").force_release() is True
     assert done.wait(2), "force_release did not wake the waiter"
-    t.join()
+    job.result()
     assert make_client().lock("forced").force_release() is False
 
 
-def test_waiter_is_woken_by_release_not_by_lease(make_client):
+def test_waiter_is_woken_by_release_not_by_lease(make_client, r):
     holder = make_client().lock("handoff")
     holder.acquire()  # 30 s watchdog lease: only the unlock message can wake the waiter soon
     waiter = make_client().lock("handoff")
-    got = threading.Event()
-    t = threading.Thread(target=lambda: waiter.acquire(timeout=20) and got.set())
-    t.start()
-    time.sleep(0.3)
+    got = Event()
+
+    def wait() -> None:
+        if waiter.acquire(timeout=20):
+            got.set()
+
+    job = spawn(wait)
+    assert wait_until(
+        lambda: r.pubsub_channels() == [b"redisson_lock__channel:{handoff}"]
+    )
     holder.release()
     assert got.wait(2)
-    t.join()
+    job.result()
 
 
 def test_no_subscription_left_after_contention(make_client, r):
@@ -214,24 +271,12 @@ def test_no_subscription_left_after_contention(make_client, r):
             with lock:
                 total[0] += 1
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(10)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    gather(*(partial(work, i) for i in range(10)))
     assert total[0] == 1000
-    deadline = time.monotonic() + 5
-    while r.pubsub_channels() and time.monotonic() < deadline:
-        time.sleep(0.05)  # UNSUBSCRIBE is sent without waiting for its reply
+    # UNSUBSCRIBE is sent without waiting for its reply
+    wait_until(lambda: not r.pubsub_channels(), 5, 0.05)
     assert r.pubsub_channels() == []
-    assert not any(lock.locked() for lock in locks)
-
-
-def test_fork_child_owns_nothing(server, r):
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1) as pool:
-        outcome = pool.apply(fork_and_release, (server.url, "forked"))
-    assert outcome == "not-owned,NotOwnedError,parent-owned"
+    assert not any([lock.locked() for lock in locks])
 
 
 @pytest.mark.parametrize(
@@ -278,9 +323,10 @@ def test_bad_client_options_raise(kwargs):
 
 
 def test_client_from_redis_instance(server, r):
-    raw = redis.Redis(port=server.port)
+    raw = Redis(port=server.port)
     with tenure.Client(raw) as client, client.lock("shared") as lock:
         assert lock.owned()
     assert raw.ping()  # a passed-in client is not closed by tenure
+    raw.close()
     with pytest.raises(TypeError):
         tenure.Client(42)  # type: ignore[arg-type]

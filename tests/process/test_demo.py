@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from servers import Server, valkey_binary
+from support.servers import Server
 from tenure import demo
 
 SMALL = {"processes": 2, "threads": 2, "rounds": 20}
@@ -21,14 +19,6 @@ def test_single_server_kinds(server: Server, kind: str, use_asyncio: bool) -> No
     assert report.stale_writes == (0 if kind == "fenced" else None)
     with server.client() as raw:
         assert raw.keys("*tenure-demo:*") == []  # counter, lock and token keys cleaned up
-
-
-@pytest.fixture(scope="module")
-def five() -> Iterator[list[Server]]:
-    servers = [Server(valkey_binary()).start() for _ in range(5)]
-    yield servers
-    for s in servers:
-        s.stop()
 
 
 @pytest.mark.parametrize("use_asyncio", [False, True], ids=["sync", "asyncio"])

@@ -1,14 +1,12 @@
+# GENERATED from tests/_async/test_multilock.py by tools/unasync.py: edit that file, not this one.
 """MultiLock: all members or none, across clients and servers."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-
 import pytest
 
 import tenure
-from servers import Server, valkey_binary
+from support.twins import Barrier, Event, spawn
 
 
 def test_empty_and_bad_members(client):
@@ -18,40 +16,35 @@ def test_empty_and_bad_members(client):
         client.multi_lock("not a lock")
 
 
-def test_ten_threads_exactly_one_wins(make_client):
+def test_ten_callers_exactly_one_wins(make_client, r):
     a, b, c = make_client(), make_client(), make_client()
     members = (a.lock("m1"), b.lock("m2"), c.lock("m3"))
-    start = threading.Barrier(10)
+    start = Barrier(10)
     results: list[bool] = []
     winners: list[tenure.MultiLock] = []
-    mutex = threading.Lock()
 
     def worker() -> None:
         multi = a.multi_lock(*members)
         start.wait()
         ok = multi.acquire(timeout=0, lease_time=10)
-        with mutex:
-            results.append(ok)
-            if ok:
-                winners.append(multi)
-                assert multi.owned()
+        results.append(ok)
+        if ok:
+            winners.append(multi)
+            assert multi.owned()
 
-    threads = [threading.Thread(target=worker) for _ in range(10)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    for job in [spawn(worker) for _ in range(10)]:
+        job.result()
     assert results.count(True) == 1
-    assert all(m.locked() for m in members)
+    assert all([m.locked() for m in members])
     # the losers left nothing: each member has exactly one owner field
-    for m, owner in zip(members, (a, b, c), strict=True):
-        assert owner.redis.hlen(m.name) == 1
+    for m in members:
+        assert r.hlen(m.name) == 1
 
 
 def test_blocked_by_a_member_holder_until_it_lets_go(make_client, r):
     a, b = make_client(), make_client()
     l1, l2, l3 = a.lock("a"), b.lock("b"), a.lock("c")
-    holding, let_go = threading.Event(), threading.Event()
+    holding, let_go = Event(), Event()
 
     def holder() -> None:
         assert l2.acquire()
@@ -59,30 +52,51 @@ def test_blocked_by_a_member_holder_until_it_lets_go(make_client, r):
         let_go.wait(10)
         l2.release()
 
-    h = threading.Thread(target=holder)
-    h.start()
+    h = spawn(holder)
     assert holding.wait(5)
     multi = a.multi_lock(l1, l2, l3)
     assert not multi.acquire(timeout=0.2, lease_time=10)
     assert not l1.locked() and not l3.locked()  # released after the failed round
 
-    got = threading.Event()
+    got = Event()
     outcome: list[bool] = []
 
     def taker() -> None:
         outcome.append(multi.acquire(timeout=20))
         got.set()
+        assert multi.owned()
         multi.release()
 
-    t = threading.Thread(target=taker)
-    t.start()
+    t = spawn(taker)
     assert not got.wait(0.3)  # still blocked while l2 is held
     let_go.set()
     assert got.wait(10)
-    t.join()
-    h.join()
+    t.result()
+    h.result()
     assert outcome == [True]
     assert not (l1.locked() or l2.locked() or l3.locked())
+
+
+def test_multi_lock_owned_per_caller(make_client, r):
+    a, b = make_client(), make_client()
+    members = (a.lock("am1"), b.lock("am2"), a.lock("am3"))
+    holding, let_go = Event(), Event()
+
+    def holder() -> None:
+        assert members[1].acquire()
+        holding.set()
+        let_go.wait()
+        members[1].release()
+
+    h = spawn(holder)
+    assert holding.wait(10)
+    multi = a.multi_lock(*members)
+    taker = spawn(lambda: multi.acquire(timeout=20))
+    assert not taker.join(0.3)
+    let_go.set()
+    assert taker.result(10)
+    h.result()
+    assert multi.owned() is False  # owned per caller: this one is not the taker
 
 
 def test_lease_is_set_back_after_long_wait(client, r):
@@ -109,7 +123,7 @@ def test_release_releases_every_member_and_aggregates_errors(client, r):
 
 def test_member_loss_reported_as_lost(make_client):
     c = make_client(watchdog_timeout=0.6)
-    lost = threading.Event()
+    lost = Event()
     multi = c.multi_lock(c.lock("w1"), c.lock("w2"), on_lost=lambda m: lost.set())
     assert multi.acquire()  # watchdog-renewed members
     assert not multi.lost
@@ -118,14 +132,6 @@ def test_member_loss_reported_as_lost(make_client):
     assert multi.lost
     with pytest.raises(tenure.LockLostError):
         multi.release()
-
-
-@pytest.fixture(scope="module")
-def three() -> Iterator[list[Server]]:
-    servers = [Server(valkey_binary()).start() for _ in range(3)]
-    yield servers
-    for s in servers:
-        s.stop()
 
 
 def test_members_on_three_servers(three):
@@ -138,57 +144,10 @@ def test_members_on_three_servers(three):
                     assert raw.exists("res")
             assert multi.owned()
             other = clients[1].multi_lock(*(c.lock("res") for c in clients))
-            result: list[bool] = []
-            t = threading.Thread(target=lambda: result.append(other.acquire(timeout=0)))
-            t.start()
-            t.join()
-            assert result == [False]
+            assert spawn(lambda: other.acquire(timeout=0)).result() is False
         for s in three:
             with s.client() as raw:
                 assert not raw.exists("res")
     finally:
         for c in clients:
             c.close()
-
-
-def test_async_multi_lock_exactly_one_and_blocking(server, r):
-    import asyncio
-
-    async def main() -> None:
-        async with tenure.AsyncClient(server.url) as a, tenure.AsyncClient(server.url) as b:
-            members = (a.lock("am1"), b.lock("am2"), a.lock("am3"))
-            with pytest.raises(ValueError):
-                a.multi_lock()
-
-            async def one() -> bool:
-                return await a.multi_lock(*members).acquire(timeout=0, lease_time=10)
-
-            tasks = [asyncio.create_task(one()) for _ in range(10)]
-            assert sum(await asyncio.gather(*tasks)) == 1
-            for m in members:
-                assert r.hlen(m.name) == 1
-            await members[0].force_release()
-            await members[1].force_release()
-            await members[2].force_release()
-
-            # a task holding one member blocks the multi-lock until it lets go
-            holding, let_go = asyncio.Event(), asyncio.Event()
-
-            async def holder() -> None:
-                assert await members[1].acquire()
-                holding.set()
-                await let_go.wait()
-                await members[1].release()
-
-            h = asyncio.create_task(holder())
-            await holding.wait()
-            multi = a.multi_lock(*members)
-            taker = asyncio.create_task(multi.acquire(timeout=20))
-            done, _ = await asyncio.wait([taker], timeout=0.3)
-            assert not done
-            let_go.set()
-            assert await asyncio.wait_for(taker, 10)
-            await h
-            assert await multi.owned() is False  # owned per task: this task is not the taker
-
-    asyncio.run(asyncio.wait_for(main(), 60))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import tenure
-from servers import Server, valkey_binary
+from support.servers import Server, valkey_binary
 
 
 @pytest.fixture(scope="module")

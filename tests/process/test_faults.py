@@ -7,7 +7,9 @@ import time
 import pytest
 
 import tenure
-from servers import Server, valkey_binary
+from support.servers import Server, valkey_binary
+from support.twins import spawn
+from tenure import keys
 
 
 @pytest.fixture
@@ -97,3 +99,28 @@ def test_close_wakes_waiters_with_backend_error(own_server):
     assert not t.is_alive()
     assert outcome and isinstance(outcome[0], tenure.BackendError)
     holder.close()
+
+
+def test_fair_backend_timeout_while_waiting_leaves_queue() -> None:
+    """A fair waiter whose attempt times out (server stalled) leaves the queue afterwards."""
+    srv = Server(valkey_binary()).start()
+    raw = srv.client()
+    try:
+        holder = tenure.Client(srv.url)
+        assert holder.fair_lock("stall").acquire(lease_time=30)
+        waiter = tenure.Client(srv.url, socket_timeout=0.5)
+        srv.pause()
+        try:
+            job = spawn(lambda: waiter.fair_lock("stall").acquire(timeout=10))
+            time.sleep(0.8)  # the waiter's attempt times out meanwhile; its cleanup is in flight
+        finally:
+            srv.resume()
+        assert isinstance(job.outcome(), tenure.BackendError)
+        assert raw.llen(keys.fair_queue_key("stall")) == 0
+        assert raw.zcard(keys.fair_timeout_key("stall")) == 0
+        assert raw.exists("stall") == 1  # the holder still holds it
+        waiter.close()
+        holder.close()
+    finally:
+        raw.close()
+        srv.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from servers import Server
+from support.servers import Server
 from tenure import demo
 
 

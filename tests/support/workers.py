@@ -1,15 +1,80 @@
-"""Child-process bodies of the FairLock and ReadWriteLock tests (spawned: importable by name,
-arguments picklable)."""
+"""Functions run in child processes (spawned: importable by name, arguments picklable)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
 import tenure
+
+
+def run_threads(work: Callable[[], None], threads: int) -> None:
+    """Run ``work`` in ``threads`` threads at once and wait for all of them."""
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+
+
+def count_under_lock(url: str, name: str, rounds: int, threads: int = 1) -> list[tuple[int, int]]:
+    """Increment ``counter`` non-atomically under the lock; returns (enter, exit) ns stamps."""
+    spans: list[tuple[int, int]] = []
+    with tenure.Client(url) as client:
+        raw = redis.Redis.from_url(url)
+        lock = client.lock(name)
+
+        def work() -> None:
+            for _ in range(rounds):
+                with lock:
+                    enter = time.monotonic_ns()
+                    value = int(raw.get("counter") or 0)
+                    raw.set("counter", value + 1)
+                    spans.append((enter, time.monotonic_ns()))
+
+        run_threads(work, threads)
+        raw.close()
+    return spans
+
+
+def hold_forever(url: str, name: str, watchdog_timeout: float, ready: Any) -> None:
+    """Take the lock under the watchdog, signal, then sleep until killed."""
+    client = tenure.Client(url, watchdog_timeout=watchdog_timeout)
+    client.lock(name).acquire()
+    ready.set()
+    time.sleep(3600)
+
+
+def fork_and_release(url: str, name: str) -> str:
+    """Acquire in this process, fork, and report what the child's release did."""
+    client = tenure.Client(url)
+    lock = client.lock(name)
+    lock.acquire()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            outcome = "owned" if lock.owned() else "not-owned"
+            try:
+                lock.release()
+                outcome += ",released"
+            except tenure.NotOwnedError:
+                outcome += ",NotOwnedError"
+            os.write(write, outcome.encode())
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    os.close(write)
+    outcome = os.read(read, 100).decode()
+    outcome += ",parent-owned" if lock.owned() else ",parent-lost"
+    lock.release()
+    client.close()
+    return outcome
 
 
 def fair_queue_in_turn(url: str, name: str, turns: Any, done: Any) -> None:
@@ -77,12 +142,8 @@ def rw_work(
                         raw.decr("readers")
                     spans.append((enter, time.monotonic_ns()))
 
-        pool = [threading.Thread(target=work) for _ in range(threads)]
         start.wait()
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
+        run_threads(work, threads)
         raw.close()
     return spans
 
@@ -93,18 +154,3 @@ def rw_read_and_die(url: str, name: str, lease: float, ready: Any) -> None:
     client.read_write_lock(name).read_lock().acquire(lease_time=lease)
     ready.set()
     time.sleep(3600)
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
-    """Poll a server-side condition every 10 ms; True once it holds, False at the timeout."""
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-def server_ms(raw: redis.Redis) -> int:
-    seconds, micros = raw.time()
-    return int(seconds) * 1000 + int(micros) // 1000

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 
 import redis
 
@@ -111,5 +110,12 @@ def binaries() -> list[tuple[str, str | None]]:
     return [("valkey", valkey_binary()), ("redis", redis_binary())]
 
 
-def server_path_exists(path: str | None) -> bool:
-    return path is not None and Path(path).exists()
+def start_servers(count: int) -> list[Server]:
+    """``count`` independent valkey servers (RedLock nodes, MultiLock members)."""
+    binary = valkey_binary()
+    return [Server(binary).start() for _ in range(count)]
+
+
+def stop_servers(servers: list[Server]) -> None:
+    for s in servers:
+        s.stop()

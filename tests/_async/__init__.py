@@ -1,0 +1,1 @@
+# The asyncio behaviour tests, written once; tools/unasync.py generates tests/_sync from them.

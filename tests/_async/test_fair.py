@@ -1,0 +1,213 @@
+# FairLock: FIFO order, queue cleanup, deadlines (asyncio source of tests/_sync/test_fair.py).
+"""FairLock: FIFO order, queue cleanup, deadlines. Several processes: tests/process."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import redis
+
+import tenure
+from support.twins import async_gather, async_sleep, async_spawn, async_stamped, async_wait_until
+from support.wire import deadlines, queue_of, server_ms
+from tenure import keys
+
+
+async def test_reentrant_hold_count_and_wire_layout(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    lock = async_client.fair_lock("orders:42")
+    assert isinstance(lock, tenure.AsyncFairLock) and lock.name == "orders:42"
+    assert await lock.acquire() and await lock.acquire(lease_time=20)
+    assert await lock.owned() and await lock.locked() and await lock.hold_count() == 2
+    fields = r.hgetall("orders:42")
+    assert len(fields) == 1
+    ((owner, count),) = fields.items()
+    assert owner.decode().startswith(async_client.client_id + ":") and count == b"2"
+    assert 19 < await lock.remaining_lease() <= 20  # type: ignore[operator]
+    await lock.release()
+    assert await lock.hold_count() == 1
+    assert await lock.remaining_lease() <= async_client.watchdog_timeout  # type: ignore[operator]
+    await lock.release()
+    assert not await lock.locked() and await lock.remaining_lease() is None
+    with pytest.raises(tenure.NotOwnedError):
+        await lock.release()
+    assert r.keys("*") == []
+
+
+async def test_non_blocking_attempt_never_joins_queue(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    lock = async_client.fair_lock("nb")
+    assert await lock.acquire(lease_time=10)
+    for kwargs in ({"blocking": False}, {"timeout": 0}):
+        assert await async_spawn(lambda kw=kwargs: lock.acquire(**kw)).result() is False
+    assert r.exists(keys.fair_queue_key("nb"), keys.fair_timeout_key("nb")) == 0
+    # and a free lock with a waiter queued is not taken by a one-shot attempt either
+    waiter = async_spawn(lambda: lock.acquire(timeout=10, lease_time=10))
+    assert await async_wait_until(lambda: len(queue_of(r, "nb")) == 1)
+    await lock.release()
+    assert await waiter.result() is True
+    assert await async_spawn(lambda: lock.acquire(blocking=False)).result() is False
+
+
+async def test_timed_out_waiter_leaves_queue(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    lock = async_client.fair_lock("t")
+    assert await lock.acquire(lease_time=10)
+    job = async_spawn(lambda: lock.acquire(timeout=0.5))
+    assert await async_wait_until(lambda: len(queue_of(r, "t")) == 1)
+    owner = queue_of(r, "t")[0]
+    assert owner.startswith(async_client.client_id + ":")
+    # deadline = lock expiry + allowance (the timeout), on server time
+    expiry = server_ms(r) + r.pttl("t")
+    assert abs(deadlines(r, "t")[owner] - (expiry + 500)) < 100
+    assert await job.result() is False
+    assert queue_of(r, "t") == [] and deadlines(r, "t") == {}
+
+
+async def test_eight_waiters_100ms_apart_acquire_in_order(async_client: tenure.AsyncClient) -> None:
+    lock = async_client.fair_lock("eight")
+    assert await lock.acquire(lease_time=1)
+    order: list[int] = []
+    times: list[float] = []
+
+    async def waiter(i: int) -> None:
+        assert await lock.acquire(lease_time=1)  # never released: each hold ends with its lease
+        order.append(i)
+        times.append(time.monotonic())
+
+    start = time.monotonic()
+    jobs = []
+    for i in range(8):
+        jobs.append(async_spawn(waiter, i))
+        await async_sleep(0.1)  # the scenario: waiters arrive 100 ms apart
+    for job in jobs:
+        await job.join(timeout=30)
+    assert order == list(range(8))
+    # each takes over when the previous 1 s lease ends: no stall in between
+    gaps = [b - a for a, b in zip([start, *times], times, strict=False)]
+    assert all(0.5 < g < 2.0 for g in gaps), gaps
+
+
+async def test_waiters_queued_one_by_one_acquire_in_arrival_order(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    lock = async_client.fair_lock("afair")
+    assert await lock.acquire(lease_time=0.5)
+    order: list[int] = []
+
+    async def waiter(i: int) -> None:
+        assert await lock.acquire(lease_time=0.3)  # never released
+        order.append(i)
+
+    jobs = []
+    for i in range(6):
+        jobs.append(async_spawn(waiter, i))
+        assert await async_wait_until(lambda n=i + 1: len(queue_of(r, "afair")) >= n)
+    for job in jobs:
+        await job.result(60)
+    assert order == list(range(6))
+
+
+async def test_500_callers_increment_under_fair_lock(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    lock = async_client.fair_lock("count")
+    counter = [0]
+    inside = [0]
+    overlaps = [0]
+    failures: list[BaseException] = []
+
+    async def work() -> None:
+        try:
+            async with lock(timeout=90):
+                inside[0] += 1
+                if inside[0] != 1:
+                    overlaps[0] += 1
+                value = counter[0]
+                await async_sleep(0)  # let others run: a missing exclusion would lose increments
+                counter[0] = value + 1
+                inside[0] -= 1
+        except BaseException as error:
+            failures.append(error)
+
+    start = time.monotonic()
+    await async_gather(*[work] * 500, timeout=100)
+    elapsed = time.monotonic() - start
+    assert failures == []
+    assert counter[0] == 500 and overlaps[0] == 0
+    assert elapsed < 90
+    assert not await lock.locked() and r.exists(keys.fair_queue_key("count")) == 0
+    assert r.zcard(keys.fair_timeout_key("count")) == 0
+
+
+async def test_deadlines_shift_when_waiters_time_out(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    """Waiters that time out move the deadlines behind them ahead: no drift."""
+    lock = async_client.fair_lock("drift")
+    assert await lock.acquire(lease_time=10)
+    for _round in range(2):
+        early = [async_spawn(lambda: lock.acquire(timeout=0.6)) for _ in range(3)]
+        assert await async_wait_until(lambda n=3 + _round: len(queue_of(r, "drift")) == n)
+        if _round == 0:
+            last = async_spawn(lambda: lock.acquire(timeout=20, lease_time=5))
+            assert await async_wait_until(lambda: len(queue_of(r, "drift")) == 4)
+            last_owner = queue_of(r, "drift")[-1]
+        for job in early:
+            assert await job.result() is False
+        # only the patient waiter is left, and its deadline is the lock's expiry plus its
+        # own allowance (20 s): the three allowances ahead of it were taken back
+        assert queue_of(r, "drift") == [last_owner]
+        expiry = server_ms(r) + r.pttl("drift")
+        assert abs(deadlines(r, "drift")[last_owner] - (expiry + 20_000)) < 150
+    # deadlines stay within now + (lease + allowance)
+    now = server_ms(r)
+    assert all(d <= now + 10_000 + 20_000 for d in deadlines(r, "drift").values())
+    await lock.release()
+    assert await last.result() is True
+
+
+async def test_force_release_wakes_head(async_client: tenure.AsyncClient, r: redis.Redis) -> None:
+    lock = async_client.fair_lock("force")
+    assert await lock.acquire()  # watchdog lease: only a wake-up lets the waiter in soon
+    job = async_spawn(async_stamped, lambda: lock.acquire(timeout=10, lease_time=5))
+    assert await async_wait_until(lambda: len(queue_of(r, "force")) == 1)
+    forced = time.monotonic()
+    assert await lock.force_release() is True
+    acquired, at = await job.result()
+    assert acquired and at - forced < 1.0
+    assert await lock.force_release() is True and await lock.force_release() is False
+    with pytest.raises(tenure.LockLostError):
+        await lock.release()  # the caller's watchdog hold was taken away
+
+
+async def test_timed_out_waiter_leaves_queue_and_holder_reenters(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    lock = async_client.fair_lock("acancel")
+    assert await lock.acquire(lease_time=10)
+    queue = keys.fair_queue_key("acancel")
+    timed = async_spawn(lambda: lock.acquire(timeout=0.3))
+    assert await async_wait_until(lambda: r.llen(queue) == 1)
+    assert await timed.result() is False
+    assert r.exists(queue, keys.fair_timeout_key("acancel")) == 0
+    assert await lock.acquire(blocking=False)  # re-entry by the holder
+    assert await lock.hold_count() == 2
+    await lock.release()
+    await lock.release()
+    assert not await lock.locked()
+
+
+async def test_bad_arguments_fail_before_io(async_client: tenure.AsyncClient) -> None:
+    with pytest.raises(TypeError):
+        async_client.fair_lock(3)  # type: ignore[arg-type]
+    lock = async_client.fair_lock("args")
+    with pytest.raises(ValueError, match="timeout"):
+        await lock.acquire(timeout=-2)
+    with pytest.raises(ValueError, match="lease_time"):
+        await lock.acquire(lease_time=math.inf)

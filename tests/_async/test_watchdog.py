@@ -1,0 +1,75 @@
+# The watchdog (asyncio source of tests/_sync/test_watchdog.py).
+"""The watchdog: renewal while held, loss reporting. A killed holder: tests/process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import tenure
+from support.twins import AsyncEvent, async_sleep
+
+
+async def test_watchdog_keeps_lock_past_three_leases(async_make_client, r):
+    lock = async_make_client(watchdog_timeout=1.0).lock("kept")
+    await lock.acquire()
+    start = time.monotonic()
+    while time.monotonic() - start < 3.5:
+        assert r.exists("kept"), "the watchdog let the lock expire"
+        await async_sleep(0.1)
+    assert await lock.owned() and not lock.lost
+    await lock.release()
+    assert not r.exists("kept")
+
+
+async def test_explicit_lease_is_never_renewed(async_make_client, r):
+    lock = async_make_client(watchdog_timeout=1.0).lock("fixed")
+    await lock.acquire(lease_time=1.5)
+    await async_sleep(1.8)  # past the fixed lease, and past one watchdog tick
+    assert not r.exists("fixed")
+    with pytest.raises(tenure.LockLostError):
+        await lock.release()
+
+
+async def test_loss_is_reported_by_watchdog_flag_callback_and_release(async_make_client):
+    seen: list[object] = []
+    reported = AsyncEvent()
+
+    def on_lost(lock: object) -> None:
+        seen.append(lock)
+        reported.set()
+
+    lock = async_make_client(watchdog_timeout=0.6).lock("taken", on_lost=on_lost)
+    await lock.acquire()
+    assert await async_make_client().lock("taken").force_release()
+    assert await reported.wait(3), "the watchdog did not report the loss"
+    assert seen == [lock]
+    assert lock.lost
+    with pytest.raises(tenure.LockLostError):
+        await lock.release()
+
+
+async def test_watchdog_renews_then_reports_loss_within_a_lease(async_make_client, r):
+    lost: list[object] = []
+    lock = async_make_client(watchdog_timeout=0.6).lock("awd", on_lost=lost.append)
+    await lock.acquire()
+    await async_sleep(2.0)
+    assert r.exists("awd") and not lock.lost
+    assert await lock.force_release()
+    await async_sleep(0.6)
+    assert lost == [lock] and lock.lost
+    with pytest.raises(tenure.LockLostError):
+        await lock.release()
+
+
+async def test_release_cancels_renewal(async_make_client, r):
+    lost = AsyncEvent()
+    client = async_make_client(watchdog_timeout=0.3)
+    for _ in range(20):
+        lock = client.lock("quick", on_lost=lambda _lock: lost.set())
+        await lock.acquire()
+        await lock.release()
+    await async_sleep(0.4)  # more than one renewal tick
+    assert not lost.is_set()
+    assert not r.exists("quick")

@@ -1,0 +1,213 @@
+# GENERATED from tests/_async/test_fair.py by tools/unasync.py: edit that file, not this one.
+"""FairLock: FIFO order, queue cleanup, deadlines. Several processes: tests/process."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import redis
+
+import tenure
+from support.twins import gather, sleep, spawn, stamped, wait_until
+from support.wire import deadlines, queue_of, server_ms
+from tenure import keys
+
+
+def test_reentrant_hold_count_and_wire_layout(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    lock = client.fair_lock("orders:42")
+    assert isinstance(lock, tenure.FairLock) and lock.name == "orders:42"
+    assert lock.acquire() and lock.acquire(lease_time=20)
+    assert lock.owned() and lock.locked() and lock.hold_count() == 2
+    fields = r.hgetall("orders:42")
+    assert len(fields) == 1
+    ((owner, count),) = fields.items()
+    assert owner.decode().startswith(client.client_id + ":") and count == b"2"
+    assert 19 < lock.remaining_lease() <= 20  # type: ignore[operator]
+    lock.release()
+    assert lock.hold_count() == 1
+    assert lock.remaining_lease() <= client.watchdog_timeout  # type: ignore[operator]
+    lock.release()
+    assert not lock.locked() and lock.remaining_lease() is None
+    with pytest.raises(tenure.NotOwnedError):
+        lock.release()
+    assert r.keys("*") == []
+
+
+def test_non_blocking_attempt_never_joins_queue(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    lock = client.fair_lock("nb")
+    assert lock.acquire(lease_time=10)
+    for kwargs in ({"blocking": False}, {"timeout": 0}):
+        assert spawn(lambda kw=kwargs: lock.acquire(**kw)).result() is False
+    assert r.exists(keys.fair_queue_key("nb"), keys.fair_timeout_key("nb")) == 0
+    # and a free lock with a waiter queued is not taken by a one-shot attempt either
+    waiter = spawn(lambda: lock.acquire(timeout=10, lease_time=10))
+    assert wait_until(lambda: len(queue_of(r, "nb")) == 1)
+    lock.release()
+    assert waiter.result() is True
+    assert spawn(lambda: lock.acquire(blocking=False)).result() is False
+
+
+def test_timed_out_waiter_leaves_queue(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    lock = client.fair_lock("t")
+    assert lock.acquire(lease_time=10)
+    job = spawn(lambda: lock.acquire(timeout=0.5))
+    assert wait_until(lambda: len(queue_of(r, "t")) == 1)
+    owner = queue_of(r, "t")[0]
+    assert owner.startswith(client.client_id + ":")
+    # deadline = lock expiry + allowance (the timeout), on server time
+    expiry = server_ms(r) + r.pttl("t")
+    assert abs(deadlines(r, "t")[owner] - (expiry + 500)) < 100
+    assert job.result() is False
+    assert queue_of(r, "t") == [] and deadlines(r, "t") == {}
+
+
+def test_eight_waiters_100ms_apart_acquire_in_order(client: tenure.Client) -> None:
+    lock = client.fair_lock("eight")
+    assert lock.acquire(lease_time=1)
+    order: list[int] = []
+    times: list[float] = []
+
+    def waiter(i: int) -> None:
+        assert lock.acquire(lease_time=1)  # never released: each hold ends with its lease
+        order.append(i)
+        times.append(time.monotonic())
+
+    start = time.monotonic()
+    jobs = []
+    for i in range(8):
+        jobs.append(spawn(waiter, i))
+        sleep(0.1)  # the scenario: waiters arrive 100 ms apart
+    for job in jobs:
+        job.join(timeout=30)
+    assert order == list(range(8))
+    # each takes over when the previous 1 s lease ends: no stall in between
+    gaps = [b - a for a, b in zip([start, *times], times, strict=False)]
+    assert all(0.5 < g < 2.0 for g in gaps), gaps
+
+
+def test_waiters_queued_one_by_one_acquire_in_arrival_order(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    lock = client.fair_lock("afair")
+    assert lock.acquire(lease_time=0.5)
+    order: list[int] = []
+
+    def waiter(i: int) -> None:
+        assert lock.acquire(lease_time=0.3)  # never released
+        order.append(i)
+
+    jobs = []
+    for i in range(6):
+        jobs.append(spawn(waiter, i))
+        assert wait_until(lambda n=i + 1: len(queue_of(r, "afair")) >= n)
+    for job in jobs:
+        job.result(60)
+    assert order == list(range(6))
+
+
+def test_500_callers_increment_under_fair_lock(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    lock = client.fair_lock("count")
+    counter = [0]
+    inside = [0]
+    overlaps = [0]
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with lock(timeout=90):
+                inside[0] += 1
+                if inside[0] != 1:
+                    overlaps[0] += 1
+                value = counter[0]
+                sleep(0)  # let others run: a missing exclusion would lose increments
+                counter[0] = value + 1
+                inside[0] -= 1
+        except BaseException as error:
+            failures.append(error)
+
+    start = time.monotonic()
+    gather(*[work] * 500, timeout=100)
+    elapsed = time.monotonic() - start
+    assert failures == []
+    assert counter[0] == 500 and overlaps[0] == 0
+    assert elapsed < 90
+    assert not lock.locked() and r.exists(keys.fair_queue_key("count")) == 0
+    assert r.zcard(keys.fair_timeout_key("count")) == 0
+
+
+def test_deadlines_shift_when_waiters_time_out(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    """Waiters that time out move the deadlines behind them ahead: no drift."""
+    lock = client.fair_lock("drift")
+    assert lock.acquire(lease_time=10)
+    for _round in range(2):
+        early = [spawn(lambda: lock.acquire(timeout=0.6)) for _ in range(3)]
+        assert wait_until(lambda n=3 + _round: len(queue_of(r, "drift")) == n)
+        if _round == 0:
+            last = spawn(lambda: lock.acquire(timeout=20, lease_time=5))
+            assert wait_until(lambda: len(queue_of(r, "drift")) == 4)
+            last_owner = queue_of(r, "drift")[-1]
+        for job in early:
+            assert job.result() is False
+        # only the patient waiter is left, and its deadline is the lock's expiry plus its
+        # own allowance (20 s): the three allowances ahead of it were taken back
+        assert queue_of(r, "drift") == [last_owner]
+        expiry = server_ms(r) + r.pttl("drift")
+        assert abs(deadlines(r, "drift")[last_owner] - (expiry + 20_000)) < 150
+    # deadlines stay within now + (lease + allowance)
+    now = server_ms(r)
+    assert all(d <= now + 10_000 + 20_000 for d in deadlines(r, "drift").values())
+    lock.release()
+    assert last.result() is True
+
+
+def test_force_release_wakes_head(client: tenure.Client, r: redis.Redis) -> None:
+    lock = client.fair_lock("force")
+    assert lock.acquire()  # watchdog lease: only a wake-up lets the waiter in soon
+    job = spawn(stamped, lambda: lock.acquire(timeout=10, lease_time=5))
+    assert wait_until(lambda: len(queue_of(r, "force")) == 1)
+    forced = time.monotonic()
+    assert lock.force_release() is True
+    acquired, at = job.result()
+    assert acquired and at - forced < 1.0
+    assert lock.force_release() is True and lock.force_release() is False
+    with pytest.raises(tenure.LockLostError):
+        lock.release()  # the caller's watchdog hold was taken away
+
+
+def test_timed_out_waiter_leaves_queue_and_holder_reenters(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    lock = client.fair_lock("acancel")
+    assert lock.acquire(lease_time=10)
+    queue = keys.fair_queue_key("acancel")
+    timed = spawn(lambda: lock.acquire(timeout=0.3))
+    assert wait_until(lambda: r.llen(queue) == 1)
+    assert timed.result() is False
+    assert r.exists(queue, keys.fair_timeout_key("acancel")) == 0
+    assert lock.acquire(blocking=False)  # re-entry by the holder
+    assert lock.hold_count() == 2
+    lock.release()
+    lock.release()
+    assert not lock.locked()
+
+
+def test_bad_arguments_fail_before_io(client: tenure.Client) -> None:
+    with pytest.raises(TypeError):
+        client.fair_lock(3)  # type: ignore[arg-type]
+    lock = client.fair_lock("args")
+    with pytest.raises(ValueError, match="timeout"):
+        lock.acquire(timeout=-2)
+    with pytest.raises(ValueError, match="lease_time"):
+        lock.acquire(lease_time=math.inf)

@@ -1,0 +1,69 @@
+"""Raw-redis inspection: what tenure wrote on the server, read without its internals."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import redis
+
+from tenure import keys
+
+
+def owner_fields(r: redis.Redis, name: str, client_id: str) -> list[str]:
+    """The fields of hash ``name`` that belong to the client ``client_id`` (its threads' or
+    tasks' owner fields are ``<client_id>:<n>``, a write hold adds ``:write``)."""
+    return sorted(f.decode() for f in r.hkeys(name) if f.decode().startswith(client_id + ":"))
+
+
+def owner_of(r: redis.Redis, name: str, client_id: str) -> str:
+    """The one owner field of ``client_id`` in hash ``name`` (the calling thread's or task's
+    when nobody else of that client holds), without a ``:write`` suffix."""
+    fields = {f.removesuffix(":write") for f in owner_fields(r, name, client_id)}
+    assert len(fields) == 1, f"expected one owner of {client_id} in {name}: {fields}"
+    return fields.pop()
+
+
+def queue_of(r: redis.Redis, name: str) -> list[str]:
+    """The fair lock's waiting line, head first."""
+    return [o.decode() for o in r.lrange(keys.fair_queue_key(name), 0, -1)]
+
+
+def deadlines(r: redis.Redis, name: str) -> dict[str, float]:
+    """The fair lock's waiter deadlines (server ms) by owner."""
+    return {o.decode(): s for o, s in r.zrange(keys.fair_timeout_key(name), 0, -1, withscores=True)}
+
+
+def server_ms(r: redis.Redis) -> int:
+    seconds, micros = r.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def pubsub_clients(r: redis.Redis) -> int:
+    """How many connections are subscribed to something."""
+    return sum(1 for c in r.client_list() if int(c.get("sub", 0)) + int(c.get("ssub", 0)) > 0)
+
+
+def keys_on(servers: list[Any], key: str) -> list[bool]:
+    """Whether ``key`` exists on each of ``servers`` (:class:`support.servers.Server`)."""
+    out = []
+    for s in servers:
+        with s.client() as raw:
+            out.append(bool(raw.exists(key)))
+    return out
+
+
+def overlaps(spans: list[tuple[int, int]]) -> int:
+    """How many (enter, exit) spans begin before the previous one (in start order) ended."""
+    ordered = sorted(spans)
+    return sum(1 for a, b in itertools.pairwise(ordered) if b[0] < a[1])
+
+
+def max_concurrency(spans: list[tuple[int, int]]) -> int:
+    """The most spans open at one instant."""
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    level = best = 0
+    for _, step in events:
+        level += step
+        best = max(best, level)
+    return best
