@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,6 +16,7 @@ from tenure.core.options import (
     check_timeouts,
     make_context,
     replica_wait,
+    resolve_redis,
 )
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
@@ -361,3 +363,58 @@ def test_socket_timeouts_are_checked() -> None:
     check_timeouts(1, 0.5)
     with pytest.raises(ValueError, match="socket_connect_timeout"):
         check_timeouts(1, 0)
+
+
+def test_failing_loss_listener_does_not_stop_on_lost(ctx: Context, owner: str) -> None:
+    class Listener:
+        def lost(self, core: LockCore, who: str) -> None:
+            raise RuntimeError("listener bug")
+
+    losses = Losses()
+    lock = LockCore(ctx, "l", on_lost=losses)
+    listener = Listener()
+    lock.add_loss_listener(listener.lost)
+    lock.hold_lost(owner)
+    assert lock.is_lost(owner) and losses.fronts == [lock]
+
+
+# ------------------------------------------------------------- building redis clients
+
+
+class FakePool:
+    @classmethod
+    def from_url(cls, url: str, **kwargs: object) -> FakePool:
+        pool = cls()
+        pool.url, pool.kwargs = url, kwargs  # type: ignore[attr-defined]
+        return pool
+
+
+class FakeRedis:
+    def __init__(self, pool: object = None) -> None:
+        self.connection_pool = pool
+
+    @classmethod
+    def from_pool(cls, pool: FakePool) -> FakeRedis:
+        return cls(pool)
+
+
+def test_resolve_redis_from_a_url_builds_a_blocking_pool_without_retries() -> None:
+    retry = object()
+    client, owned, timeout = resolve_redis("redis://h/0", FakeRedis, FakePool, retry, 5.0, 2.0)
+    assert owned is True and timeout == 5.0
+    pool = client.connection_pool
+    assert pool.url == "redis://h/0"
+    assert pool.kwargs == {
+        "max_connections": 100,
+        "timeout": None,
+        "socket_timeout": 5.0,
+        "socket_connect_timeout": 2.0,
+        "retry": retry,
+    }
+
+
+def test_resolve_redis_keeps_a_passed_in_client() -> None:
+    given = FakeRedis(SimpleNamespace(connection_kwargs={"socket_timeout": 1.5}))
+    assert resolve_redis(given, FakeRedis, FakePool, None, 5.0, 5.0) == (given, False, 1.5)
+    with pytest.raises(TypeError, match="url_or_redis"):
+        resolve_redis(42, FakeRedis, FakePool, None, 5.0, 5.0)

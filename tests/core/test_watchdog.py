@@ -238,3 +238,10 @@ def test_owner_numbers_are_per_thread_and_never_reused(ctx: Context, owner: str)
         t.start()
         t.join()
     assert len({owner, *seen}) == 4
+
+
+def test_hold_table_clear(ctx: Context, owner: str) -> None:
+    take(LockCore(ctx, "l"), owner)
+    ctx.holds.clear()
+    assert ctx.holds.get("l", owner) is None
+    assert drive(renew(ctx), []).result == []
