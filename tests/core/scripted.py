@@ -9,12 +9,14 @@ Each step is ``(expect, reply)``:
   move the clock.
 
 Effects other than the five of :mod:`tenure.core.effects` (the driver rewrite may add more) are
-answered ``None`` and recorded, without consuming a step. The flow must ask for exactly the
-scripted effects in order and then finish (or raise).
+answered ``None`` and recorded in ``run.extra``, without consuming a step; composite effects
+(``OnMember``, ``Spawn``...) are carried out by the driver itself (see :func:`drive`). The flow
+must ask for exactly the scripted effects in order and then finish (or raise).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import types
 from collections.abc import Callable, Generator, Iterable
@@ -75,69 +77,185 @@ class Run:
         return [e.script.name if isinstance(e, Call) else type(e).__name__ for e in self.effects]
 
 
+DEAD, SLOW = "dead", "slow"
+"""Member node behaviours for composite flows: a dead node never answers a spawned flow; a
+slow node answers only once the composite stops waiting for answers (at its next ``Join``)."""
+
+
+def composite_effects() -> tuple[type, ...]:
+    """The composite effect classes, if this version of the core has them."""
+    import tenure.core.effects as fx
+
+    names = ("OnMember", "Spawn", "WaitAny", "Join", "Sleep")
+    return tuple(getattr(fx, n) for n in names if hasattr(fx, n))
+
+
+class Handle:
+    """A spawned member flow, as the composite sees it (``done``/``exception``/``result``)."""
+
+    def __init__(self, index: int, flow: Generator[Any, Any, Any]) -> None:
+        self.index = index
+        self.flow = flow
+        self._done = False
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def finish(self, result: Any = None, error: BaseException | None = None) -> None:
+        self._done, self._result, self._error = True, result, error
+
+    def done(self) -> bool:
+        return self._done
+
+    def exception(self) -> BaseException | None:
+        assert self._done, "exception() of a pending handle"
+        return self._error
+
+    def result(self) -> Any:
+        assert self._done, "result() of a pending handle"
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+class Driver:
+    """Performs the effects of one flow (and of the member flows a composite runs)."""
+
+    def __init__(self, steps: Iterable[Step], clock: Clock | None, nodes: dict[int, str]) -> None:
+        self.pending = list(steps)
+        self.position = 0
+        self.clock = clock
+        self.nodes = nodes
+        self.run = Run()
+        self.composite = composite_effects()
+        self.slow: list[Handle] = []
+
+    def flow(self, flow: Generator[Any, Any, Any]) -> Any:
+        """Run ``flow`` to its end; its result, or its exception raised."""
+        sending: tuple[bool, Any] = (False, None)
+        while True:
+            is_error, value = sending
+            try:
+                effect = flow.throw(value) if is_error else flow.send(value)
+            except StopIteration as stop:
+                return stop.value
+            try:
+                sending = (False, self.perform(effect))
+            except AssertionError:
+                flow.close()
+                raise
+            except BaseException as error:
+                sending = (True, error)
+
+    def perform(self, effect: Any) -> Any:
+        if isinstance(effect, KNOWN):
+            return self.scripted(effect)
+        if isinstance(effect, self.composite):
+            self.run.effects.append(effect)
+            return getattr(self, type(effect).__name__.lower())(effect)
+        self.run.extra.append(effect)
+        return None
+
+    def scripted(self, effect: Any) -> Any:
+        self.run.effects.append(effect)
+        if self.position >= len(self.pending):
+            raise AssertionError(f"unscripted effect #{self.position}: {effect!r}\n{self.seen}")
+        expect, reply = self.pending[self.position]
+        self.position += 1
+        if not matches(expect, effect):
+            raise AssertionError(
+                f"effect #{self.position - 1}: expected {describe(expect)}, got {effect!r}\n"
+                f"{self.seen}"
+            )
+        if isinstance(reply, Do):
+            reply = reply.fn(effect)  # may raise: thrown into the flow
+        if isinstance(reply, type) and issubclass(reply, BaseException):
+            reply = reply()
+        if isinstance(reply, BaseException):
+            raise reply
+        if self.clock is not None and isinstance(effect, Wait) and reply is False:
+            self.clock.advance(effect.seconds)
+        return reply
+
+    @property
+    def seen(self) -> str:
+        return f"seen: {self.run.names}"
+
+    # ------------------------------------------------------------ composite effects
+    def onmember(self, effect: Any) -> Any:
+        return self.flow(effect.flow)
+
+    def spawn(self, effect: Any) -> Handle:
+        handle = Handle(effect.index, effect.flow)
+        node = self.nodes.get(effect.index)
+        if node == SLOW:
+            self.slow.append(handle)
+        elif node != DEAD:
+            self.settle(handle)
+        return handle
+
+    def settle(self, handle: Handle) -> None:
+        try:
+            handle.finish(self.flow(handle.flow))
+        except AssertionError:
+            raise
+        except BaseException as error:
+            handle.finish(error=error)
+
+    def waitany(self, effect: Any) -> set[Any]:
+        pending = {h for h in effect.handles if not h.done()}
+        if len(pending) == len(effect.handles):  # nothing answers in time
+            self.sleep_for(effect.seconds)
+        return pending
+
+    def join(self, effect: Any) -> set[Any]:
+        for handle in [h for h in self.slow if h in effect.handles]:
+            self.slow.remove(handle)
+            self.settle(handle)
+        pending = {h for h in effect.handles if not h.done()}
+        if pending:
+            assert math.isfinite(effect.seconds), (
+                f"Join without a limit on a dead node\n{self.seen}"
+            )
+            self.sleep_for(effect.seconds)
+        return pending
+
+    def sleep(self, effect: Any) -> None:
+        self.sleep_for(effect.seconds)
+
+    def sleep_for(self, seconds: float) -> None:
+        if self.clock is not None:
+            self.clock.advance(seconds)
+
+
 def drive(
     flow: Generator[Any, Any, Any],
     steps: Iterable[Step],
     *,
     clock: Clock | None = None,
     raises: bool = False,
+    nodes: dict[int, str] | None = None,
 ) -> Run:
     """Run ``flow`` through ``steps``; returns the :class:`Run`.
 
     An exception the flow raises is re-raised unless ``raises=True`` (then it is in
     ``run.error``). With ``clock``, a ``Wait`` answered False (timed out) advances the clock
-    by the wait's seconds, as a real sleep would.
+    by the wait's seconds, as a real sleep would (so do composite sleeps and timed-out
+    waits). Composite flows: member flows run inline when started (their effects take the
+    next steps), except on ``nodes`` marked :data:`DEAD` or :data:`SLOW`.
     """
-    run = Run()
-    pending = list(steps)
-    position = 0
-    sending: tuple[bool, Any] = (False, None)
-    while True:
-        is_error, value = sending
-        try:
-            effect = flow.throw(value) if is_error else flow.send(value)
-        except StopIteration as stop:
-            run.result = stop.value
-            break
-        except BaseException as error:
-            if not raises:
-                raise
-            run.error = error
-            break
-        if not isinstance(effect, KNOWN):
-            run.extra.append(effect)
-            sending = (False, None)
-            continue
-        run.effects.append(effect)
-        if position >= len(pending):
-            flow.close()
-            raise AssertionError(f"unscripted effect #{position}: {effect!r}\nseen: {run.names}")
-        expect, reply = pending[position]
-        position += 1
-        if not matches(expect, effect):
-            flow.close()
-            raise AssertionError(
-                f"effect #{position - 1}: expected {describe(expect)}, got {effect!r}\n"
-                f"seen: {run.names}"
-            )
-        if isinstance(reply, Do):
-            try:
-                reply = reply.fn(effect)
-            except BaseException as error:  # thrown into the flow
-                sending = (True, error)
-                continue
-        if isinstance(reply, type) and issubclass(reply, BaseException):
-            reply = reply()
-        if isinstance(reply, BaseException):
-            sending = (True, reply)
-            continue
-        if clock is not None and isinstance(effect, Wait) and reply is False:
-            clock.advance(effect.seconds)
-        sending = (False, reply)
-    if position != len(pending):
-        left = [describe(expect) for expect, _ in pending[position:]]
-        raise AssertionError(f"flow ended with steps left: {left}\nseen: {run.names}")
-    return run
+    driver = Driver(steps, clock, nodes or {})
+    try:
+        driver.run.result = driver.flow(flow)
+    except AssertionError:
+        raise
+    except BaseException as error:
+        if not raises:
+            raise
+        driver.run.error = error
+    if driver.position != len(driver.pending):
+        left = [describe(expect) for expect, _ in driver.pending[driver.position :]]
+        raise AssertionError(f"flow ended with steps left: {left}\n{driver.seen}")
+    return driver.run
 
 
 def fails(
