@@ -99,6 +99,8 @@ class Handle:
         self._done = False
         self._result: Any = None
         self._error: BaseException | None = None
+        self.slow = False
+        """Runs at the next ``Join`` that waits for it (of this run or a later one)."""
 
     def finish(self, result: Any = None, error: BaseException | None = None) -> None:
         self._done, self._result, self._error = True, result, error
@@ -127,7 +129,6 @@ class Driver:
         self.nodes = nodes
         self.run = Run()
         self.composite = composite_effects()
-        self.slow: list[Handle] = []
 
     def flow(self, flow: Generator[Any, Any, Any]) -> Any:
         """Run ``flow`` to its end; its result, or its exception raised."""
@@ -188,7 +189,7 @@ class Driver:
         handle = Handle(effect.index, effect.flow)
         node = self.nodes.get(effect.index)
         if node == SLOW:
-            self.slow.append(handle)
+            handle.slow = True
         elif node != DEAD:
             self.settle(handle)
         return handle
@@ -208,9 +209,9 @@ class Driver:
         return pending
 
     def join(self, effect: Any) -> set[Any]:
-        for handle in [h for h in self.slow if h in effect.handles]:
-            self.slow.remove(handle)
-            self.settle(handle)
+        for handle in effect.handles:
+            if isinstance(handle, Handle) and handle.slow and not handle.done():
+                self.settle(handle)
         pending = {h for h in effect.handles if not h.done()}
         if pending:
             assert math.isfinite(effect.seconds), (
