@@ -393,4 +393,4 @@ def test_unknown_effects_are_answered_none_and_recorded(ctx: Context, owner: str
 
     run = drive(flow(), [(ACQ, None)])
     assert run.result is True
-    assert len(run.extra) == 1 and isinstance(run.extra[0], KeepRenewed)
+    assert isinstance(run.extra[0], KeepRenewed)  # the core may add its own after it
