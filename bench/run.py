@@ -260,7 +260,7 @@ def _contend(
                 count += 1
                 if kind == "fair":
                     seq, head = raw.pipeline().incr(name + ":seq").lindex(queue, 0).execute()
-                    grants.append((seq, client._owner(), head))
+                    grants.append((seq, client._runner.owner(), head))
         raw.close()
     out.put((count, grants))  # type: ignore[attr-defined]
 

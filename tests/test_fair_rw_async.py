@@ -133,7 +133,7 @@ def test_rw_upgrade_refused_downgrade_allowed(server: Server, r: redis.Redis) ->
             assert await other and time.monotonic() - started < 1.0
             assert await read.locked() and not await write.locked()
             assert await client.redis.hget("{t}:adown", "mode") == b"read"
-            owner = client._owner()
+            owner = client._runner.owner()
             assert await client.redis.exists(f"{{t}}:adown:{owner}:rwlock_timeout:1") == 1
             await read.release()
 

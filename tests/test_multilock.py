@@ -44,8 +44,8 @@ def test_ten_threads_exactly_one_wins(make_client):
     assert results.count(True) == 1
     assert all(m.locked() for m in members)
     # the losers left nothing: each member has exactly one owner field
-    for m in members:
-        assert m._client.redis.hlen(m.name) == 1
+    for m, owner in zip(members, (a, b, c), strict=True):
+        assert owner.redis.hlen(m.name) == 1
 
 
 def test_blocked_by_a_member_holder_until_it_lets_go(make_client, r):

@@ -74,7 +74,7 @@ def test_write_excludes_and_reentry_adds_lease(client: tenure.Client, r: redis.R
     assert write.acquire(lease_time=10) and write.acquire(lease_time=10)
     assert 19 < write.remaining_lease() <= 20  # type: ignore[operator]
     assert r.hget("w", "mode") == b"write" and write.hold_count() == 2
-    assert r.hget("w", f"{client._owner()}:write") == b"2"
+    assert r.hget("w", f"{client._runner.owner()}:write") == b"2"
     for side in (rw.read_lock(), write):
         t, out = in_thread(lambda s=side: s.acquire(timeout=0.2))
         t.join()
@@ -104,7 +104,7 @@ def test_read_holder_asking_for_write_gets_upgrade_error(
     with pytest.raises(tenure.LockUpgradeError):
         rw.write_lock().acquire(blocking=False)
     assert time.monotonic() - started < 1.0
-    assert r.hgetall("up") == {b"mode": b"read", client._owner().encode(): b"1"}
+    assert r.hgetall("up") == {b"mode": b"read", client._runner.owner().encode(): b"1"}
     rw.read_lock().release()
     assert rw.write_lock().acquire(blocking=False)  # free again: the write lock is fine
     rw.write_lock().release()
@@ -163,7 +163,7 @@ def test_hash_tagged_names(client: tenure.Client, r: redis.Redis) -> None:
     rw = client.read_write_lock("{t}:abc")
     read = rw.read_lock()
     assert read.acquire(lease_time=10)
-    owner = client._owner()
+    owner = client._runner.owner()
     assert r.hget("{t}:abc", owner) == b"1"
     assert 0 < r.pttl(f"{{t}}:abc:{owner}:rwlock_timeout:1") <= 10_000
     assert keys.rw_channel("{t}:abc") == "redisson_rwlock:{t}:abc"
@@ -213,7 +213,7 @@ def test_dead_reader_expires_on_its_own_lease(
         proc.kill()
         assert rw.read_lock().acquire(lease_time=30)
         writer, got = in_thread(lambda: (rw.write_lock().acquire(timeout=20), time.monotonic()))
-        ours = f"{{dead}}:{client._owner()}:"
+        ours = f"{{dead}}:{client._runner.owner()}:"
         dead_keys = [k for k in r.keys("{dead}:*") if not k.decode().startswith(ours)]
         assert len(dead_keys) == 1
         assert wait_until(lambda: r.exists(*dead_keys) == 0, 5)  # gone after its 1 s lease
@@ -233,7 +233,7 @@ def test_watchdog_keeps_50_readers_and_renews_only_own(make_client, r: redis.Red
     other = make_client(watchdog_timeout=1.0)
     rw = client.read_write_lock("wd")
     assert other.read_write_lock("wd").read_lock().acquire(lease_time=1.5)  # not renewed
-    other_key = f"{{wd}}:{other._owner()}:rwlock_timeout:1"
+    other_key = f"{{wd}}:{other._runner.owner()}:rwlock_timeout:1"
     lost: list[object] = []
     rw_lost = client.read_write_lock("wd", on_lost=lost.append)
     held = threading.Barrier(51)

@@ -38,7 +38,6 @@ RULES: list[tuple[str, str]] = [
     (r"\baclose\b", "close"),
     # modules
     (r"\btenure\.aio\b", "tenure.sync"),
-    (r"\b_async\b", "_sync"),
 ]
 
 HEADER = "# GENERATED from {source} by tools/unasync.py: edit that file, not this one.\n"

@@ -14,7 +14,7 @@ import concurrent.futures
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from tenure.core.holds import Identity
@@ -177,16 +177,21 @@ class AsyncTask:
         return self.task.result()
 
     async def stop(self, timeout: float | None) -> None:
-        """Cancel the work and wait up to ``timeout`` seconds for its end."""
+        """Cancel the work and wait up to ``timeout`` seconds for its end (not when called
+        from the work itself: it ends at its next await)."""
         self.task.cancel()
-        await async_wait_any([self], timeout)
+        if self.task is not asyncio.current_task():
+            await async_wait_any([self], timeout)
 
 
 class Task:
     """Work running in the background: a daemon thread (or a pool thread), as a future."""
 
-    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+    def __init__(
+        self, future: concurrent.futures.Future[Any], thread: threading.Thread | None = None
+    ) -> None:
         self.task = future
+        self.thread = thread
 
     def done(self) -> bool:
         return self.task.done()
@@ -200,8 +205,10 @@ class Task:
 
     def stop(self, timeout: float | None) -> None:
         """Wait up to ``timeout`` seconds for the work to end (a thread cannot be
-        cancelled: the work must see the flag that tells it to stop)."""
-        wait_any([self], timeout)
+        cancelled: the work must see the flag that tells it to stop); at once when called
+        from the work's own thread."""
+        if self.thread is not threading.current_thread():
+            wait_any([self], timeout)
 
 
 class AsyncSpawner:
@@ -211,7 +218,7 @@ class AsyncSpawner:
         self._name = name
         self._running: set[asyncio.Task[Any]] = set()
 
-    def spawn(self, function: Callable[..., Awaitable[Any]], *args: Any) -> AsyncTask:
+    def spawn(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> AsyncTask:
         task = asyncio.get_running_loop().create_task(function(*args), name=self._name)
         self._running.add(task)
         task.add_done_callback(self._running.discard)
@@ -244,8 +251,9 @@ class Spawner:
             except BaseException as error:
                 future.set_exception(error)
 
-        threading.Thread(target=run, name=self._name, daemon=True).start()
-        return Task(future)
+        thread = threading.Thread(target=run, name=self._name, daemon=True)
+        thread.start()
+        return Task(future, thread)
 
     def close(self) -> None:
         """Stop the pool's threads once their current work is done."""
@@ -277,11 +285,28 @@ def wait_any(tasks: Iterable[Task], timeout: float | None) -> tuple[set[Task], s
     return {by_task[t] for t in done}, {by_task[t] for t in pending}
 
 
-async def async_shield(task: AsyncTask) -> Any:
-    """Wait for ``task``'s result; cancelling the caller does not cancel the task."""
-    return await asyncio.shield(task.task)
+async def async_join(tasks: Iterable[AsyncTask], timeout: float | None) -> set[AsyncTask]:
+    """Wait until every task is done or ``timeout`` seconds pass; the tasks still pending.
+
+    Cancelling the caller does not cancel the tasks: they finish their work regardless.
+    """
+    by_task = {t.task: t for t in tasks}
+    if not by_task:
+        return set()
+    _, pending = await asyncio.wait(by_task, timeout=_timeout(timeout))
+    return {by_task[t] for t in pending}
 
 
-def shield(task: Task) -> Any:
-    """Wait for ``task``'s result (a thread is never cancelled)."""
-    return task.result()
+def join(tasks: Iterable[Task], timeout: float | None) -> set[Task]:
+    """Wait until every task is done or ``timeout`` seconds pass; the tasks still pending."""
+    by_task = {t.task: t for t in tasks}
+    if not by_task:
+        return set()
+    _, pending = concurrent.futures.wait(by_task, timeout=_timeout(timeout))
+    return {by_task[t] for t in pending}
+
+
+AsyncFunction = Callable[..., Awaitable[Any]]
+"""What an asyncio lock decorates: a coroutine function."""
+Function = Callable[..., Any]
+"""What a sync lock decorates: a function."""

@@ -1,22 +1,26 @@
-"""asyncio twin of :mod:`tenure.sync.backend`: each command sent once, no hidden retries."""
+# Source of tenure.sync.backend: run python tools/unasync.py after editing.
+"""Commands on the client's redis-py pool, once each: no hidden retries.
+
+redis-py retries a failed command on the same connection object by default, which multiplies
+the time a dead server takes to report and can send a lock script twice. tenure sends each
+command once and lets the algorithm decide what a failure means. A command that failed or
+was cancelled mid-way disconnects its socket, so a late reply is never read by the next user.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import redis
-import redis.asyncio
-from redis.exceptions import NoScriptError
-
+from tenure._redis import AsyncRedis, NoScriptError, ResponseError
 from tenure.core.context import Context
 from tenure.core.effects import Call
 from tenure.core.options import check_replicas, replica_wait
 
 
 class AsyncBackend:
-    """Sends commands and scripts over connections of one ``redis.asyncio`` pool."""
+    """Sends commands and scripts over connections of one redis-py connection pool."""
 
-    def __init__(self, client: redis.asyncio.Redis, ctx: Context) -> None:
+    def __init__(self, client: AsyncRedis, ctx: Context) -> None:
         self.pool = client.connection_pool
         self.ctx = ctx
 
@@ -26,9 +30,9 @@ class AsyncBackend:
         try:
             await conn.send_command(*args)
             return await conn.read_response()
-        except redis.ResponseError:
+        except ResponseError:
             raise
-        except BaseException:  # cancelled or failed mid-command: the socket is out of step
+        except BaseException:  # the reply may still be on its way: never reuse this socket
             await conn.disconnect()
             raise
         finally:
@@ -50,7 +54,7 @@ class AsyncBackend:
                 return reply
             await conn.send_command("WAIT", *wait)
             acknowledged = int(await conn.read_response())
-        except redis.ResponseError:
+        except ResponseError:
             raise
         except BaseException:
             await conn.disconnect()

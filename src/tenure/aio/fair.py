@@ -1,15 +1,29 @@
-"""The asyncio fair lock: the twin of :mod:`tenure.sync.fair`."""
+# Source of tenure.sync.fair: run python tools/unasync.py after editing.
+"""The fair lock front."""
 
 from __future__ import annotations
 
 from tenure.aio.lock import AsyncLock
+from tenure.core.fair import FairLockCore
 
 
 class AsyncFairLock(AsyncLock):
-    """A reentrant distributed lock granted strictly in request order (FIFO), owned per
-    (client, asyncio task). Made by :meth:`tenure.AsyncClient.fair_lock`.
+    """A reentrant lock granted strictly in request order (Redisson ``RFairLock``).
 
-    The asyncio twin of :class:`tenure.FairLock` (same members as coroutines; see there for
-    the queue, the wait allowance and errors). A cancelled waiting ``acquire`` leaves the
-    queue before the cancellation propagates (if the server can be reached).
+    Made by ``client.fair_lock(name)``. Every member of :class:`tenure.Lock`. A waiter joins
+    a FIFO queue on the server on its first blocking attempt and only the queue's head may
+    take the lock; a release wakes the head alone. Each waiter has an allowance (its
+    ``timeout``, or 300 s when it waits forever): a head that does not take the lock within
+    its allowance after it became free is dropped as dead, so a crashed waiter delays the
+    queue by at most that. A waiter that times out, is cancelled or fails leaves the queue
+    (when the server can be reached). Wire layout: DESIGN §3 (hash, queue list, timeout
+    zset, one channel per waiter).
+
+    Example::
+
+        fair = client.fair_lock("invoices")
+        async with fair(timeout=30):          # served in arrival order
+            ...
     """
+
+    core_class = FairLockCore

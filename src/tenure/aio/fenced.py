@@ -1,4 +1,5 @@
-"""The asyncio FencedLock front."""
+# Source of tenure.sync.fenced: run python tools/unasync.py after editing.
+"""The FencedLock front."""
 
 from __future__ import annotations
 
@@ -7,19 +8,47 @@ from tenure.core.fenced import FencedLockCore
 
 
 class AsyncFencedLock(AsyncLock):
-    """asyncio twin of :class:`tenure.FencedLock`, owned per (client, task)."""
+    """A reentrant lock whose every acquisition draws a fencing token (Redisson ``RFencedLock``).
 
-    _core: FencedLockCore
+    Made by ``client.fenced_lock(name)``. Tokens strictly increase per lock name across all
+    clients (INCR of ``redisson_lock_token:{<name>}`` inside the acquire script, re-entries
+    included). A lease cannot stop a holder that was paused past it from acting on a stale
+    belief that it holds the lock; the protected resource must compare tokens and refuse the
+    lower one (Kleppmann, "How to do distributed locking", 2016). :func:`tenure.fenced_write`
+    does that for a value stored in Redis. Tokens come from a Redis counter: a server that
+    restarts without persistence starts them over.
+
+    Every member of :class:`tenure.Lock`, plus :attr:`token` and :meth:`acquire_token`.
+
+    Example::
+
+        ledger = client.fenced_lock("ledger")
+        token = await ledger.acquire_token(timeout=10)
+        if token is not None:
+            try:
+                tenure.fenced_write(resource, "balance", token, b"42")  # refused if stale
+            finally:
+                await ledger.release()
+    """
+
+    core_class = FencedLockCore
+    core: FencedLockCore
 
     @property
     def token(self) -> int | None:
-        """The token of the calling task's latest acquisition; None if it never acquired."""
-        return self._core.token(self._client._owner())
+        """The token (int) of the caller's latest acquisition; None if it never acquired.
+
+        It stays readable after release (the last token this owner drew).
+        """
+        return self.core.token(self.runner.owner())
 
     async def acquire_token(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
     ) -> int | None:
-        """:meth:`acquire`, returning the new fencing token, or None when the wait ran out."""
+        """:meth:`acquire`, returning the new fencing token, or None when the wait ran out.
+
+        Arguments and errors as :meth:`tenure.Lock.acquire`.
+        """
         if not await self.acquire(blocking, timeout, lease_time):
             return None
         return self.token

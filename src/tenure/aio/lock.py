@@ -1,117 +1,119 @@
-"""The asyncio lock objects: the twins of :mod:`tenure.sync.lock`, owned per task."""
+# Source of tenure.sync.lock: run python tools/unasync.py after editing.
+"""The lock objects. Each method runs one core flow for the calling owner."""
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
+from tenure.aio.acquiring import AsyncLockContext
+from tenure.aio.runner import AsyncRunner
+from tenure.core.args import bind_callback
+from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
-from tenure.errors import LockTimeout
-
-if TYPE_CHECKING:
-    from tenure.aio.client import AsyncClient
 
 
-class AsyncLock:
-    """A reentrant distributed lock owned per (client, asyncio task).
+class AsyncLock(AsyncLockContext):
+    """A reentrant distributed lock (Redisson ``RLock``), owned per (client, thread) in the
+    sync API and per (client, asyncio task) in the asyncio API.
 
-    The asyncio twin of :class:`tenure.Lock`: same members, as coroutines; see there for
-    arguments, return values and errors. Cancelling a waiting ``acquire`` leaves nothing held
-    and nothing subscribed.
+    Made by ``client.lock(name)``. The holder's lease is renewed by the client's watchdog
+    unless ``lease_time`` is given. Waiters sleep on the lock's pub/sub channel and wake on
+    unlock or when the holder's lease ends, never by polling. Every member is a coroutine in
+    the asyncio API.
+
+    Example::
+
+        lock = client.lock("orders:42")
+        async with lock:                      # waits; the watchdog renews the lease
+            ...                               # one owner on any host at a time
+        if await lock.acquire(timeout=5, lease_time=60):
+            try:
+                ...
+            finally:
+                await lock.release()
+
+        @client.lock("nightly-report")        # each call runs under the lock
+        async def report() -> None: ...
     """
 
-    def __init__(self, client: AsyncClient, core: LockCore) -> None:
-        self._client = client
-        self._core = core
-        core.front = self
+    core_class: ClassVar[type[LockCore]] = LockCore
+
+    def __init__(self, runner: AsyncRunner, name: str, on_lost: OnLost | None = None) -> None:
+        self.runner = runner
+        """The client's runner (what carries out the lock's flows)."""
+        self.core = self.core_class(runner.ctx, name, bind_callback(on_lost, self))
+        """The lock's algorithm (:mod:`tenure.core`)."""
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         """The lock's name as given (without the client's ``name_prefix``)."""
-        return self._core.name
+        return self.core.name
 
     async def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
     ) -> bool:
-        """Take one hold; see :meth:`tenure.Lock.acquire`."""
-        client = self._client
-        flow = self._core.acquire(client._owner(), blocking, timeout, lease_time)
-        acquired = await client._run(flow)
-        if acquired and lease_time is None:
-            client._watch()
-        return acquired
+        """Take one hold, waiting while another owner holds the lock.
+
+        Args:
+            blocking: False makes one attempt (as ``timeout=0``).
+            timeout: seconds to wait (float); None or -1 waits forever, 0 makes one attempt.
+            lease_time: seconds (float) until the hold expires on its own; None lets the
+                client's watchdog renew it (lease ``watchdog_timeout``) until release.
+
+        Returns:
+            True once held; False only when the wait ran out.
+
+        Raises:
+            TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` <= 0),
+                before any I/O.
+            BackendError: the server failed or did not answer within the socket timeout.
+                If the acquire reached the server, its hold expires with its lease.
+        """
+        runner = self.runner
+        return await runner.run(self.core.acquire(runner.owner(), blocking, timeout, lease_time))
 
     async def release(self) -> None:
-        """Give back one hold; see :meth:`tenure.Lock.release`."""
-        client = self._client
-        await client._run(self._core.release(client._owner()))
+        """Give back one hold; the lock is free once the caller's hold count reaches 0.
+
+        Raises:
+            LockLostError: the caller's hold expired or was taken since it was acquired
+                (also reported through ``lost`` and ``on_lost``).
+            NotOwnedError: the caller holds no hold on this lock.
+            BackendError: the server failed; the hold is given up here and expires with
+                its lease on the server.
+        """
+        runner = self.runner
+        await runner.run(self.core.release(runner.owner()))
 
     async def locked(self) -> bool:
-        """True if any owner holds the lock."""
-        return await self._client._run(self._core.locked())
+        """True if any owner holds the lock. Raises BackendError."""
+        return await self.runner.run(self.core.locked())
 
     async def owned(self) -> bool:
-        """True if the calling task holds the lock."""
-        client = self._client
-        return await client._run(self._core.owned(client._owner()))
+        """True if the caller holds the lock (Redisson ``isHeldByCurrentThread``)."""
+        runner = self.runner
+        return await runner.run(self.core.owned(runner.owner()))
 
     async def hold_count(self) -> int:
-        """The calling task's reentrancy count (0 when it holds nothing)."""
-        client = self._client
-        return await client._run(self._core.hold_count(client._owner()))
+        """The caller's reentrancy count (0 when it holds nothing)."""
+        runner = self.runner
+        return await runner.run(self.core.hold_count(runner.owner()))
 
     async def remaining_lease(self) -> float | None:
         """Seconds until the lock expires; None if not held; ``math.inf`` without expiry."""
-        return await self._client._run(self._core.remaining_lease())
+        return await self.runner.run(self.core.remaining_lease())
 
     async def force_release(self) -> bool:
-        """Delete the lock whoever holds it and wake its waiters; True if it was held."""
-        return await self._client._run(self._core.force_release())
+        """Delete the lock whoever holds it and wake its waiters; True if it was held.
+
+        The former holder finds out at its next release (LockLostError) or renewal.
+        """
+        return await self.runner.run(self.core.force_release())
 
     @property
     def lost(self) -> bool:
-        """True if the calling task's latest hold was lost (expired or taken away)."""
-        return self._core.is_lost(self._client._owner())
-
-    def __call__(
-        self, timeout: float | None = None, lease_time: float | None = None
-    ) -> _AsyncAcquisition:
-        """``async with lock(timeout=5, lease_time=10):`` — acquire with these arguments."""
-        return _AsyncAcquisition(self, timeout, lease_time)
-
-    async def __aenter__(self) -> AsyncLock:
-        await self.acquire()
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
+        """True if the caller's latest hold was lost (expired or taken away)."""
+        return self.core.is_lost(self.runner.owner())
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
-
-
-class _AsyncAcquisition:
-    """The context manager of ``async with lock(timeout=..., lease_time=...)``."""
-
-    def __init__(self, lock: AsyncLock, timeout: float | None, lease_time: float | None) -> None:
-        self._lock = lock
-        self._timeout = timeout
-        self._lease_time = lease_time
-
-    async def __aenter__(self) -> AsyncLock:
-        if not await self._lock.acquire(timeout=self._timeout, lease_time=self._lease_time):
-            raise LockTimeout(f"lock {self._lock.name!r} not acquired within {self._timeout} s")
-        return self._lock
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._lock.release()

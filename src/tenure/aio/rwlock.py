@@ -1,36 +1,68 @@
-"""The asyncio read-write lock: the twin of :mod:`tenure.sync.rwlock`."""
+# Source of tenure.sync.rwlock: run python tools/unasync.py after editing.
+"""The read-write lock (Redisson ``RReadWriteLock``) and its two lock sides."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tenure.aio.lock import AsyncLock
+from tenure.aio.runner import AsyncRunner
 from tenure.core.holds import OnLost
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
 
-if TYPE_CHECKING:
-    from tenure.aio.client import AsyncClient
-
 
 class AsyncReadLock(AsyncLock):
-    """The read side of an :class:`AsyncReadWriteLock`; see :class:`tenure.sync.rwlock.ReadLock`."""
+    """The read side of a read-write lock: shared by any number of owners (of any client)
+    while no other owner holds the write side. Reentrant.
+
+    Members as :class:`tenure.Lock`, except: ``locked()`` is True while the lock is in read
+    mode; ``force_release()`` deletes the lock (every read hold) only when it is in read
+    mode and wakes every waiter, returning False otherwise; ``remaining_lease()`` is the
+    lock's, which lives as long as its longest read hold. Each read hold expires on its own
+    lease, so a dead reader's hold ends without waiting for the others; the watchdog renews
+    the caller's own holds only. The owner of the write side may take read holds too.
+    """
+
+    core_class = ReadLockCore
 
 
 class AsyncWriteLock(AsyncLock):
-    """The write side of an :class:`AsyncReadWriteLock`; see
-    :class:`tenure.sync.rwlock.WriteLock` (``acquire`` raises :class:`tenure.LockUpgradeError`
-    when the calling task holds read holds only)."""
+    """The write side of a read-write lock: one owner at a time, with no readers other than
+    that owner. Reentrant; a re-entry adds its lease to the remaining time.
+
+    Members as :class:`tenure.Lock`, plus:
+
+    - ``acquire`` raises :class:`tenure.LockUpgradeError` at once, blocking or not, when
+      the caller holds read holds but not the write hold: it would wait on its own reads.
+      Release the reads first.
+    - Releasing the last write hold while the caller still holds read holds leaves the lock
+      in read mode (downgrade); waiting readers are woken.
+    - ``locked()`` is True while the lock is in write mode; ``force_release()`` deletes the
+      lock only when it is in write mode and wakes every waiter, returning False otherwise.
+    """
+
+    core_class = WriteLockCore
 
 
 class AsyncReadWriteLock:
-    """Many readers or one writer, owned per (client, asyncio task): the twin of
-    :class:`tenure.ReadWriteLock`. Made by :meth:`tenure.AsyncClient.read_write_lock`.
+    """Many readers or one writer (Redisson ``RReadWriteLock``).
+
+    Made by ``client.read_write_lock(name)``. ``read_lock()`` and ``write_lock()`` return
+    the two sides, lock objects with every member of :class:`tenure.Lock`. Wire layout:
+    DESIGN §3 (one hash with a ``mode`` field, a timeout key per read hold, channel
+    ``redisson_rwlock:{<name>}``). Waiters sleep on the channel: a read release wakes one,
+    a write release all. ``on_lost(side)`` is called with the side whose hold was lost.
+
+    Example::
+
+        catalog = client.read_write_lock("catalog")
+        async with catalog.read_lock():       # many readers at once
+            ...
+        async with catalog.write_lock():      # one writer, no readers
+            ...
     """
 
-    def __init__(self, client: AsyncClient, name: str, on_lost: OnLost | None = None) -> None:
-        ctx = client._ctx
-        self._read = AsyncReadLock(client, ReadLockCore(ctx, name, on_lost))
-        self._write = AsyncWriteLock(client, WriteLockCore(ctx, name, on_lost))
+    def __init__(self, runner: AsyncRunner, name: str, on_lost: OnLost | None = None) -> None:
+        self._read = AsyncReadLock(runner, name, on_lost)
+        self._write = AsyncWriteLock(runner, name, on_lost)
 
     @property
     def name(self) -> str:
@@ -46,4 +78,4 @@ class AsyncReadWriteLock:
         return self._write
 
     def __repr__(self) -> str:
-        return f"<AsyncReadWriteLock {self.name!r}>"
+        return f"<{type(self).__name__} {self.name!r}>"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 
@@ -66,3 +68,12 @@ def check_positive(value: Any, what: str) -> float:
 def to_ms(seconds: float) -> int:
     """Seconds to whole wire milliseconds, never below 1 (0 would mean 'no expiry' to some)."""
     return max(1, round(seconds * 1000))
+
+
+def bind_callback(callback: Any, subject: object) -> Callable[[], None] | None:
+    """``on_lost``, checked (callable or None) and bound to the public object it reports."""
+    if callback is None:
+        return None
+    if not callable(callback):
+        raise TypeError(f"on_lost must be callable, not {type(callback).__name__}")
+    return functools.partial(callback, subject)

@@ -1,9 +1,11 @@
-"""MultiLock and RedLock decisions, sans I/O: quorum, validity, waits, and loss roll-up.
+"""MultiLock and RedLock, sans I/O: every decision of both, as flows over member flows.
 
-The sync and asyncio fronts (:mod:`tenure.sync.composite`, :mod:`tenure.aio.composite`) only
-send: they ask this module how long each member may wait, with what lease, whether an attempt
-succeeded, how long to sleep before the next one, and they report member holds and losses to a
-:class:`CompositeCore`, which decides when the composite as a whole is lost.
+A composite flow yields composite effects (:mod:`tenure.core.effects`): run a member's flow
+on that member's runner (:class:`OnMember`), start one in the background (:class:`Spawn`),
+wait for the first or all of them (:class:`WaitAny`, :class:`Join`), sleep. The drivers only
+carry these out. Here: the rounds and member leases of MultiLock, RedLock's concurrent
+attempts, quorum, clock drift and validity, the release of late grants, the retry delay, the
+verdict of a best-effort release, and the roll-up of member losses into a composite loss.
 
 Sources: Redis, "Distributed Locks with Redis" (the Redlock algorithm,
 https://redis.io/docs/latest/develop/use/patterns/distributed-locks/); Redisson's
@@ -17,11 +19,24 @@ import logging
 import math
 import random
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tenure.core.holds import OnLost
-from tenure.core.lock import LockCore
+from tenure.core.args import check_lease, check_positive, check_wait
+from tenure.core.effects import (
+    CompositeFlow,
+    Deadline,
+    Flow,
+    Handle,
+    Join,
+    OnMember,
+    Sleep,
+    Spawn,
+    WaitAny,
+)
+from tenure.core.lock import LockCore, LossCallback
+from tenure.errors import BackendError, LockLostError, NotOwnedError
 
 log = logging.getLogger("tenure")
 
@@ -91,8 +106,8 @@ class Acquisition:
     """Member index -> owner, for every member believed held (late replies included)."""
     lost_members: set[int] = field(default_factory=set)
     validity: float | None = None
-    attempts: list[object] = field(default_factory=list)
-    """The driver's in-flight member attempts (futures/tasks), awaited briefly at release."""
+    attempts: list[Handle] = field(default_factory=list)
+    """In-flight member attempts (RedLock), awaited briefly at release."""
     lost: bool = False
     settled: bool = False
     """True once the attempt failed or the composite was released: a member granted after
@@ -107,25 +122,21 @@ class CompositeCore:
     (``needed`` = all members) is lost at the first such member; a RedLock (``needed`` =
     quorum) once fewer than a majority of its members are still held — member watchdogs renew
     within each member's lease, so "a majority renewed within validity" is what keeps it.
-    Then ``lost`` turns True and ``on_lost(front)`` is called, once per acquisition.
+    Then ``lost`` turns True and ``on_lost()`` is called, once per acquisition.
     """
 
+    kind = "composite"
+
     def __init__(
-        self,
-        kind: str,
-        cores: Sequence[LockCore],
-        needed: int,
-        on_lost: OnLost | None,
+        self, cores: Sequence[LockCore], needed: int, on_lost: LossCallback | None
     ) -> None:
         if not cores:
-            raise ValueError(f"a {kind} needs at least one member lock")
+            raise ValueError(f"a {self.kind} needs at least one member lock")
         if on_lost is not None and not callable(on_lost):
             raise TypeError("on_lost must be callable")
-        self.kind = kind
         self.cores = list(cores)
         self.needed = needed
         self.on_lost = on_lost
-        self.front: object = self
         self._mutex = threading.Lock()
         self._held: dict[Caller, list[Acquisition]] = {}
         self._lost: set[Caller] = set()
@@ -136,7 +147,7 @@ class CompositeCore:
     def name(self) -> str:
         return f"{self.kind}({', '.join(core.name for core in self.cores)})"
 
-    # ------------------------------------------------------------ attempts
+    # ------------------------------------------------------------ bookkeeping
     def start(self, owners: Caller) -> Acquisition:
         return Acquisition(owners)
 
@@ -155,22 +166,12 @@ class CompositeCore:
             acq.settled = True
             return dict(acq.members)
 
-    def succeeded(self, acq: Acquisition, validity: float | None = None) -> None:
-        """The attempt took the composite: remember it for release and loss reporting."""
+    def conclude(self, acq: Acquisition, validity: float | None) -> dict[int, str] | None:
+        """Decide an attempt atomically with late grants: None when it succeeded (recorded
+        for release and loss reporting), else the members to release now."""
         with self._mutex:
-            acq.validity = validity
-            self._held.setdefault(acq.owners, []).append(acq)
-            self._lost.discard(acq.owners)
-
-    def held_count(self, acq: Acquisition) -> int:
-        with self._mutex:
-            return len(acq.members)
-
-    def conclude(self, acq: Acquisition, needed: int, validity: float) -> dict[int, str] | None:
-        """Decide a RedLock attempt atomically with late grants: None when it succeeded
-        (recorded for release and loss reporting), else the members to release now."""
-        with self._mutex:
-            if validity > 0 and len(acq.members) >= needed:
+            held = len(acq.members)
+            if held >= self.needed and (validity is None or validity > 0):
                 acq.validity = validity
                 self._held.setdefault(acq.owners, []).append(acq)
                 self._lost.discard(acq.owners)
@@ -178,8 +179,12 @@ class CompositeCore:
             acq.settled = True
             return dict(acq.members)
 
-    def release(self, owners: Caller) -> Acquisition | None:
-        """Forget the caller's latest acquisition; None if it holds none."""
+    def held_count(self, acq: Acquisition) -> int:
+        with self._mutex:
+            return len(acq.members)
+
+    def forget(self, owners: Caller) -> Acquisition | None:
+        """Forget the caller's latest acquisition (it is being released); None if none."""
         with self._mutex:
             stack = self._held.get(owners)
             if not stack:
@@ -199,6 +204,32 @@ class CompositeCore:
         with self._mutex:
             return owners in self._lost
 
+    # ---------------------------------------------------------------- flows
+    def acquire(
+        self, owners: Caller, blocking: object, timeout: object, lease_time: object
+    ) -> CompositeFlow[bool]:
+        """Acquire the composite. Arguments are checked now, before any I/O."""
+        return self._acquire(owners, check_wait(blocking, timeout), check_lease(lease_time))
+
+    def _acquire(self, owners: Caller, wait: float, lease: float | None) -> CompositeFlow[bool]:
+        raise NotImplementedError
+
+    def release(self, owners: Caller) -> CompositeFlow[None]:
+        raise NotImplementedError
+
+    def owned(self, owners: Caller) -> CompositeFlow[bool]:
+        raise NotImplementedError
+
+    def release_member(self, index: int, owner: str, quiet: bool = True) -> Flow[None]:
+        """Release one member hold; with ``quiet``, a failure is only logged (the hold
+        expires with its lease)."""
+        try:
+            yield from self.cores[index].release(owner)
+        except Exception as error:
+            if not quiet:
+                raise
+            log.warning("%s: releasing member %d failed: %s", self.name, index, error)
+
     # ---------------------------------------------------------------- loss
     def _member_lost(self, core: LockCore, owner: str) -> None:
         report = 0
@@ -216,21 +247,215 @@ class CompositeCore:
         for _ in range(report):
             if self.on_lost is not None:
                 try:
-                    self.on_lost(self.front)
+                    self.on_lost()
                 except Exception:
                     log.exception("on_lost callback of %s failed", self.name)
 
 
-def release_outcome(
-    kind: str, released: int, errors: Sequence[BaseException]
-) -> BaseException | None:
-    """The error a best-effort release raises, or None.
+class MultiLockCore(CompositeCore):
+    """All members or none (Redisson ``RedissonMultiLock``), taken one after another.
 
-    MultiLock raises the first error with the others attached as notes; the caller decides.
+    A round takes the members in order; if one cannot be taken in the round's wait, the ones
+    taken are released and a new round starts while the wait allows. Without a timeout a
+    round lasts a random 1.5-3 s per member, so two multi-locks sharing members in different
+    orders cannot deadlock. A member with a lease gets at least 2 x the round's wait (early
+    members must not expire while later ones are awaited); once all are held, each member's
+    expiry is set back to the lease asked for.
     """
+
+    kind = "MultiLock"
+
+    def __init__(self, cores: Sequence[LockCore], on_lost: LossCallback | None) -> None:
+        super().__init__(cores, len(cores), on_lost)
+
+    def _acquire(self, owners: Caller, wait: float, lease: float | None) -> CompositeFlow[bool]:
+        deadline = Deadline(wait)
+        while True:
+            round_deadline = Deadline(min(multi_round(wait, len(owners)), deadline.remaining()))
+            member_lease = multi_member_lease(lease, max(0.0, round_deadline.remaining()))
+            acq = self.start(owners)
+            taken = True
+            try:
+                for index, owner in enumerate(owners):
+                    member_wait = max(0.0, round_deadline.remaining())
+                    member = self.cores[index]._acquire(owner, member_wait, member_lease)
+                    if not (yield OnMember(index, member)):
+                        taken = False
+                        break
+                    self.granted(acq, index)
+            except GeneratorExit:
+                raise
+            except BaseException:  # cancelled or failed: the release must still happen
+                yield from self._release_all(self.abandon(acq), shielded=True)
+                raise
+            if taken:
+                if lease is not None and member_lease != lease:
+                    for index, core in enumerate(self.cores):
+                        yield OnMember(index, core.expire(lease))
+                self.conclude(acq, None)
+                return True
+            yield from self._release_all(self.abandon(acq))
+            if deadline.remaining() <= 0:
+                return False
+
+    def _release_all(self, held: dict[int, str], shielded: bool = False) -> CompositeFlow[None]:
+        """Release ``held`` members, quietly; ``shielded``: on an error path, in the
+        background and waited for whatever happens to the caller."""
+        if shielded:
+            tasks = []
+            for index, owner in sorted(held.items()):
+                tasks.append((yield Spawn(index, self.release_member(index, owner))))
+            yield Join(tasks)
+            return
+        for index, owner in sorted(held.items()):
+            yield OnMember(index, self.release_member(index, owner))
+
+    def release(self, owners: Caller) -> CompositeFlow[None]:
+        """Release every member, even if some fail; raise the first failure (the others
+        attached as notes), NotOwnedError if the caller holds no acquisition."""
+        if self.forget(owners) is None:
+            raise NotOwnedError(f"{self.name} is not held by the caller")
+        errors: list[BaseException] = []
+        for index, owner in enumerate(owners):
+            try:
+                yield OnMember(index, self.release_member(index, owner, quiet=False))
+            except Exception as error:
+                errors.append(error)
+        first = release_outcome(self.kind, errors)
+        if first is not None:
+            raise first
+
+    def owned(self, owners: Caller) -> CompositeFlow[bool]:
+        """True if the caller holds every member."""
+        for index, owner in enumerate(owners):
+            if not (yield OnMember(index, self.cores[index].owned(owner))):
+                return False
+        return True
+
+
+class RedLockCore(CompositeCore):
+    """The Redlock algorithm over independent masters (Redisson ``RedissonRedLock``).
+
+    Each attempt tries every member at once, one try each, and waits for answers until a
+    quorum (N // 2 + 1) holds or ``node_timeout`` passed; it succeeds iff a quorum was taken
+    and the validity ``lease - elapsed - drift`` (monotonic clock) is still > 0. Otherwise
+    every member is released — including those still answering, since a late grant may land —
+    and, while the wait allows, another attempt follows after a random 5-50 ms delay. Dead or
+    hung nodes count as not acquired, never as errors.
+    """
+
+    kind = "RedLock"
+
+    def __init__(
+        self, cores: Sequence[LockCore], node_timeout: object, on_lost: LossCallback | None
+    ) -> None:
+        super().__init__(cores, quorum(len(cores)), on_lost)
+        self.node_timeout = check_positive(node_timeout, "node_timeout")
+
+    def _acquire(self, owners: Caller, wait: float, lease: float | None) -> CompositeFlow[bool]:
+        deadline = Deadline(wait)
+        validity_lease = lease if lease is not None else self._watchdog_lease()
+        while True:
+            acq = self.start(owners)
+            start = time.monotonic()
+            for index in range(len(owners)):
+                acq.attempts.append((yield Spawn(index, self._try(acq, index, lease))))
+            try:
+                # Return as soon as a quorum holds; late answers are settled by _try.
+                pending = set(acq.attempts)
+                while pending and self.held_count(acq) < self.needed:
+                    left = self.node_timeout - (time.monotonic() - start)
+                    if left <= 0:
+                        break
+                    pending = yield WaitAny(pending, left)
+            except GeneratorExit:
+                raise
+            except BaseException:  # cancelled: give the attempt up; late grants release
+                for index, owner in self.abandon(acq).items():
+                    yield Spawn(index, self.release_member(index, owner))
+                raise
+            held = self.conclude(acq, validity(validity_lease, time.monotonic() - start))
+            if held is None:
+                return True
+            releases = []
+            for index, owner in held.items():
+                releases.append((yield Spawn(index, self.release_member(index, owner))))
+            if releases:  # briefly, so a refused caller leaves nothing behind
+                yield Join(releases, self.node_timeout)
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                return False
+            yield Sleep(retry_delay(remaining))
+
+    def _watchdog_lease(self) -> float:
+        return min(core.ctx.watchdog_timeout for core in self.cores)
+
+    def _try(self, acq: Acquisition, index: int, lease: float | None) -> Flow[bool]:
+        """One member's try, run on its runner; settles a grant that came too late."""
+        owner = acq.owners[index]
+        try:
+            if not (yield from self.cores[index]._acquire(owner, 0.0, lease)):
+                return False
+        except BackendError:
+            # The script may have run although its reply was lost: release it too.
+            yield from self.release_member(index, owner)
+            return False
+        if not self.granted(acq, index):  # the attempt gave up on this member meanwhile
+            yield from self.release_member(index, owner)
+        return True
+
+    def release(self, owners: Caller) -> CompositeFlow[None]:
+        """Best-effort release on every member held, concurrently, for ``node_timeout``.
+
+        Raises NotOwnedError when the caller holds no acquisition or no member was still
+        held (LockLostError if they had all been lost).
+        """
+        acq = self.forget(owners)
+        if acq is None:
+            raise NotOwnedError(f"{self.name} is not held by the caller")
+        tasks = []
+        for index, owner in acq.members.items():
+            tasks.append((yield Spawn(index, self.cores[index].release(owner))))
+        if not tasks:
+            raise NotOwnedError(f"{self.name}: no member was held")
+        # Attempts still answering settle themselves (a late grant is released at once).
+        pending = yield Join([*tasks, *acq.attempts], self.node_timeout)
+        released = 0
+        not_owned: list[NotOwnedError] = []
+        for task in tasks:
+            if task in pending:
+                continue
+            error = task.exception()
+            if error is None:
+                released += 1
+            elif isinstance(error, NotOwnedError):
+                not_owned.append(error)
+            elif not isinstance(error, BackendError):
+                raise error
+        if released == 0 and len(not_owned) == len(tasks):
+            lost = [e for e in not_owned if isinstance(e, LockLostError)]
+            if lost:
+                raise LockLostError(f"{self.name}: every member hold was lost") from lost[0]
+            raise NotOwnedError(f"{self.name}: no member was held")
+
+    def owned(self, owners: Caller) -> CompositeFlow[bool]:
+        """True if the caller holds a majority of the members (dead nodes: not held)."""
+        tasks = []
+        for index, owner in enumerate(owners):
+            tasks.append((yield Spawn(index, self.cores[index].owned(owner))))
+        pending = yield Join(tasks, self.node_timeout)
+        held = sum(
+            1 for t in tasks if t not in pending and t.exception() is None and t.result()
+        )
+        return held >= self.needed
+
+
+def release_outcome(kind: str, errors: Sequence[BaseException]) -> BaseException | None:
+    """The error a best-effort release raises: the first, the others attached as notes."""
     if not errors:
         return None
     first = errors[0]
     for other in errors[1:]:
         first.add_note(f"{kind}: another member failed too: {type(other).__name__}: {other}")
     return first
+

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tenure.scripts import Script
 
@@ -72,8 +72,77 @@ class Wait:
     seconds: float
 
 
-Effect = Call | Command | Subscribe | Unsubscribe | Wait
+@dataclass(frozen=True, slots=True)
+class KeepRenewed:
+    """A hold without ``lease_time`` was just granted: the client's renewal loop must run.
+
+    The runner starts its one renewal loop on the first of these (DESIGN §4 "Watchdog");
+    fronts and composites never start renewal themselves.
+    """
+
+
+KEEP_RENEWED = KeepRenewed()
+
+
+# ---------------------------------------------------------------- composite effects
+# A MultiLock or RedLock flow runs member flows on the members' own runners (members may
+# belong to different clients and servers).
+
+
+class Handle(Protocol):
+    """Background work started by :class:`Spawn` (an asyncio task or a thread's future)."""
+
+    def done(self) -> bool: ...
+    def exception(self) -> BaseException | None: ...
+    def result(self) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OnMember:
+    """Run ``flow`` on member ``index``'s runner and wait for it; the result is its result."""
+
+    index: int
+    flow: Generator[Any, Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Spawn:
+    """Start ``flow`` on member ``index``'s runner in the background; the result is a
+    :class:`Handle`."""
+
+    index: int
+    flow: Generator[Any, Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitAny:
+    """Wait until one of ``handles`` is done or ``seconds`` pass; the result is the set of
+    handles still pending."""
+
+    handles: Collection[Handle]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """Wait until every handle is done or ``seconds`` pass (``math.inf``: no limit), shielded
+    from the caller's cancellation; the result is the set of handles still pending."""
+
+    handles: Collection[Handle]
+    seconds: float = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Sleep ``seconds``."""
+
+    seconds: float
+
+
+Effect = Call | Command | Subscribe | Unsubscribe | Wait | KeepRenewed
+CompositeEffect = OnMember | Spawn | WaitAny | Join | Sleep
 Flow = Generator[Effect, Any, T]
+CompositeFlow = Generator[CompositeEffect, Any, T]
 
 
 class Deadline:

@@ -25,8 +25,7 @@ from tenure import keys, scripts
 from tenure.core.args import to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Flow
-from tenure.core.holds import OnLost
-from tenure.core.lock import LockCore
+from tenure.core.lock import LockCore, LossCallback
 
 
 class FairLockCore(LockCore):
@@ -38,7 +37,7 @@ class FairLockCore(LockCore):
     renewal_script = scripts.get("fair_renew")
     give_up_script = scripts.get("fair_give_up")
 
-    def __init__(self, ctx: Context, name: str, on_lost: OnLost | None = None) -> None:
+    def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
         self.queue_key = keys.fair_queue_key(self.key)
         self.timeout_key = keys.fair_timeout_key(self.key)

@@ -18,6 +18,7 @@ from tenure import keys, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
+    KEEP_RENEWED,
     Call,
     Command,
     Deadline,
@@ -27,10 +28,12 @@ from tenure.core.effects import (
     Wait,
     wait_for,
 )
-from tenure.core.holds import Hold, OnLost
+from tenure.core.holds import Hold
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
 log = logging.getLogger("tenure")
+
+LossCallback = Callable[[], None]
 
 
 class LockCore:
@@ -47,16 +50,15 @@ class LockCore:
     wake_all: ClassVar[frozenset[str]] = frozenset()
     unlock_message: ClassVar[str] = keys.UNLOCK_MESSAGE
 
-    def __init__(self, ctx: Context, name: str, on_lost: OnLost | None = None) -> None:
+    def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         self.ctx = ctx
         self.name = check_name(name)
         if on_lost is not None and not callable(on_lost):
             raise TypeError("on_lost must be callable")
         self.on_lost = on_lost
+        """Called with no argument when a hold is reported lost (the front binds itself)."""
         self.key = ctx.wire_name(name)
         self.channel = keys.lock_channel(self.key)
-        self.front: object = self
-        """The public object passed to ``on_lost`` (set by the sync/asyncio wrapper)."""
         self._lost: set[str] = set()
         self._lost_unreported: set[str] = set()
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
@@ -185,7 +187,10 @@ class LockCore:
             yield Unsubscribe(channel)
         if ttl is not None:
             yield from self.give_up(owner)
-        return ttl is None
+            return False
+        if lease is None:
+            yield KEEP_RENEWED
+        return True
 
     def _give_up_quietly(self, owner: str) -> Flow[None]:
         """:meth:`give_up` on an error path: a second failure must not hide the first."""
@@ -241,7 +246,7 @@ class LockCore:
                 log.exception("loss listener of lock %r failed", self.name)
         if self.on_lost is not None:
             try:
-                self.on_lost(self.front)
+                self.on_lost()
             except Exception:  # a failing callback must not hide the loss or stop renewal
                 log.exception("on_lost callback of lock %r failed", self.name)
 
@@ -271,6 +276,10 @@ class LockCore:
     def force_release(self) -> Flow[bool]:
         reply = yield self.force_release_call()
         return int(reply) == 1
+
+    def expire(self, lease: float) -> Flow[None]:
+        """Set the lock's expiry to ``lease`` seconds from now (MultiLock, once all are held)."""
+        yield Command(("PEXPIRE", self.key, to_ms(lease)))
 
 
 def lease_from_pttl(pttl: int) -> float | None:

@@ -22,8 +22,7 @@ from typing import ClassVar
 from tenure import keys, scripts
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
-from tenure.core.holds import OnLost
-from tenure.core.lock import LockCore
+from tenure.core.lock import LockCore, LossCallback
 from tenure.errors import LockUpgradeError
 
 
@@ -34,7 +33,7 @@ class _SideCore(LockCore):
     force_release_script = scripts.get("rw_force_release")
     wake_all: ClassVar[frozenset[str]] = frozenset({keys.WRITE_UNLOCK_MESSAGE})
 
-    def __init__(self, ctx: Context, name: str, on_lost: OnLost | None = None) -> None:
+    def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
         self.channel = keys.rw_channel(self.key)
         self.timeout_base = keys.rw_timeout_base(self.key)

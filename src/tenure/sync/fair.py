@@ -1,26 +1,29 @@
-"""The sync fair lock (Redisson ``RFairLock``)."""
+# GENERATED from src/tenure/aio/fair.py by tools/unasync.py: edit that file, not this one.
+"""The fair lock front."""
 
 from __future__ import annotations
 
 from tenure.sync.lock import Lock
+from tenure.core.fair import FairLockCore
 
 
 class FairLock(Lock):
-    """A reentrant distributed lock granted strictly in request order (FIFO), owned per
-    (client, thread). Made by :meth:`tenure.Client.fair_lock`. Algorithm: Redisson's
-    ``RedissonFairLock``; wire layout in DESIGN §3.
+    """A reentrant lock granted strictly in request order (Redisson ``RFairLock``).
 
-    Members, arguments, return values and errors are those of :class:`tenure.Lock`, with
-    these differences:
+    Made by ``client.fair_lock(name)``. Every member of :class:`tenure.Lock`. A waiter joins
+    a FIFO queue on the server on its first blocking attempt and only the queue's head may
+    take the lock; a release wakes the head alone. Each waiter has an allowance (its
+    ``timeout``, or 300 s when it waits forever): a head that does not take the lock within
+    its allowance after it became free is dropped as dead, so a crashed waiter delays the
+    queue by at most that. A waiter that times out, is cancelled or fails leaves the queue
+    (when the server can be reached). Wire layout: DESIGN §3 (hash, queue list, timeout
+    zset, one channel per waiter).
 
-    - A blocking ``acquire`` joins the lock's queue (server-side LIST) and is granted the
-      lock only at the head of it, across threads, processes and clients. An acquire with
-      ``blocking=False`` or ``timeout=0`` makes one attempt and never joins the queue: it
-      succeeds only when the lock is free and nobody waits (or on re-entry).
-    - Each waiter has a wait allowance: its ``timeout`` in seconds, or 300 s when it waits
-      forever. A waiter that dies while queued is dropped once its allowance has passed
-      after its turn came (the lease end of the holder ahead), so it delays the others by at
-      most that. A waiter that times out, is interrupted or gets a ``BackendError`` leaves
-      the queue before ``acquire`` returns or raises (if the server can be reached).
-    - ``release`` and ``force_release`` wake only the queue head (on its own channel).
+    Example::
+
+        fair = client.fair_lock("invoices")
+        with fair(timeout=30):          # served in arrival order
+            ...
     """
+
+    core_class = FairLockCore

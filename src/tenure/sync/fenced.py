@@ -1,33 +1,46 @@
-"""The sync FencedLock front."""
+# GENERATED from src/tenure/aio/fenced.py by tools/unasync.py: edit that file, not this one.
+"""The FencedLock front."""
 
 from __future__ import annotations
 
-from tenure.core.fenced import FencedLockCore
 from tenure.sync.lock import Lock
+from tenure.core.fenced import FencedLockCore
 
 
 class FencedLock(Lock):
     """A reentrant lock whose every acquisition draws a fencing token (Redisson ``RFencedLock``).
 
-    Made by :meth:`tenure.Client.fenced_lock`. Tokens strictly increase per lock name across
-    all clients (INCR of ``redisson_lock_token:{<name>}`` inside the acquire script, re-entries
+    Made by ``client.fenced_lock(name)``. Tokens strictly increase per lock name across all
+    clients (INCR of ``redisson_lock_token:{<name>}`` inside the acquire script, re-entries
     included). A lease cannot stop a holder that was paused past it from acting on a stale
     belief that it holds the lock; the protected resource must compare tokens and refuse the
-    lower one (Kleppmann, "How to do distributed locking"). :func:`tenure.fenced_write` does
-    that for a value stored in Redis.
+    lower one (Kleppmann, "How to do distributed locking", 2016). :func:`tenure.fenced_write`
+    does that for a value stored in Redis. Tokens come from a Redis counter: a server that
+    restarts without persistence starts them over.
 
     Every member of :class:`tenure.Lock`, plus :attr:`token` and :meth:`acquire_token`.
+
+    Example::
+
+        ledger = client.fenced_lock("ledger")
+        token = ledger.acquire_token(timeout=10)
+        if token is not None:
+            try:
+                tenure.fenced_write(resource, "balance", token, b"42")  # refused if stale
+            finally:
+                ledger.release()
     """
 
-    _core: FencedLockCore
+    core_class = FencedLockCore
+    core: FencedLockCore
 
     @property
     def token(self) -> int | None:
-        """The token of the calling thread's latest acquisition; None if it never acquired.
+        """The token (int) of the caller's latest acquisition; None if it never acquired.
 
-        It stays readable after release (the last token this thread drew).
+        It stays readable after release (the last token this owner drew).
         """
-        return self._core.token(self._client._owner())
+        return self.core.token(self.runner.owner())
 
     def acquire_token(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None

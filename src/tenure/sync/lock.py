@@ -1,45 +1,64 @@
-"""The sync lock objects. Each method runs one core flow for the calling thread."""
+# GENERATED from src/tenure/aio/lock.py by tools/unasync.py: edit that file, not this one.
+"""The lock objects. Each method runs one core flow for the calling owner."""
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
+from tenure.sync.acquiring import LockContext
+from tenure.sync.runner import Runner
+from tenure.core.args import bind_callback
+from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
-from tenure.errors import LockTimeout
-
-if TYPE_CHECKING:
-    from tenure.sync.client import Client
 
 
-class Lock:
-    """A reentrant distributed lock (Redisson ``RLock``), owned per (client, thread).
+class Lock(LockContext):
+    """A reentrant distributed lock (Redisson ``RLock``), owned per (client, thread) in the
+    sync API and per (client, asyncio task) in the asyncio API.
 
-    Made by :meth:`tenure.Client.lock`. The holder's lease is renewed by the client's
-    watchdog unless ``lease_time`` is given. Waiters sleep on the lock's pub/sub channel and
-    wake on unlock or when the holder's lease ends, never by polling.
+    Made by ``client.lock(name)``. The holder's lease is renewed by the client's watchdog
+    unless ``lease_time`` is given. Waiters sleep on the lock's pub/sub channel and wake on
+    unlock or when the holder's lease ends, never by polling. Every member is a coroutine in
+    the asyncio API.
+
+    Example::
+
+        lock = client.lock("orders:42")
+        with lock:                      # waits; the watchdog renews the lease
+            ...                               # one owner on any host at a time
+        if lock.acquire(timeout=5, lease_time=60):
+            try:
+                ...
+            finally:
+                lock.release()
+
+        @client.lock("nightly-report")        # each call runs under the lock
+        def report() -> None: ...
     """
 
-    def __init__(self, client: Client, core: LockCore) -> None:
-        self._client = client
-        self._core = core
-        core.front = self
+    core_class: ClassVar[type[LockCore]] = LockCore
+
+    def __init__(self, runner: Runner, name: str, on_lost: OnLost | None = None) -> None:
+        self.runner = runner
+        """The client's runner (what carries out the lock's flows)."""
+        self.core = self.core_class(runner.ctx, name, bind_callback(on_lost, self))
+        """The lock's algorithm (:mod:`tenure.core`)."""
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         """The lock's name as given (without the client's ``name_prefix``)."""
-        return self._core.name
+        return self.core.name
 
     def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
     ) -> bool:
-        """Take one hold, waiting if another owner holds the lock.
+        """Take one hold, waiting while another owner holds the lock.
 
         Args:
             blocking: False makes one attempt (as ``timeout=0``).
-            timeout: seconds to wait; None or -1 waits forever, 0 makes one attempt.
-            lease_time: seconds until the hold expires on its own; None lets the watchdog
-                renew it (lease ``watchdog_timeout``) until release.
+            timeout: seconds to wait (float); None or -1 waits forever, 0 makes one attempt.
+            lease_time: seconds (float) until the hold expires on its own; None lets the
+                client's watchdog renew it (lease ``watchdog_timeout``) until release.
 
         Returns:
             True once held; False only when the wait ran out.
@@ -50,11 +69,8 @@ class Lock:
             BackendError: the server failed or did not answer within the socket timeout.
                 If the acquire reached the server, its hold expires with its lease.
         """
-        client = self._client
-        acquired = client._run(self._core.acquire(client._owner(), blocking, timeout, lease_time))
-        if acquired and lease_time is None:
-            client._watch()
-        return acquired
+        runner = self.runner
+        return runner.run(self.core.acquire(runner.owner(), blocking, timeout, lease_time))
 
     def release(self) -> None:
         """Give back one hold; the lock is free once the caller's hold count reaches 0.
@@ -66,78 +82,38 @@ class Lock:
             BackendError: the server failed; the hold is given up here and expires with
                 its lease on the server.
         """
-        client = self._client
-        client._run(self._core.release(client._owner()))
+        runner = self.runner
+        runner.run(self.core.release(runner.owner()))
 
     def locked(self) -> bool:
         """True if any owner holds the lock. Raises BackendError."""
-        return self._client._run(self._core.locked())
+        return self.runner.run(self.core.locked())
 
     def owned(self) -> bool:
-        """True if the calling thread holds the lock (Redisson ``isHeldByCurrentThread``)."""
-        client = self._client
-        return client._run(self._core.owned(client._owner()))
+        """True if the caller holds the lock (Redisson ``isHeldByCurrentThread``)."""
+        runner = self.runner
+        return runner.run(self.core.owned(runner.owner()))
 
     def hold_count(self) -> int:
-        """The calling thread's reentrancy count (0 when it holds nothing)."""
-        client = self._client
-        return client._run(self._core.hold_count(client._owner()))
+        """The caller's reentrancy count (0 when it holds nothing)."""
+        runner = self.runner
+        return runner.run(self.core.hold_count(runner.owner()))
 
     def remaining_lease(self) -> float | None:
         """Seconds until the lock expires; None if not held; ``math.inf`` without expiry."""
-        return self._client._run(self._core.remaining_lease())
+        return self.runner.run(self.core.remaining_lease())
 
     def force_release(self) -> bool:
         """Delete the lock whoever holds it and wake its waiters; True if it was held.
 
         The former holder finds out at its next release (LockLostError) or renewal.
         """
-        return self._client._run(self._core.force_release())
+        return self.runner.run(self.core.force_release())
 
     @property
     def lost(self) -> bool:
-        """True if the calling thread's latest hold was lost (expired or taken away)."""
-        return self._core.is_lost(self._client._owner())
-
-    def __call__(
-        self, timeout: float | None = None, lease_time: float | None = None
-    ) -> _Acquisition:
-        """``with lock(timeout=5, lease_time=10):`` — acquire with these arguments."""
-        return _Acquisition(self, timeout, lease_time)
-
-    def __enter__(self) -> Lock:
-        self.acquire()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+        """True if the caller's latest hold was lost (expired or taken away)."""
+        return self.core.is_lost(self.runner.owner())
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
-
-
-class _Acquisition:
-    """The context manager of ``with lock(timeout=..., lease_time=...)``."""
-
-    def __init__(self, lock: Lock, timeout: float | None, lease_time: float | None) -> None:
-        self._lock = lock
-        self._timeout = timeout
-        self._lease_time = lease_time
-
-    def __enter__(self) -> Lock:
-        if not self._lock.acquire(timeout=self._timeout, lease_time=self._lease_time):
-            raise LockTimeout(f"lock {self._lock.name!r} not acquired within {self._timeout} s")
-        return self._lock
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._lock.release()

@@ -1,20 +1,17 @@
-"""The sync read-write lock (Redisson ``RReadWriteLock``) and its two lock sides."""
+# GENERATED from src/tenure/aio/rwlock.py by tools/unasync.py: edit that file, not this one.
+"""The read-write lock (Redisson ``RReadWriteLock``) and its two lock sides."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from tenure.sync.lock import Lock
+from tenure.sync.runner import Runner
 from tenure.core.holds import OnLost
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
-from tenure.sync.lock import Lock
-
-if TYPE_CHECKING:
-    from tenure.sync.client import Client
 
 
 class ReadLock(Lock):
-    """The read side of a :class:`ReadWriteLock`: shared by any number of owners (threads
-    of any client) while no other owner holds the write side. Reentrant.
+    """The read side of a read-write lock: shared by any number of owners (of any client)
+    while no other owner holds the write side. Reentrant.
 
     Members as :class:`tenure.Lock`, except: ``locked()`` is True while the lock is in read
     mode; ``force_release()`` deletes the lock (every read hold) only when it is in read
@@ -24,37 +21,48 @@ class ReadLock(Lock):
     the caller's own holds only. The owner of the write side may take read holds too.
     """
 
+    core_class = ReadLockCore
+
 
 class WriteLock(Lock):
-    """The write side of a :class:`ReadWriteLock`: one owner at a time, with no readers
-    other than that owner. Reentrant; a re-entry adds its lease to the remaining time.
+    """The write side of a read-write lock: one owner at a time, with no readers other than
+    that owner. Reentrant; a re-entry adds its lease to the remaining time.
 
     Members as :class:`tenure.Lock`, plus:
 
     - ``acquire`` raises :class:`tenure.LockUpgradeError` at once, blocking or not, when
-      the calling thread holds read holds but not the write hold: it would wait on its own
-      reads. Release the reads first.
+      the caller holds read holds but not the write hold: it would wait on its own reads.
+      Release the reads first.
     - Releasing the last write hold while the caller still holds read holds leaves the lock
       in read mode (downgrade); waiting readers are woken.
     - ``locked()`` is True while the lock is in write mode; ``force_release()`` deletes the
       lock only when it is in write mode and wakes every waiter, returning False otherwise.
     """
 
+    core_class = WriteLockCore
+
 
 class ReadWriteLock:
-    """Many readers or one writer (Redisson ``RReadWriteLock``), owned per (client, thread).
+    """Many readers or one writer (Redisson ``RReadWriteLock``).
 
-    Made by :meth:`tenure.Client.read_write_lock`. ``read_lock()`` and ``write_lock()``
-    return the two sides, lock objects with every member of :class:`tenure.Lock`. Wire
-    layout: DESIGN §3 (one hash with a ``mode`` field, a timeout key per read hold, channel
+    Made by ``client.read_write_lock(name)``. ``read_lock()`` and ``write_lock()`` return
+    the two sides, lock objects with every member of :class:`tenure.Lock`. Wire layout:
+    DESIGN §3 (one hash with a ``mode`` field, a timeout key per read hold, channel
     ``redisson_rwlock:{<name>}``). Waiters sleep on the channel: a read release wakes one,
-    a write release all.
+    a write release all. ``on_lost(side)`` is called with the side whose hold was lost.
+
+    Example::
+
+        catalog = client.read_write_lock("catalog")
+        with catalog.read_lock():       # many readers at once
+            ...
+        with catalog.write_lock():      # one writer, no readers
+            ...
     """
 
-    def __init__(self, client: Client, name: str, on_lost: OnLost | None = None) -> None:
-        ctx = client._ctx
-        self._read = ReadLock(client, ReadLockCore(ctx, name, on_lost))
-        self._write = WriteLock(client, WriteLockCore(ctx, name, on_lost))
+    def __init__(self, runner: Runner, name: str, on_lost: OnLost | None = None) -> None:
+        self._read = ReadLock(runner, name, on_lost)
+        self._write = WriteLock(runner, name, on_lost)
 
     @property
     def name(self) -> str:
@@ -70,4 +78,4 @@ class ReadWriteLock:
         return self._write
 
     def __repr__(self) -> str:
-        return f"<ReadWriteLock {self.name!r}>"
+        return f"<{type(self).__name__} {self.name!r}>"

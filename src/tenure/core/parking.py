@@ -1,0 +1,94 @@
+"""Who waits on which channel, and whom a message wakes: the listener's rules, sans I/O.
+
+One client has one pub/sub connection however many of its threads or tasks wait. A channel
+is subscribed while at least one of them waits on it (SUBSCRIBE for the first, UNSUBSCRIBE
+after the last). Rules:
+
+- An unlock message wakes **one** waiter of this client (a payload in the channel's
+  ``wake_all``, e.g. a write unlock, wakes all): the others stay asleep instead of racing
+  for a lock only one can take. Wake-ups are permits, never more than there are waiters.
+- A waiter that leaves abnormally (error, cancellation) may have taken a wake-up it will not
+  use, so it passes one on.
+- After a reconnect every waiter is woken: messages may have been missed meanwhile.
+
+The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
+and the conditions; it asks this table what to send and whom to notify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Parked:
+    """The waiters of this client on one channel."""
+
+    wake_all: frozenset[str]
+    cond: Any
+    """The driver's condition on which these waiters sleep."""
+    refs: int = 0
+    permits: int = 0
+    confirmed: bool = False
+
+
+@dataclass
+class Parking:
+    """The channel table of one listener. Not thread-safe: the driver holds its mutex."""
+
+    channels: dict[str, Parked] = field(default_factory=dict)
+
+    def join(
+        self, channel: str, wake_all: frozenset[str], make_cond: Callable[[], Any]
+    ) -> tuple[Parked, bool]:
+        """Count one more waiter on ``channel``; (entry, True if SUBSCRIBE must be sent)."""
+        entry = self.channels.get(channel)
+        first = entry is None
+        if entry is None:
+            entry = self.channels[channel] = Parked(wake_all, make_cond())
+        entry.refs += 1
+        return entry, first
+
+    def leave(self, channel: str, pass_on: bool) -> tuple[Parked | None, bool]:
+        """One waiter less on ``channel``: (entry to notify or None, True if UNSUBSCRIBE
+        must be sent). With ``pass_on`` the leaver's possible wake-up goes to another."""
+        entry = self.channels.get(channel)
+        if entry is None:
+            return None, False
+        entry.refs -= 1
+        if entry.refs == 0:
+            del self.channels[channel]
+            return None, True
+        entry.permits = min(entry.permits + pass_on, entry.refs)
+        return (entry if pass_on else None), False
+
+    def take(self, entry: Parked) -> bool:
+        """Use one wake-up of ``entry``, if there is one."""
+        if entry.permits > 0:
+            entry.permits -= 1
+            return True
+        return False
+
+    def received(self, kind: str, channel: str, payload: str) -> Parked | None:
+        """Apply one pub/sub reply; the entry whose waiters must be notified, if any."""
+        entry = self.channels.get(channel)
+        if entry is None:
+            return None
+        if kind in ("message", "smessage"):
+            if payload in entry.wake_all:
+                entry.permits = entry.refs
+            else:
+                entry.permits = min(entry.permits + 1, entry.refs)
+            return entry
+        if kind in ("subscribe", "ssubscribe") and not entry.confirmed:
+            entry.confirmed = True
+            return entry
+        return None
+
+    def disconnected(self) -> Iterable[Parked]:
+        """The connection dropped: every waiter may have missed a message; wake them all."""
+        for entry in self.channels.values():
+            entry.permits = entry.refs
+        return list(self.channels.values())

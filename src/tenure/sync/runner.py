@@ -1,0 +1,172 @@
+# GENERATED from src/tenure/aio/runner.py by tools/unasync.py: edit that file, not this one.
+"""The runners: they carry out what the core's flows ask for, and nothing else.
+
+:class:`Runner` runs one client's flows: scripts and commands on the pool, waiting on
+the shared listener, and renewal — it owns the client's one renewal loop, as an etcd session
+owns its lease, and starts it when a flow reports a watchdog hold (``KeepRenewed``).
+:class:`CompositeRunner` runs MultiLock/RedLock flows over the members' runners.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
+
+from tenure._concurrency import (
+    Event,
+    Mutex,
+    Spawner,
+    Task,
+    current_owner,
+    join,
+    sleep,
+    wait_any,
+)
+from tenure._redis import Redis, RedisError, backend_error
+from tenure.sync.backend import Backend
+from tenure.sync.listener import Listener
+from tenure.core.context import Context
+from tenure.core.effects import (
+    Call,
+    Command,
+    Join,
+    KeepRenewed,
+    OnMember,
+    Sleep,
+    Spawn,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    WaitAny,
+)
+from tenure.core.watchdog import renew
+
+T = TypeVar("T")
+log = logging.getLogger("tenure")
+
+
+class Driver:
+    """Drives a flow to its end: sends each effect's result back, or throws its error in
+    (redis-py errors as :class:`tenure.BackendError`) so the flow's cleanup can run."""
+
+    def run(self, flow: Generator[Any, Any, T]) -> T:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = flow.throw(error) if error is not None else flow.send(value)
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
+            try:
+                value, error = self.perform(effect), None
+            except RedisError as failure:
+                value, error = None, backend_error(failure)
+            except BaseException as failure:
+                value, error = None, failure
+
+    def perform(self, effect: Any) -> Any:
+        raise NotImplementedError
+
+
+class Runner(Driver):
+    """Runs the flows of one client, and renews its watchdog holds."""
+
+    def __init__(self, client: Redis, ctx: Context, timeout: float | None) -> None:
+        self.ctx = ctx
+        self._client = client
+        self._timeout = timeout
+        self._backend = Backend(client, ctx)
+        self._start()
+        self.closed = False
+
+    def _start(self) -> None:
+        self._listener = Listener(self._client, self._timeout)
+        self._renewal: Task | None = None
+        self._renewal_mutex = Mutex()
+        self._stopping = Event()
+        self._spawner = Spawner("tenure-watchdog")
+
+    def owner(self) -> str:
+        """The calling thread's or task's owner id on this client."""
+        if self.ctx.forked():
+            # The parent's threads, tasks and sockets are not ours: start over without them.
+            self._start()
+        return current_owner(self.ctx.identity)
+
+    def perform(self, effect: Any) -> Any:
+        match effect:
+            case Call():
+                return self._backend.call(effect)
+            case Command(args=args):
+                return self._backend.execute(*args)
+            case Wait(channel=channel, seconds=seconds):
+                return self._listener.wait(channel, seconds)
+            case Subscribe(channel=channel, wake_all=wake_all):
+                return self._listener.subscribe(channel, wake_all)
+            case Unsubscribe(channel=channel, pass_on=pass_on):
+                return self._listener.unsubscribe(channel, pass_on)
+            case KeepRenewed():
+                if self._renewal is None:
+                    self._start_renewal()
+                return None
+        raise TypeError(f"unknown effect {effect!r}")
+
+    # ------------------------------------------------------------- renewal
+    def _start_renewal(self) -> None:
+        with self._renewal_mutex:
+            if self._renewal is None and not self.closed:
+                self._renewal = self._spawner.spawn(self._renew)
+
+    def _renew(self) -> None:
+        """Every watchdog_timeout / 3, renew every watchdog hold (DESIGN §4 "Watchdog")."""
+        interval = self.ctx.watchdog_timeout / 3
+        while not self._stopping.wait(interval):
+            try:
+                lost = self.run(renew(self.ctx))
+            except Exception:  # never let the renewal loop die
+                log.exception("tenure watchdog pass failed")
+                continue
+            for hold in lost:
+                hold.lock.hold_lost(hold.owner)
+
+    def close(self) -> None:
+        """Stop renewal and the listener; holds are not released (they expire)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._stopping.set()
+        if self._renewal is not None:
+            self._renewal.stop(5.0)
+        self._listener.close()
+
+
+class CompositeRunner(Driver):
+    """Runs MultiLock/RedLock flows: each member flow on that member's own runner."""
+
+    def __init__(self, runners: Sequence[Runner], workers: int) -> None:
+        self._runners = list(runners)
+        self._spawner = Spawner("tenure-composite", workers)
+
+    def owners(self) -> tuple[str, ...]:
+        """The caller's owner id on each member's client."""
+        return tuple(runner.owner() for runner in self._runners)
+
+    def perform(self, effect: Any) -> Any:
+        match effect:
+            case OnMember(index=index, flow=flow):
+                return self._runners[index].run(flow)
+            case Spawn(index=index, flow=flow):
+                return self._spawner.spawn(self._runners[index].run, flow)
+            case WaitAny(handles=handles, seconds=seconds):
+                return (wait_any(handles, seconds))[1]  # type: ignore[arg-type]
+            case Join(handles=handles, seconds=seconds):
+                return join(handles, seconds)  # type: ignore[arg-type]
+            case Sleep(seconds=seconds):
+                return sleep(seconds)
+        raise TypeError(f"unknown effect {effect!r}")
+
+    def close(self) -> None:
+        """Stop the worker threads of the sync driver once their work is done."""
+        self._spawner.close()
