@@ -8,9 +8,11 @@ Each step is ``(expect, reply)``:
   it, or :class:`Do` wrapping ``effect -> value`` for replies that depend on the effect or
   move the clock.
 
-Effects other than the five of :mod:`tenure.core.effects` (the driver rewrite may add more) are
-answered ``None`` and recorded in ``run.extra``, without consuming a step; composite effects
-(``OnMember``, ``Spawn``...) are carried out by the driver itself (see :func:`drive`). The flow
+Only the effects that talk to the server take steps (``Call``, ``Command``, ``Subscribe``,
+``Unsubscribe``, ``Wait``). :class:`~tenure.core.effects.KeepRenewed` and any effect this driver
+does not know are answered ``None`` and recorded in ``run.extra``, without consuming a step;
+composite effects (``OnMember``, ``Spawn``...) are carried out by the driver itself (see
+:func:`drive`). ``run.trace`` has every effect of all three sorts in the order asked. The flow
 must ask for exactly the scripted effects in order and then finish (or raise).
 """
 
@@ -23,9 +25,23 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.core.effects import Call, Command, Subscribe, Unsubscribe, Wait
+from tenure.core.effects import (
+    Call,
+    Command,
+    Join,
+    OnMember,
+    Sleep,
+    Spawn,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    WaitAny,
+)
 
 KNOWN = (Call, Command, Subscribe, Unsubscribe, Wait)
+"""The effects that take a step."""
+COMPOSITE = (OnMember, Spawn, WaitAny, Join, Sleep)
+"""The composite effects, carried out by the driver."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +79,9 @@ class Run:
     error: BaseException | None = None
     effects: list[Any] = field(default_factory=list)
     extra: list[Any] = field(default_factory=list)
-    """Effects of types this driver does not know, answered None."""
+    """Effects answered None without a step: KeepRenewed and types this driver does not know."""
+    trace: list[Any] = field(default_factory=list)
+    """Every effect, scripted, composite or extra, in the order the flows asked for them."""
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.effects if isinstance(e, kind)]
@@ -80,14 +98,6 @@ class Run:
 DEAD, SLOW = "dead", "slow"
 """Member node behaviours for composite flows: a dead node never answers a spawned flow; a
 slow node answers only once the composite stops waiting for answers (at its next ``Join``)."""
-
-
-def composite_effects() -> tuple[type, ...]:
-    """The composite effect classes, if this version of the core has them."""
-    import tenure.core.effects as fx
-
-    names = ("OnMember", "Spawn", "WaitAny", "Join", "Sleep")
-    return tuple(getattr(fx, n) for n in names if hasattr(fx, n))
 
 
 class Handle:
@@ -128,7 +138,6 @@ class Driver:
         self.clock = clock
         self.nodes = nodes
         self.run = Run()
-        self.composite = composite_effects()
 
     def flow(self, flow: Generator[Any, Any, Any]) -> Any:
         """Run ``flow`` to its end; its result, or its exception raised."""
@@ -148,9 +157,10 @@ class Driver:
                 sending = (True, error)
 
     def perform(self, effect: Any) -> Any:
+        self.run.trace.append(effect)
         if isinstance(effect, KNOWN):
             return self.scripted(effect)
-        if isinstance(effect, self.composite):
+        if isinstance(effect, COMPOSITE):
             self.run.effects.append(effect)
             return getattr(self, type(effect).__name__.lower())(effect)
         self.run.extra.append(effect)

@@ -10,8 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tenure.core import composite
+from tenure.core.args import bind_callback
 from tenure.core.composite import (
+    Acquisition,
     CompositeCore,
+    MultiLockCore,
+    RedLockCore,
     drift,
     multi_member_lease,
     multi_round,
@@ -116,11 +120,15 @@ def test_multi_member_lease(lease: float | None, round_wait: float) -> None:
 
 
 class Losses:
+    """An ``on_lost`` that records its calls: the core calls it with no argument; a front
+    binds itself with ``bind_callback(user_callback, front)``."""
+
     def __init__(self) -> None:
         self.fronts: list[object] = []
 
-    def __call__(self, front: object) -> None:
-        self.fronts.append(front)
+    def __call__(self, *front: object) -> None:
+        assert len(front) <= 1
+        self.fronts.append(front[0] if front else None)
 
 
 def members(n: int) -> tuple[list[Context], list[LockCore]]:
@@ -134,17 +142,35 @@ def owners_of(contexts: list[Context]) -> tuple[str, ...]:
 
 
 def test_composite_arguments(ctx: Context) -> None:
-    with pytest.raises(ValueError, match="at least one member"):
-        CompositeCore("MultiLock", [], 0, None)
+    with pytest.raises(ValueError, match="a composite needs at least one member"):
+        CompositeCore([], 0, None)
+    with pytest.raises(ValueError, match="a MultiLock needs at least one member"):
+        MultiLockCore([], None)
+    with pytest.raises(ValueError, match="a RedLock needs at least one member"):
+        RedLockCore([], 0.1, None)
     with pytest.raises(TypeError, match="on_lost"):
-        CompositeCore("MultiLock", [LockCore(ctx, "a")], 1, on_lost=1)  # type: ignore[arg-type]
-    core = CompositeCore("RedLock", [LockCore(ctx, "a"), LockCore(ctx, "b")], 2, None)
-    assert core.name == "RedLock(a, b)"
+        CompositeCore([LockCore(ctx, "a")], 1, on_lost=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="on_lost"):
+        MultiLockCore([LockCore(ctx, "a")], on_lost=1)  # type: ignore[arg-type]
+    pair = [LockCore(ctx, "a"), LockCore(ctx, "b")]
+    assert RedLockCore(pair, 0.1, None).name == "RedLock(a, b)"
+    assert MultiLockCore(pair, None).name == "MultiLock(a, b)"
 
 
-def test_granted_then_succeeded_is_held_until_released() -> None:
+def test_kind_is_a_class_attribute_and_needed_follows_it() -> None:
+    assert (CompositeCore.kind, MultiLockCore.kind, RedLockCore.kind) == (
+        "composite",
+        "MultiLock",
+        "RedLock",
+    )
+    _, cores = members(5)
+    assert MultiLockCore(cores, None).needed == 5  # every member
+    assert RedLockCore(cores, 0.1, None).needed == quorum(5) == 3
+
+
+def test_granted_then_concluded_is_held_until_forgotten() -> None:
     contexts, cores = members(3)
-    multi = CompositeCore("MultiLock", cores, 3, None)
+    multi = MultiLockCore(cores, None)
     owners = owners_of(contexts)
     acq = multi.start(owners)
     assert multi.current(owners) is None
@@ -152,31 +178,32 @@ def test_granted_then_succeeded_is_held_until_released() -> None:
         assert multi.granted(acq, i) is True
     assert multi.held_count(acq) == 3
     assert acq.members == dict(enumerate(owners))
-    multi.succeeded(acq)
+    assert multi.conclude(acq, None) is None
+    assert acq.validity is None and not acq.settled
     assert multi.current(owners) is acq
-    assert multi.release(owners) is acq
+    assert multi.forget(owners) is acq
     assert acq.settled
-    assert multi.release(owners) is None
+    assert multi.forget(owners) is None
     assert multi.current(owners) is None
 
 
-def test_reentrant_acquisitions_release_newest_first() -> None:
+def test_reentrant_acquisitions_are_forgotten_newest_first() -> None:
     contexts, cores = members(2)
-    multi = CompositeCore("MultiLock", cores, 2, None)
+    multi = MultiLockCore(cores, None)
     owners = owners_of(contexts)
     first, second = multi.start(owners), multi.start(owners)
     for acq in (first, second):
         multi.granted(acq, 0)
         multi.granted(acq, 1)
-        multi.succeeded(acq)
-    assert multi.release(owners) is second
+        assert multi.conclude(acq, None) is None
+    assert multi.forget(owners) is second
     assert multi.current(owners) is first
-    assert multi.release(owners) is first
+    assert multi.forget(owners) is first
 
 
 def test_abandon_returns_the_members_to_release_and_refuses_late_grants() -> None:
     contexts, cores = members(3)
-    multi = CompositeCore("MultiLock", cores, 3, None)
+    multi = MultiLockCore(cores, None)
     owners = owners_of(contexts)
     acq = multi.start(owners)
     multi.granted(acq, 0)
@@ -188,6 +215,20 @@ def test_abandon_returns_the_members_to_release_and_refuses_late_grants() -> Non
     assert multi.current(owners) is None
 
 
+def test_granted_after_forget_is_refused() -> None:
+    """A late grant landing while the composite is released must be released too."""
+    contexts, cores = members(3)
+    red = RedLockCore(cores, 0.1, None)
+    owners = owners_of(contexts)
+    acq = red.start(owners)
+    red.granted(acq, 0)
+    red.granted(acq, 1)
+    assert red.conclude(acq, 1.0) is None
+    assert red.forget(owners) is acq
+    assert red.granted(acq, 2) is False
+    assert 2 not in acq.members
+
+
 @pytest.mark.parametrize(
     ("held", "valid", "success"),
     [(2, 0.5, True), (3, 0.5, True), (1, 0.5, False), (2, 0.0, False), (3, -1.0, False)],
@@ -196,12 +237,12 @@ def test_conclude_needs_a_quorum_and_positive_validity(
     held: int, valid: float, success: bool
 ) -> None:
     contexts, cores = members(3)
-    red = CompositeCore("RedLock", cores, quorum(3), None)
+    red = RedLockCore(cores, 0.1, None)
     owners = owners_of(contexts)
     acq = red.start(owners)
     for i in range(held):
         red.granted(acq, i)
-    outcome = red.conclude(acq, quorum(3), valid)
+    outcome = red.conclude(acq, valid)
     if success:
         assert outcome is None
         assert red.current(owners) is acq and acq.validity == valid
@@ -212,51 +253,87 @@ def test_conclude_needs_a_quorum_and_positive_validity(
         assert red.granted(acq, held) is False
 
 
-def test_succeeded_records_validity_and_clears_an_old_loss() -> None:
+@pytest.mark.parametrize("held", [0, 1, 2])
+def test_multilock_conclude_needs_every_member(held: int) -> None:
+    contexts, cores = members(3)
+    multi = MultiLockCore(cores, None)
+    owners = owners_of(contexts)
+    acq = multi.start(owners)
+    for i in range(held):
+        multi.granted(acq, i)
+    assert multi.conclude(acq, None) == {i: owners[i] for i in range(held)}
+    assert acq.settled and multi.current(owners) is None
+
+
+def test_conclude_without_validity_skips_the_validity_check() -> None:
+    contexts, cores = members(3)
+    red = RedLockCore(cores, 0.1, None)
+    owners = owners_of(contexts)
+    acq = red.start(owners)
+    red.granted(acq, 0)
+    red.granted(acq, 1)
+    assert red.conclude(acq, None) is None
+    assert acq.validity is None and red.current(owners) is acq
+
+
+def test_conclude_records_validity_and_clears_an_old_loss() -> None:
     contexts, cores = members(1)
-    multi = CompositeCore("MultiLock", cores, 1, None)
+    multi = MultiLockCore(cores, None)
     owners = owners_of(contexts)
     acq = multi.start(owners)
     multi.granted(acq, 0)
-    multi.succeeded(acq, validity=1.5)
+    assert multi.conclude(acq, 1.5) is None
+    assert acq.validity == 1.5
     cores[0].hold_lost(owners[0])
     assert multi.is_lost(owners)
     again = multi.start(owners)
     multi.granted(again, 0)
-    multi.succeeded(again, validity=2.0)
+    assert multi.conclude(again, 2.0) is None
     assert not multi.is_lost(owners)
     assert again.validity == 2.0
 
 
-def held(core: CompositeCore, owners: tuple[str, ...], indexes: list[int]) -> object:
+def held(
+    core: CompositeCore, owners: tuple[str, ...], indexes: list[int], valid: float | None = None
+) -> Acquisition:
     acq = core.start(owners)
     for i in indexes:
         core.granted(acq, i)
-    core.succeeded(acq)
+    assert core.conclude(acq, valid) is None
     return acq
 
 
 def test_multilock_is_lost_at_the_first_member_lost() -> None:
     contexts, cores = members(3)
     losses = Losses()
-    multi = CompositeCore("MultiLock", cores, 3, losses)
-    multi.front = front = object()
+    front = object()  # the public MultiLock, bound by its front
+    multi = MultiLockCore(cores, bind_callback(losses, front))
     owners = owners_of(contexts)
     acq = held(multi, owners, [0, 1, 2])
     cores[1].hold_lost(owners[1])
     assert multi.is_lost(owners)
-    assert acq.lost and acq.lost_members == {1}  # type: ignore[attr-defined]
+    assert acq.lost and acq.lost_members == {1}
     assert losses.fronts == [front]
     cores[2].hold_lost(owners[2])  # reported once per acquisition
     assert losses.fronts == [front]
 
 
+def test_composite_on_lost_is_called_with_no_argument() -> None:
+    contexts, cores = members(1)
+    calls: list[tuple[object, ...]] = []
+    multi = MultiLockCore(cores, lambda *args: calls.append(args))
+    owners = owners_of(contexts)
+    held(multi, owners, [0])
+    cores[0].hold_lost(owners[0])
+    assert calls == [()]
+
+
 def test_redlock_is_lost_only_below_a_majority() -> None:
     contexts, cores = members(5)
     losses = Losses()
-    red = CompositeCore("RedLock", cores, quorum(5), losses)
+    red = RedLockCore(cores, 0.1, losses)
     owners = owners_of(contexts)
-    held(red, owners, [0, 1, 2, 3, 4])
+    held(red, owners, [0, 1, 2, 3, 4], valid=1.0)
     cores[0].hold_lost(owners[0])
     cores[1].hold_lost(owners[1])
     assert not red.is_lost(owners) and losses.fronts == []  # 3 of 5 left
@@ -268,9 +345,9 @@ def test_redlock_is_lost_only_below_a_majority() -> None:
 
 def test_redlock_acquired_with_a_bare_quorum_is_lost_at_one_member() -> None:
     contexts, cores = members(3)
-    red = CompositeCore("RedLock", cores, quorum(3), None)
+    red = RedLockCore(cores, 0.1, None)
     owners = owners_of(contexts)
-    held(red, owners, [0, 2])  # member 1 was unreachable
+    held(red, owners, [0, 2], valid=1.0)  # member 1 was unreachable
     cores[1].hold_lost(owners[1])  # not part of this acquisition
     assert not red.is_lost(owners)
     cores[2].hold_lost(owners[2])
@@ -280,7 +357,7 @@ def test_redlock_acquired_with_a_bare_quorum_is_lost_at_one_member() -> None:
 def test_losses_of_other_owners_or_unheld_composites_are_ignored() -> None:
     contexts, cores = members(2)
     losses = Losses()
-    multi = CompositeCore("MultiLock", cores, 2, losses)
+    multi = MultiLockCore(cores, losses)
     owners = owners_of(contexts)
     cores[0].hold_lost(owners[0])  # nothing held yet
     held(multi, owners, [0, 1])
@@ -291,7 +368,7 @@ def test_losses_of_other_owners_or_unheld_composites_are_ignored() -> None:
 def test_every_acquisition_holding_the_member_is_reported() -> None:
     contexts, cores = members(2)
     losses = Losses()
-    multi = CompositeCore("MultiLock", cores, 2, losses)
+    multi = MultiLockCore(cores, losses)
     owners = owners_of(contexts)
     held(multi, owners, [0, 1])
     held(multi, owners, [0, 1])  # re-entered
@@ -300,24 +377,29 @@ def test_every_acquisition_holding_the_member_is_reported() -> None:
 
 
 def test_failing_on_lost_does_not_stop_the_roll_up() -> None:
-    def broken(front: object) -> None:
+    calls: list[tuple[object, ...]] = []
+
+    def broken(*args: object) -> None:
+        calls.append(args)
         raise RuntimeError("bug")
 
     contexts, cores = members(1)
-    multi = CompositeCore("MultiLock", cores, 1, broken)
+    multi = MultiLockCore(cores, broken)
     owners = owners_of(contexts)
     held(multi, owners, [0])
+    held(multi, owners, [0])  # re-entered: the second report still comes
     cores[0].hold_lost(owners[0])
     assert multi.is_lost(owners)
+    assert calls == [(), ()]
 
 
 def test_member_loss_found_by_the_watchdog_rolls_up() -> None:
     contexts, cores = members(3)
-    red = CompositeCore("RedLock", cores, quorum(3), None)
+    red = RedLockCore(cores, 0.1, None)
     owners = owners_of(contexts)
     for core, owner in zip(cores, owners, strict=True):
         assert drive(core.acquire(owner, True, 0, None), [("lock_acquire", None)]).result
-    held(red, owners, [0, 1, 2])
+    held(red, owners, [0, 1, 2], valid=1.0)
     for ctx in contexts[:2]:
         (lost,) = drive(renew(ctx), [("lock_renew", [0])]).result
         lost.lock.hold_lost(lost.owner)  # what the driver does with a lost hold
@@ -326,7 +408,7 @@ def test_member_loss_found_by_the_watchdog_rolls_up() -> None:
 
 def test_member_loss_found_at_release_rolls_up() -> None:
     contexts, cores = members(2)
-    multi = CompositeCore("MultiLock", cores, 2, None)
+    multi = MultiLockCore(cores, None)
     owners = owners_of(contexts)
     for core, owner in zip(cores, owners, strict=True):
         drive(core.acquire(owner, True, 0, None), [("lock_acquire", None)])
@@ -340,7 +422,7 @@ def test_member_loss_found_at_release_rolls_up() -> None:
 
 def test_composite_is_not_kept_alive_by_its_members() -> None:
     contexts, cores = members(1)
-    multi = CompositeCore("MultiLock", cores, 1, None)
+    multi = MultiLockCore(cores, None)
     owners = owners_of(contexts)
     held(multi, owners, [0])
     del multi
@@ -350,8 +432,8 @@ def test_composite_is_not_kept_alive_by_its_members() -> None:
 
 
 def test_release_outcome() -> None:
-    assert release_outcome("RedLock", 3, []) is None
+    assert release_outcome("RedLock", []) is None
     first, second = BackendError("a"), NotOwnedError("b")
-    error = release_outcome("MultiLock", 1, [first, second])
+    error = release_outcome("MultiLock", [first, second])
     assert error is first
     assert error.__notes__ == ["MultiLock: another member failed too: NotOwnedError: b"]

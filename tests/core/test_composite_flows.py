@@ -10,15 +10,6 @@ import pytest
 
 from tenure.core import composite
 from tenure.core.context import Context
-from tenure.core.lock import LockCore
-from tenure.errors import BackendError, LockLostError, NotOwnedError
-
-from .conftest import new_context
-from .scripted import DEAD, SLOW, Clock, Do, drive, fails
-
-if not hasattr(composite, "MultiLockCore"):
-    pytest.skip("composite flows are not in core yet", allow_module_level=True)
-
 from tenure.core.effects import (
     Command,
     Join,
@@ -30,6 +21,11 @@ from tenure.core.effects import (
     Wait,
     WaitAny,
 )
+from tenure.core.lock import LockCore
+from tenure.errors import BackendError, LockLostError, NotOwnedError
+
+from .conftest import new_context
+from .scripted import DEAD, SLOW, Clock, Do, drive, fails
 
 ACQ, REL = "lock_acquire", "lock_release"
 

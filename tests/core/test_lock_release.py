@@ -6,18 +6,15 @@ import math
 from types import SimpleNamespace
 
 import pytest
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
+from tenure._redis import backend_error, resolve_redis
+from tenure.core.args import bind_callback
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Subscribe, Unsubscribe
 from tenure.core.lock import LockCore, lease_from_pttl
-from tenure.core.options import (
-    backend_error,
-    check_replicas,
-    check_timeouts,
-    make_context,
-    replica_wait,
-    resolve_redis,
-)
+from tenure.core.options import check_replicas, check_timeouts, make_context, replica_wait
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
 from .conftest import new_context
@@ -31,12 +28,16 @@ def take(lock: LockCore, owner: str, lease: float | None = None) -> None:
 
 
 class Losses:
-    """An on_lost callback that records its calls."""
+    """An on_lost callback that records its calls.
+
+    The core calls ``on_lost()`` with no argument; a front passes ``bind_callback(user, self)``
+    so the user's callback gets the public object. Called bare, a call records None.
+    """
 
     def __init__(self) -> None:
         self.fronts: list[object] = []
 
-    def __call__(self, front: object) -> None:
+    def __call__(self, front: object = None) -> None:
         self.fronts.append(front)
 
 
@@ -101,8 +102,8 @@ def test_release_without_a_hold_is_not_owned(ctx: Context, owner: str) -> None:
 
 def test_release_of_a_hold_the_server_no_longer_has_is_a_loss(ctx: Context, owner: str) -> None:
     losses = Losses()
-    lock = LockCore(ctx, "l", on_lost=losses)
-    lock.front = front = object()
+    front = object()  # the public lock, as the sync/asyncio front binds itself
+    lock = LockCore(ctx, "l", on_lost=bind_callback(losses, front))
     take(lock, owner)
     run = fails(lock.release(owner), [(REL, None)])
     assert isinstance(run.error, LockLostError)
@@ -143,13 +144,36 @@ def test_loss_is_per_owner(ctx: Context, owner: str) -> None:
 
 
 def test_failing_on_lost_callback_does_not_hide_the_loss(ctx: Context, owner: str) -> None:
-    def broken(front: object) -> None:
+    calls: list[tuple[object, ...]] = []
+
+    def broken(*args: object) -> None:
+        calls.append(args)
         raise RuntimeError("callback bug")
 
     lock = LockCore(ctx, "l", on_lost=broken)
     take(lock, owner)
     run = fails(lock.release(owner), [(REL, None)])
     assert isinstance(run.error, LockLostError)
+    assert calls == [()]  # called, with no argument
+    assert lock.is_lost(owner)
+
+
+def test_on_lost_is_called_with_no_argument(ctx: Context, owner: str) -> None:
+    calls: list[tuple[object, ...]] = []
+    lock = LockCore(ctx, "l", on_lost=lambda *args: calls.append(args))
+    lock.hold_lost(owner)
+    assert calls == [()]
+
+
+def test_bind_callback_checks_and_binds_the_subject() -> None:
+    assert bind_callback(None, object()) is None
+    with pytest.raises(TypeError, match="on_lost must be callable, not int"):
+        bind_callback(3, object())
+    losses, front = Losses(), object()
+    bound = bind_callback(losses, front)
+    assert bound is not None
+    bound()
+    assert losses.fronts == [front]
 
 
 def test_release_forgets_the_hold_before_the_script_runs(ctx: Context, owner: str) -> None:
@@ -370,12 +394,12 @@ def test_failing_loss_listener_does_not_stop_on_lost(ctx: Context, owner: str) -
         def lost(self, core: LockCore, who: str) -> None:
             raise RuntimeError("listener bug")
 
-    losses = Losses()
-    lock = LockCore(ctx, "l", on_lost=losses)
+    losses, front = Losses(), object()
+    lock = LockCore(ctx, "l", on_lost=bind_callback(losses, front))
     listener = Listener()
     lock.add_loss_listener(listener.lost)
     lock.hold_lost(owner)
-    assert lock.is_lost(owner) and losses.fronts == [lock]
+    assert lock.is_lost(owner) and losses.fronts == [front]
 
 
 # ------------------------------------------------------------- building redis clients
@@ -399,22 +423,25 @@ class FakeRedis:
 
 
 def test_resolve_redis_from_a_url_builds_a_blocking_pool_without_retries() -> None:
-    retry = object()
-    client, owned, timeout = resolve_redis("redis://h/0", FakeRedis, FakePool, retry, 5.0, 2.0)
+    client, owned, timeout = resolve_redis("redis://h/0", FakeRedis, FakePool, 5.0, 2.0)
     assert owned is True and timeout == 5.0
     pool = client.connection_pool
     assert pool.url == "redis://h/0"
+    retry = pool.kwargs.pop("retry")
     assert pool.kwargs == {
         "max_connections": 100,
         "timeout": None,
         "socket_timeout": 5.0,
         "socket_connect_timeout": 2.0,
-        "retry": retry,
     }
+    # retries are off: redis-py must not resend a lock script after a timeout
+    assert isinstance(retry, Retry)
+    assert retry.get_retries() == 0
+    assert isinstance(retry._backoff, NoBackoff)
 
 
 def test_resolve_redis_keeps_a_passed_in_client() -> None:
     given = FakeRedis(SimpleNamespace(connection_kwargs={"socket_timeout": 1.5}))
-    assert resolve_redis(given, FakeRedis, FakePool, None, 5.0, 5.0) == (given, False, 1.5)
+    assert resolve_redis(given, FakeRedis, FakePool, 5.0, 5.0) == (given, False, 1.5)
     with pytest.raises(TypeError, match="url_or_redis"):
-        resolve_redis(42, FakeRedis, FakePool, None, 5.0, 5.0)
+        resolve_redis(42, FakeRedis, FakePool, 5.0, 5.0)
