@@ -8,9 +8,17 @@ import pytest
 
 from tenure import keys
 from tenure.core.context import Context
-from tenure.core.effects import MIN_WAIT, Call, Subscribe, Unsubscribe, Wait
+from tenure.core.effects import (
+    KEEP_RENEWED,
+    MIN_WAIT,
+    Call,
+    KeepRenewed,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+)
 from tenure.core.lock import LockCore
-from tenure.errors import BackendError
+from tenure.errors import BackendError, ReplicationError
 
 from .conftest import new_context
 from .scripted import Clock, Do, drive, fails
@@ -383,14 +391,113 @@ def test_accepted_timeouts(ctx: Context, owner: str, timeout: float | None) -> N
 def test_unknown_effects_are_answered_none_and_recorded(ctx: Context, owner: str) -> None:
     """The scripted driver itself: flows may yield effects it does not know yet."""
 
-    class KeepRenewed:
+    class Unknown:
         pass
 
+    unknown = Unknown()
+
     def flow():  # type: ignore[no-untyped-def]
-        reply = yield KeepRenewed()
+        reply = yield unknown
         assert reply is None
         return (yield from LockCore(ctx, "l").acquire(owner, True, None, None))
 
     run = drive(flow(), [(ACQ, None)])
     assert run.result is True
-    assert isinstance(run.extra[0], KeepRenewed)  # the core may add its own after it
+    assert run.extra == [unknown, KEEP_RENEWED]
+    assert run.trace == [unknown, run.effects[0], KEEP_RENEWED]
+
+
+# --------------------------------------------------------------------- KeepRenewed
+
+
+def test_grant_without_a_lease_asks_for_renewal_after_the_hold_is_recorded(
+    ctx: Context, owner: str
+) -> None:
+    """The runner starts its renewal loop on KeepRenewed: the hold must be in the table."""
+    flow = LockCore(ctx, "l").acquire(owner, True, None, None)
+    assert isinstance(next(flow), Call)
+    assert flow.send(None) is KEEP_RENEWED
+    assert [h.owner for h in ctx.holds.watchdog_holds()] == [owner]
+    with pytest.raises(StopIteration) as stop:
+        flow.send(None)
+    assert stop.value.value is True
+
+
+def test_keep_renewed_is_one_shared_effect() -> None:
+    assert isinstance(KEEP_RENEWED, KeepRenewed)
+    assert KeepRenewed() == KEEP_RENEWED  # frozen dataclass without fields
+
+
+def test_grant_with_a_lease_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = drive(LockCore(ctx, "l").acquire(owner, True, None, 5), [(ACQ, None)])
+    assert run.result is True
+    assert run.extra == []
+
+
+def test_refusal_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = drive(LockCore(ctx, "l").acquire(owner, False, None, None), [(ACQ, 700)])
+    assert run.result is False
+    assert run.extra == []
+
+
+def test_timeout_asks_for_no_renewal(ctx: Context, owner: str, clock: Clock) -> None:
+    run = drive(
+        LockCore(ctx, "l").acquire(owner, True, 0.5, None),
+        [
+            (ACQ, 60000),
+            (Subscribe, None),
+            (ACQ, 60000),
+            (Wait, False),
+            (ACQ, 60000),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is False
+    assert run.extra == []
+
+
+def test_grant_after_waiting_asks_for_renewal_once_unsubscribed(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    run = drive(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [
+            (ACQ, 5000),
+            (Subscribe, None),
+            (ACQ, 5000),
+            (Wait, True),
+            (ACQ, None),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is True
+    assert [type(e).__name__ for e in run.trace][-2:] == ["Unsubscribe", "KeepRenewed"]
+    assert run.extra == [KEEP_RENEWED]
+
+
+def test_every_grant_without_a_lease_asks_again(ctx: Context, owner: str) -> None:
+    """Re-entry too: the runner ignores it while its loop runs, but must not miss it."""
+    lock = LockCore(ctx, "l")
+    assert drive(lock.acquire(owner, True, None, 5), [(ACQ, None)]).extra == []
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [KEEP_RENEWED]
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [KEEP_RENEWED]
+
+
+def test_failed_acquire_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = fails(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, None), (ACQ, BackendError("down")), (Unsubscribe, None)],
+    )
+    assert isinstance(run.error, BackendError)
+    assert run.extra == []
+
+
+def test_unreplicated_grant_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = fails(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [(ACQ, ReplicationError("0 of 1")), ("lock_release", 1)],
+    )
+    assert isinstance(run.error, ReplicationError)
+    assert run.extra == []
