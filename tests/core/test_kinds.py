@@ -1,0 +1,381 @@
+"""FairLock, ReadWriteLock and FencedLock: the hooks they change in the Lock flows."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenure import keys
+from tenure.core.context import Context
+from tenure.core.effects import Command, Subscribe, Unsubscribe, Wait
+from tenure.core.fair import FairLockCore
+from tenure.core.fenced import FencedLockCore
+from tenure.core.rwlock import ReadLockCore, WriteLockCore
+from tenure.errors import BackendError, LockUpgradeError, NotOwnedError, ReplicationError
+
+from .scripted import Clock, Do, drive, fails
+
+FAIR, GIVE_UP = "fair_acquire", "fair_give_up"
+
+# ------------------------------------------------------------------------- FairLock
+
+
+def fair_keys(name: str) -> list[str]:
+    return [name, f"redisson_lock_queue:{{{name}}}", f"redisson_lock_timeout:{{{name}}}"]
+
+
+@pytest.mark.parametrize(("blocking", "timeout"), [(False, None), (True, 0)])
+def test_fair_one_attempt_never_joins_the_queue(
+    ctx: Context, owner: str, blocking: bool, timeout: float | None
+) -> None:
+    lock = FairLockCore(ctx, "f")
+    run = drive(lock.acquire(owner, blocking, timeout, None), [(FAIR, 700)])
+    assert run.result is False
+    (call,) = run.effects  # refused, and no fair_give_up: it was never queued
+    assert call.keys == fair_keys("f")
+    assert call.args == [30000, owner, 0, "redisson_lock__channel:{f}:", "0"]
+    assert call.changes
+
+
+@pytest.mark.parametrize(("timeout", "allowance"), [(None, 300000), (-1, 300000), (2.5, 2500)])
+def test_fair_waiter_joins_with_its_allowance(
+    ctx: Context, owner: str, timeout: float | None, allowance: int
+) -> None:
+    lock = FairLockCore(ctx, "f")
+    run = drive(lock.acquire(owner, True, timeout, 4), [(FAIR, None)])
+    assert run.result is True
+    assert run.effects[0].args[:3] == [4000, owner, allowance]
+    hold = ctx.holds.get("f", owner)
+    assert hold is not None and hold.renewal.name == "fair_renew"
+    assert keys.FAIR_DEFAULT_ALLOWANCE == 300.0
+
+
+def test_fair_waits_on_its_own_channel_and_leaves_no_queue_entry_when_granted(
+    ctx: Context, owner: str
+) -> None:
+    lock = FairLockCore(ctx, "f")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [
+            (FAIR, 900),
+            (Subscribe, None),
+            (FAIR, 900),
+            (Wait, True),
+            (FAIR, None),
+            (Unsubscribe, None),
+        ],
+    )
+    assert run.result is True
+    channel = f"redisson_lock__channel:{{f}}:{owner}"
+    assert run.of(Subscribe)[0].channel == channel
+    assert run.of(Wait)[0].channel == channel
+    assert run.of(Unsubscribe)[0].channel == channel
+    assert run.calls(GIVE_UP) == []
+    # a later failed one-shot attempt has nothing to give up either
+    assert drive(lock.acquire(owner, False, None, None), [(FAIR, 5)]).names == [FAIR]
+
+
+def test_fair_timeout_leaves_the_queue(ctx: Context, owner: str, clock: Clock) -> None:
+    lock = FairLockCore(ctx, "f")
+    run = drive(
+        lock.acquire(owner, True, 2, None),
+        [
+            (FAIR, 60000),
+            (Subscribe, None),
+            (FAIR, 60000),
+            (Wait, False),
+            (FAIR, 60000),
+            (Unsubscribe, None),
+            (GIVE_UP, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is False
+    assert run.of(Unsubscribe)[0].pass_on is False
+    (give_up,) = run.calls(GIVE_UP)
+    assert give_up.keys == fair_keys("f")
+    assert give_up.args == [owner, 2000, "redisson_lock__channel:{f}:", "0"]
+    assert give_up.changes
+    assert ctx.holds.get("f", owner) is None
+
+
+def test_fair_deadline_before_subscribing_still_leaves_the_queue(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    lock = FairLockCore(ctx, "f")
+    run = drive(
+        lock.acquire(owner, True, 1, None),
+        [(FAIR, Do(lambda c: clock.advance(1) or 500)), (GIVE_UP, None)],
+        clock=clock,
+    )
+    assert run.result is False
+    assert run.names == [FAIR, GIVE_UP]
+
+
+def test_fair_error_mid_wait_unsubscribes_and_leaves_the_queue(ctx: Context, owner: str) -> None:
+    lock = FairLockCore(ctx, "f")
+    error = BackendError("reset")
+    run = fails(
+        lock.acquire(owner, True, None, None),
+        [
+            (FAIR, 100),
+            (Subscribe, None),
+            (FAIR, 100),
+            (Wait, error),
+            (Unsubscribe, None),
+            (GIVE_UP, None),
+        ],
+    )
+    assert run.error is error
+    assert run.of(Unsubscribe)[0].pass_on is True
+    assert run.calls(GIVE_UP)[0].args[1] == 300000
+
+
+def test_fair_error_on_the_first_queued_attempt_leaves_the_queue(ctx: Context, owner: str) -> None:
+    # the script may have queued the caller before the reply was lost
+    run = fails(
+        FairLockCore(ctx, "f").acquire(owner, True, 5, None),
+        [(FAIR, BackendError("timeout")), (GIVE_UP, None)],
+    )
+    assert isinstance(run.error, BackendError)
+
+
+def test_fair_failing_give_up_does_not_hide_the_first_error(ctx: Context, owner: str) -> None:
+    first = BackendError("first")
+    run = fails(
+        FairLockCore(ctx, "f").acquire(owner, True, None, None),
+        [
+            (FAIR, 100),
+            (Subscribe, None),
+            (FAIR, first),
+            (Unsubscribe, None),
+            (GIVE_UP, BackendError("second")),
+        ],
+    )
+    assert run.error is first
+
+
+def test_fair_give_up_failure_after_a_timeout_propagates(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    run = fails(
+        FairLockCore(ctx, "f").acquire(owner, True, 0.01, None),
+        [
+            (FAIR, 100),
+            (Subscribe, None),
+            (FAIR, 100),
+            (Wait, False),
+            (FAIR, 100),
+            (Unsubscribe, None),
+            (GIVE_UP, BackendError("down")),
+        ],
+        clock=clock,
+    )
+    assert isinstance(run.error, BackendError)
+
+
+def test_fair_release_and_force_release_calls(ctx: Context, owner: str) -> None:
+    lock = FairLockCore(ctx, "f")
+    drive(lock.acquire(owner, True, None, 8), [(FAIR, None)])
+    run = drive(lock.release(owner), [("fair_release", 1)])
+    assert run.effects[0].keys == fair_keys("f")
+    assert run.effects[0].args == ["0", 30000, owner, "redisson_lock__channel:{f}:"]
+    assert fails(lock.release(owner), [("fair_release", None)]).error is not None
+    force = drive(lock.force_release(), [("fair_force_release", 1)])
+    assert force.result is True
+    assert force.effects[0].keys == fair_keys("f")
+    assert force.effects[0].args == ["0", "redisson_lock__channel:{f}:"]
+
+
+def test_fair_unreplicated_grant_is_undone_with_the_fair_release(ctx: Context, owner: str) -> None:
+    run = fails(
+        FairLockCore(ctx, "f").acquire(owner, True, 0, None),
+        [(FAIR, ReplicationError("x", reply=None)), ("fair_release", 1)],
+    )
+    assert isinstance(run.error, ReplicationError)
+
+
+# ------------------------------------------------------------------- ReadWriteLock
+
+RW_CHANNEL = "redisson_rwlock:{rw}"
+
+
+def test_read_acquire_call_and_hold(ctx: Context, owner: str) -> None:
+    lock = ReadLockCore(ctx, "rw")
+    run = drive(lock.acquire(owner, True, None, 3), [("rw_read_acquire", None)])
+    (call,) = run.effects
+    assert call.keys == ["rw", f"{{rw}}:{owner}:rwlock_timeout"]
+    assert call.args == [3000, owner, f"{owner}:write"]
+    hold = ctx.holds.get("rw", owner)
+    assert hold is not None and hold.renewal.name == "rw_read_renew"
+
+
+def test_write_acquire_call_and_hold(ctx: Context, owner: str) -> None:
+    lock = WriteLockCore(ctx, "rw")
+    run = drive(lock.acquire(owner, True, None, None), [("rw_write_acquire", None)])
+    (call,) = run.effects
+    assert call.keys == ["rw"]
+    assert call.args == [30000, f"{owner}:write", owner]
+    assert ctx.holds.get("rw", f"{owner}:write") is not None
+    assert ctx.holds.get("rw", owner) is None
+
+
+@pytest.mark.parametrize("side", [ReadLockCore, WriteLockCore])
+def test_both_sides_wait_on_the_rw_channel_waking_all_on_a_write_release(
+    ctx: Context, owner: str, side: type[ReadLockCore]
+) -> None:
+    lock = side(ctx, "rw")
+    script = lock.acquire_script.name
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(script, 50), (Subscribe, None), (script, None), (Unsubscribe, None)],
+    )
+    (sub,) = run.of(Subscribe)
+    assert sub.channel == RW_CHANNEL
+    assert sub.wake_all == frozenset({"1"})
+    assert keys.WRITE_UNLOCK_MESSAGE in sub.wake_all
+    assert keys.READ_UNLOCK_MESSAGE not in sub.wake_all
+
+
+@pytest.mark.parametrize("reply", [b"upgrade", "upgrade"])
+@pytest.mark.parametrize(("blocking", "timeout"), [(True, None), (True, 5), (False, None)])
+def test_reader_asking_for_write_gets_upgrade_error_at_once(
+    ctx: Context, owner: str, reply: object, blocking: bool, timeout: float | None
+) -> None:
+    run = fails(
+        WriteLockCore(ctx, "rw").acquire(owner, blocking, timeout, None),
+        [("rw_write_acquire", reply)],
+    )
+    assert isinstance(run.error, LockUpgradeError)
+    assert "'rw'" in str(run.error)
+    assert ctx.holds.get("rw", f"{owner}:write") is None
+
+
+def test_upgrade_error_on_a_retry_unsubscribes(ctx: Context, owner: str) -> None:
+    run = fails(
+        WriteLockCore(ctx, "rw").acquire(owner, True, None, None),
+        [
+            ("rw_write_acquire", 100),
+            (Subscribe, None),
+            ("rw_write_acquire", b"x"),
+            (Unsubscribe, None),
+        ],
+    )
+    assert isinstance(run.error, LockUpgradeError)
+    assert run.of(Unsubscribe)[0].pass_on is True
+
+
+@pytest.mark.parametrize(
+    ("mode", "read", "write"),
+    [(None, False, False), (b"read", True, False), (b"write", False, True), ("write", False, True)],
+)
+def test_locked_is_per_side(ctx: Context, mode: object, read: bool, write: bool) -> None:
+    for side, expected in ((ReadLockCore, read), (WriteLockCore, write)):
+        run = drive(side(ctx, "rw").locked(), [(Command, mode)])
+        assert run.result is expected
+        assert run.effects[0].args == ("HGET", "rw", "mode")
+
+
+@pytest.mark.parametrize(("side", "mode"), [(ReadLockCore, "read"), (WriteLockCore, "write")])
+def test_force_release_is_per_side(ctx: Context, side: type[ReadLockCore], mode: str) -> None:
+    run = drive(side(ctx, "rw").force_release(), [("rw_force_release", 0)])
+    assert run.result is False
+    (call,) = run.effects
+    assert call.keys == ["rw", RW_CHANNEL]
+    assert call.args == ["1", mode, "{rw}"]
+
+
+def test_read_release_call(ctx: Context, owner: str) -> None:
+    lock = ReadLockCore(ctx, "rw")
+    drive(lock.acquire(owner, True, None, None), [("rw_read_acquire", None)])
+    run = drive(lock.release(owner), [("rw_read_release", 1)])
+    (call,) = run.effects
+    assert call.keys == ["rw", RW_CHANNEL, f"{{rw}}:{owner}:rwlock_timeout"]
+    assert call.args == ["0", owner, "{rw}"]
+    assert ctx.holds.get("rw", owner) is None
+
+
+def test_write_release_call_publishes_wake_all(ctx: Context, owner: str) -> None:
+    lock = WriteLockCore(ctx, "rw")
+    drive(lock.acquire(owner, True, None, 2), [("rw_write_acquire", None)])
+    drive(lock.acquire(owner, True, None, None), [("rw_write_acquire", None)])
+    run = drive(lock.release(owner), [("rw_write_release", 0)])
+    (call,) = run.effects
+    assert call.keys == ["rw", RW_CHANNEL, f"{{rw}}:{owner}:rwlock_timeout"]
+    assert call.args == ["1", 2000, f"{owner}:write", owner]
+    hold = ctx.holds.get("rw", f"{owner}:write")
+    assert hold is not None and hold.leases == [2]
+    assert isinstance(fails(lock.release(owner), [("rw_write_release", None)]).error, NotOwnedError)
+
+
+def test_rw_sides_with_a_hash_tagged_name(ctx: Context, owner: str) -> None:
+    lock = ReadLockCore(ctx, "{cat}:rw")
+    assert lock.channel == "redisson_rwlock:{cat}:rw"
+    assert lock.timeout_prefix(owner) == f"{{cat}}:rw:{owner}:rwlock_timeout"
+    assert lock.timeout_base == "{cat}:rw"
+
+
+# ----------------------------------------------------------------------- FencedLock
+
+
+def test_fenced_token_from_the_script_reply(ctx: Context, owner: str) -> None:
+    lock = FencedLockCore(ctx, "ledger")
+    assert lock.token(owner) is None
+    run = drive(lock.acquire(owner, True, None, None), [("fenced_acquire", [1, 7])])
+    assert run.result is True
+    (call,) = run.effects
+    assert call.keys == ["ledger", "redisson_lock_token:{ledger}"]
+    assert call.args == [30000, owner]
+    assert lock.token(owner) == 7
+    drive(lock.acquire(owner, True, None, None), [("fenced_acquire", [b"1", b"8"])])
+    assert lock.token(owner) == 8
+    hold = ctx.holds.get("ledger", owner)
+    assert hold is not None and len(hold.leases) == 2
+
+
+def test_fenced_refusal_carries_the_pttl_and_keeps_the_token(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    lock = FencedLockCore(ctx, "ledger")
+    drive(lock.acquire(owner, True, None, None), [("fenced_acquire", [1, 3])])
+    other = ctx.identity.owner_of(clock)  # any weak-referenceable key
+    run = drive(
+        lock.acquire(other, True, 1, None),
+        [
+            ("fenced_acquire", [0, 400]),
+            (Subscribe, None),
+            ("fenced_acquire", [0, 400]),
+            (Wait, False),
+            ("fenced_acquire", [0, 400]),
+            (Wait, False),
+            ("fenced_acquire", [0, 400]),
+            (Wait, False),
+            ("fenced_acquire", [0, 0]),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is False
+    assert [w.seconds for w in run.of(Wait)] == pytest.approx([0.4, 0.4, 0.2])
+    assert lock.token(other) is None and lock.token(owner) == 3
+
+
+@pytest.mark.parametrize(
+    ("reply", "grant"),
+    [(None, False), ([1, 5], True), ([0, 500], False), ([b"1", b"2"], True), ([b"0", b"9"], False)],
+)
+def test_fenced_is_grant(ctx: Context, reply: object, grant: bool) -> None:
+    assert FencedLockCore(ctx, "f").is_grant(reply) is grant
+
+
+def test_fenced_unreplicated_grant_is_undone(ctx: Context, owner: str) -> None:
+    lock = FencedLockCore(ctx, "f")
+    granted = ReplicationError("x", reply=[1, 9])
+    run = fails(
+        lock.acquire(owner, True, 0, None), [("fenced_acquire", granted), ("lock_release", 1)]
+    )
+    assert run.error is granted
+    assert lock.token(owner) is None
+    refused = ReplicationError("x", reply=[0, 100])
+    assert fails(lock.acquire(owner, True, 0, None), [("fenced_acquire", refused)]).names == [
+        "fenced_acquire"
+    ]

@@ -1,0 +1,503 @@
+"""Lock acquire: the waiting loop of every lock (DESIGN §4 "Acquire")."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tenure import keys
+from tenure.core.context import Context
+from tenure.core.effects import (
+    KEEP_RENEWED,
+    MIN_WAIT,
+    Call,
+    KeepRenewed,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+)
+from tenure.core.lock import LockCore
+from tenure.errors import BackendError, ReplicationError
+
+from .conftest import new_context
+from .scripted import Clock, Do, drive, fails
+
+ACQ = "lock_acquire"
+
+
+class Key:
+    """A weak-referenceable stand-in for an asyncio task."""
+
+
+def test_granted_at_once_sends_one_script_and_records_a_watchdog_hold(
+    ctx: Context, owner: str
+) -> None:
+    lock = LockCore(ctx, "orders:42")
+    run = drive(lock.acquire(owner, True, None, None), [(ACQ, None)])
+
+    assert run.result is True
+    (call,) = run.effects
+    assert call.keys == ["orders:42"]
+    assert call.args == [30000, owner]  # the watchdog's lease
+    assert call.changes
+    hold = ctx.holds.get("orders:42", owner)
+    assert hold is not None
+    assert hold.leases == [None] and hold.watchdog
+    assert hold.renewal.name == "lock_renew"
+    assert hold.lock is lock
+
+
+def test_lease_time_goes_on_the_wire_in_ms_and_is_not_renewed(ctx: Context, owner: str) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(lock.acquire(owner, True, None, 2.5), [(ACQ, None)])
+    assert run.effects[0].args == [2500, owner]
+    hold = ctx.holds.get("l", owner)
+    assert hold is not None and hold.leases == [2.5] and not hold.watchdog
+    assert ctx.holds.watchdog_holds() == []
+
+
+def test_tiny_lease_is_at_least_one_ms(ctx: Context, owner: str) -> None:
+    run = drive(LockCore(ctx, "l").acquire(owner, True, None, 0.0001), [(ACQ, None)])
+    assert run.effects[0].args[0] == 1
+
+
+def test_name_prefix_is_on_the_key_and_channel_not_the_name(owner: str) -> None:
+    ctx = new_context(name_prefix="app:")
+    lock = LockCore(ctx, "x")
+    assert lock.name == "x"
+    assert lock.key == "app:x"
+    assert lock.channel == "redisson_lock__channel:{app:x}"
+    run = drive(lock.acquire(ctx.identity.thread_owner(), True, None, None), [(ACQ, None)])
+    assert run.effects[0].keys == ["app:x"]
+
+
+def test_refused_then_granted_on_the_retry_after_subscribing(ctx: Context, owner: str) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(ACQ, 5000), (Subscribe, None), (ACQ, None), (Unsubscribe, None)],
+    )
+    assert run.result is True
+    sub, unsub = run.of(Subscribe)[0], run.of(Unsubscribe)[0]
+    assert sub.channel == unsub.channel == keys.lock_channel("l")
+    assert sub.wake_all == frozenset()
+    assert unsub.pass_on is False
+    assert ctx.holds.get("l", owner) is not None
+
+
+def test_waits_for_a_message_then_takes_the_lock(ctx: Context, owner: str, clock: Clock) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [
+            (ACQ, 5000),
+            (Subscribe, None),
+            (ACQ, 4000),
+            (Wait, True),  # woken by an unlock message
+            (ACQ, None),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is True
+    (wait,) = run.of(Wait)
+    assert wait.channel == lock.channel
+    assert wait.seconds == 4.0  # no timeout: until the holder's lease ends
+
+
+def test_waits_for_the_holders_pttl_when_it_ends_first(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, 10, None),
+        [
+            (ACQ, 250),
+            (Subscribe, None),
+            (ACQ, 250),
+            (Wait, False),
+            (ACQ, None),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is True
+    assert run.of(Wait)[0].seconds == pytest.approx(0.25)
+
+
+def test_waits_for_the_deadline_when_it_comes_first(ctx: Context, owner: str, clock: Clock) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, 0.1, None),
+        [
+            (ACQ, 5000),
+            (Subscribe, None),
+            (ACQ, 5000),
+            (Wait, False),
+            (ACQ, 5000),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is False
+    assert run.of(Wait)[0].seconds == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("ttl", "timeout", "expected"),
+    [
+        (-1, None, math.inf),  # holder without expiry, no timeout: only a message ends it
+        (-1, 3, 3.0),
+        (0, None, MIN_WAIT),  # lease ending now: still sleep a moment
+        (1, None, MIN_WAIT),
+        (1500, None, 1.5),
+    ],
+)
+def test_wait_length_from_pttl_and_timeout(
+    ctx: Context, owner: str, clock: Clock, ttl: int, timeout: float | None, expected: float
+) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, timeout, None),
+        [(ACQ, ttl), (Subscribe, None), (ACQ, ttl), (Wait, True), (ACQ, None), (Unsubscribe, None)],
+        clock=clock,
+    )
+    assert run.of(Wait)[0].seconds == pytest.approx(expected)
+
+
+def test_keeps_looping_until_granted(ctx: Context, owner: str, clock: Clock) -> None:
+    lock = LockCore(ctx, "l")
+    refusals = [(ACQ, 100), (Wait, False)] * 5
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, None), *refusals, (ACQ, None), (Unsubscribe, None)],
+        clock=clock,
+    )
+    assert run.result is True
+    assert len(run.of(Subscribe)) == 1 and len(run.of(Unsubscribe)) == 1
+    assert len(run.calls(ACQ)) == 7
+
+
+def test_deadline_reached_returns_false_unsubscribes_and_records_nothing(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, 1, None),
+        [
+            (ACQ, 30000),
+            (Subscribe, None),
+            (ACQ, 30000),
+            (Wait, Do(lambda w: clock.advance(0.4) or True)),  # a message, lock taken again
+            (ACQ, 30000),
+            (Wait, False),  # the rest of the second: the clock reaches the deadline
+            (ACQ, 30000),  # the attempt after the wait still counts
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is False
+    assert [w.seconds for w in run.of(Wait)] == pytest.approx([1.0, 0.6])
+    assert run.of(Unsubscribe)[0].pass_on is False
+    assert ctx.holds.get("l", owner) is None
+
+
+def test_grant_on_the_last_attempt_after_the_deadline_counts(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, 1, None),
+        [
+            (ACQ, 3000),
+            (Subscribe, None),
+            (ACQ, 3000),
+            (Wait, False),
+            (ACQ, None),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is True
+
+
+def test_deadline_passed_during_the_first_attempt_means_no_subscription(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, 0.5, None),
+        [(ACQ, Do(lambda call: clock.advance(0.5) or 100))],
+        clock=clock,
+    )
+    assert run.result is False
+    assert run.names == [ACQ]
+
+
+@pytest.mark.parametrize(
+    ("blocking", "timeout"), [(True, 0), (True, 0.0), (False, None), (False, -1), (False, 0)]
+)
+def test_one_attempt_without_subscription(
+    ctx: Context, owner: str, blocking: bool, timeout: float | None
+) -> None:
+    lock = LockCore(ctx, "l")
+    refused = drive(lock.acquire(owner, blocking, timeout, None), [(ACQ, 1234)])
+    assert refused.result is False
+    assert refused.names == [ACQ]
+    granted = drive(lock.acquire(owner, blocking, timeout, 7), [(ACQ, None)])
+    assert granted.result is True
+    assert granted.effects[0].args == [7000, owner]
+
+
+def test_reentry_adds_a_hold(ctx: Context, owner: str) -> None:
+    lock = LockCore(ctx, "l")
+    for _ in range(3):
+        assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
+    hold = ctx.holds.get("l", owner)
+    assert hold is not None and hold.leases == [None, None, None]
+
+
+def test_owners_are_separate_holds(ctx: Context) -> None:
+    lock = LockCore(ctx, "l")
+    # owner_of holds its keys weakly: keep them alive (asyncio tasks in real use)
+    keys_alive = [Key(), Key()]
+    a, b = (ctx.identity.owner_of(k) for k in keys_alive)
+    assert a != b
+    drive(lock.acquire(a, True, None, None), [(ACQ, None)])
+    drive(lock.acquire(b, True, None, 1), [(ACQ, None)])
+    hold_a, hold_b = ctx.holds.get("l", a), ctx.holds.get("l", b)
+    assert hold_a is not None and hold_b is not None and hold_a is not hold_b
+    assert [h.owner for h in ctx.holds.watchdog_holds()] == [a]
+
+
+# ------------------------------------------------------------------- errors mid-flow
+
+
+def test_error_thrown_mid_wait_unsubscribes_then_raises(ctx: Context, owner: str) -> None:
+    lock = LockCore(ctx, "l")
+    error = BackendError("connection reset")
+    run = fails(
+        lock.acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, None), (ACQ, 100), (Wait, error), (Unsubscribe, None)],
+    )
+    assert run.error is error
+    (unsub,) = run.of(Unsubscribe)
+    assert unsub.channel == lock.channel and unsub.pass_on is True
+    assert ctx.holds.get("l", owner) is None
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, TimeoutError, ValueError])
+def test_any_exception_in_the_loop_unsubscribes(
+    ctx: Context, owner: str, error: type[BaseException]
+) -> None:
+    lock = LockCore(ctx, "l")
+    run = fails(
+        lock.acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, None), (ACQ, error), (Unsubscribe, None)],
+    )
+    assert isinstance(run.error, error)
+    assert run.of(Unsubscribe)[0].pass_on is True
+
+
+def test_error_on_the_first_attempt_needs_no_unsubscribe(ctx: Context, owner: str) -> None:
+    run = fails(LockCore(ctx, "l").acquire(owner, True, None, None), [(ACQ, BackendError)])
+    assert isinstance(run.error, BackendError)
+    assert run.names == [ACQ]
+
+
+def test_error_while_subscribing_needs_no_unsubscribe(ctx: Context, owner: str) -> None:
+    run = fails(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, BackendError("no pubsub"))],
+    )
+    assert isinstance(run.error, BackendError)
+    assert run.names == [ACQ, "Subscribe"]
+
+
+def test_error_while_unsubscribing_after_success_propagates(ctx: Context, owner: str) -> None:
+    # the hold was granted and recorded; the caller sees the error (driver's concern)
+    run = fails(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, None), (ACQ, None), (Unsubscribe, BackendError)],
+    )
+    assert isinstance(run.error, BackendError)
+
+
+def test_closing_the_flow_mid_wait_sends_nothing_more(ctx: Context, owner: str) -> None:
+    flow = LockCore(ctx, "l").acquire(owner, True, None, None)
+    assert isinstance(next(flow), Call)
+    assert isinstance(flow.send(100), Subscribe)
+    assert isinstance(flow.send(None), Call)
+    assert isinstance(flow.send(100), Wait)
+    flow.close()  # GeneratorExit: no effect may be yielded (would raise RuntimeError)
+
+
+# ------------------------------------------------------------- arguments, before any I/O
+
+
+@pytest.mark.parametrize(
+    ("blocking", "timeout", "lease", "error", "names"),
+    [
+        ("yes", None, None, TypeError, "blocking"),
+        (1, None, None, TypeError, "blocking"),
+        (False, 5, None, ValueError, "timeout"),
+        (True, -2, None, ValueError, "timeout"),
+        (True, -0.5, None, ValueError, "timeout"),
+        (True, math.nan, None, ValueError, "timeout"),
+        (True, "1", None, TypeError, "timeout"),
+        (True, True, None, TypeError, "timeout"),
+        (True, None, 0, ValueError, "lease_time"),
+        (True, None, -1, ValueError, "lease_time"),
+        (True, None, math.inf, ValueError, "lease_time"),
+        (True, None, math.nan, ValueError, "lease_time"),
+        (True, None, "10", TypeError, "lease_time"),
+        (True, None, False, TypeError, "lease_time"),
+    ],
+)
+def test_bad_arguments_raise_when_called_before_any_effect(
+    ctx: Context,
+    owner: str,
+    blocking: object,
+    timeout: object,
+    lease: object,
+    error: type[Exception],
+    names: str,
+) -> None:
+    lock = LockCore(ctx, "l")
+    with pytest.raises(error, match=names):
+        lock.acquire(owner, blocking, timeout, lease)  # not even a generator yet
+
+
+@pytest.mark.parametrize(
+    ("name", "error"), [("", ValueError), (None, TypeError), (b"l", TypeError), (3, TypeError)]
+)
+def test_bad_name(ctx: Context, name: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="name"):
+        LockCore(ctx, name)  # type: ignore[arg-type]
+
+
+def test_on_lost_must_be_callable(ctx: Context) -> None:
+    with pytest.raises(TypeError, match="on_lost"):
+        LockCore(ctx, "l", on_lost=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("timeout", [0.5, 1, 1e9, math.inf, -1, None])
+def test_accepted_timeouts(ctx: Context, owner: str, timeout: float | None) -> None:
+    run = drive(LockCore(ctx, "l").acquire(owner, True, timeout, None), [(ACQ, None)])
+    assert run.result is True
+
+
+def test_unknown_effects_are_answered_none_and_recorded(ctx: Context, owner: str) -> None:
+    """The scripted driver itself: flows may yield effects it does not know yet."""
+
+    class Unknown:
+        pass
+
+    unknown = Unknown()
+
+    def flow():  # type: ignore[no-untyped-def]
+        reply = yield unknown
+        assert reply is None
+        return (yield from LockCore(ctx, "l").acquire(owner, True, None, None))
+
+    run = drive(flow(), [(ACQ, None)])
+    assert run.result is True
+    assert run.extra == [unknown, KEEP_RENEWED]
+    assert run.trace == [unknown, run.effects[0], KEEP_RENEWED]
+
+
+# --------------------------------------------------------------------- KeepRenewed
+
+
+def test_grant_without_a_lease_asks_for_renewal_after_the_hold_is_recorded(
+    ctx: Context, owner: str
+) -> None:
+    """The runner starts its renewal loop on KeepRenewed: the hold must be in the table."""
+    flow = LockCore(ctx, "l").acquire(owner, True, None, None)
+    assert isinstance(next(flow), Call)
+    assert flow.send(None) is KEEP_RENEWED
+    assert [h.owner for h in ctx.holds.watchdog_holds()] == [owner]
+    with pytest.raises(StopIteration) as stop:
+        flow.send(None)
+    assert stop.value.value is True
+
+
+def test_keep_renewed_is_one_shared_effect() -> None:
+    assert isinstance(KEEP_RENEWED, KeepRenewed)
+    assert KeepRenewed() == KEEP_RENEWED  # frozen dataclass without fields
+
+
+def test_grant_with_a_lease_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = drive(LockCore(ctx, "l").acquire(owner, True, None, 5), [(ACQ, None)])
+    assert run.result is True
+    assert run.extra == []
+
+
+def test_refusal_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = drive(LockCore(ctx, "l").acquire(owner, False, None, None), [(ACQ, 700)])
+    assert run.result is False
+    assert run.extra == []
+
+
+def test_timeout_asks_for_no_renewal(ctx: Context, owner: str, clock: Clock) -> None:
+    run = drive(
+        LockCore(ctx, "l").acquire(owner, True, 0.5, None),
+        [
+            (ACQ, 60000),
+            (Subscribe, None),
+            (ACQ, 60000),
+            (Wait, False),
+            (ACQ, 60000),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is False
+    assert run.extra == []
+
+
+def test_grant_after_waiting_asks_for_renewal_once_unsubscribed(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    run = drive(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [
+            (ACQ, 5000),
+            (Subscribe, None),
+            (ACQ, 5000),
+            (Wait, True),
+            (ACQ, None),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is True
+    assert [type(e).__name__ for e in run.trace][-2:] == ["Unsubscribe", "KeepRenewed"]
+    assert run.extra == [KEEP_RENEWED]
+
+
+def test_every_grant_without_a_lease_asks_again(ctx: Context, owner: str) -> None:
+    """Re-entry too: the runner ignores it while its loop runs, but must not miss it."""
+    lock = LockCore(ctx, "l")
+    assert drive(lock.acquire(owner, True, None, 5), [(ACQ, None)]).extra == []
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [KEEP_RENEWED]
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [KEEP_RENEWED]
+
+
+def test_failed_acquire_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = fails(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, None), (ACQ, BackendError("down")), (Unsubscribe, None)],
+    )
+    assert isinstance(run.error, BackendError)
+    assert run.extra == []
+
+
+def test_unreplicated_grant_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+    run = fails(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [(ACQ, ReplicationError("0 of 1")), ("lock_release", 1)],
+    )
+    assert isinstance(run.error, ReplicationError)
+    assert run.extra == []
