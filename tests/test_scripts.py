@@ -14,7 +14,7 @@ import redis
 from redis.crc import key_slot as redis_py_key_slot
 
 import tenure
-from servers import Server
+from support.servers import Server
 from tenure import fencing, keys, scripts
 from tenure.core import watchdog
 from tenure.core.holds import HoldTable
