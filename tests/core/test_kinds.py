@@ -199,14 +199,45 @@ def test_fair_unreplicated_grant_is_undone_with_the_fair_release(ctx: Context, o
 RW_CHANNEL = "redisson_rwlock:{rw}"
 
 
+class _Task:
+    """Stands in for an asyncio task: a weakly referable key of ``Identity.owner_of``."""
+
+
+def second_owner(ctx: Context) -> str:
+    """Another owner (task) of the same client."""
+    return ctx.identity.owner_of(_Task())
+
+
+def timeout_key(owner: str, n: int, name: str = "rw") -> str:
+    """Read hold ``n`` of ``owner`` on lock ``name`` (no hash tag in ``name``)."""
+    return f"{{{name}}}:{owner}:rwlock_timeout:{n}"
+
+
 def test_read_acquire_call_and_hold(ctx: Context, owner: str) -> None:
     lock = ReadLockCore(ctx, "rw")
     run = drive(lock.acquire(owner, True, None, 3), [("rw_read_acquire", None)])
     (call,) = run.effects
-    assert call.keys == ["rw", f"{{rw}}:{owner}:rwlock_timeout"]
-    assert call.args == [3000, owner, f"{owner}:write"]
+    # declares the new hold: the owner's field with count 1, and its timeout key 1
+    assert call.keys == ["rw", timeout_key(owner, 1)]
+    assert call.args == [3000, owner, f"{owner}:write", 1, owner, 1]
     hold = ctx.holds.get("rw", owner)
     assert hold is not None and hold.renewal.name == "rw_read_renew"
+    # re-entry declares the holds the table knows plus the new one
+    run = drive(lock.acquire(owner, True, None, None), [("rw_read_acquire", None)])
+    (call,) = run.effects
+    assert call.keys == ["rw", timeout_key(owner, 1), timeout_key(owner, 2)]
+    assert call.args == [30000, owner, f"{owner}:write", 1, owner, 2]
+    assert hold.leases == [3, None]
+
+
+def test_read_acquire_declares_only_its_own_field(ctx: Context, owner: str) -> None:
+    other = second_owner(ctx)
+    lock = ReadLockCore(ctx, "rw")
+    drive(lock.acquire(other, True, None, None), [("rw_read_acquire", None)])
+    run = drive(lock.acquire(owner, True, None, None), [("rw_read_acquire", None)])
+    (call,) = run.effects
+    assert call.keys == ["rw", timeout_key(owner, 1)]
+    assert call.args == [30000, owner, f"{owner}:write", 1, owner, 1]
 
 
 def test_write_acquire_call_and_hold(ctx: Context, owner: str) -> None:
@@ -280,8 +311,35 @@ def test_force_release_is_per_side(ctx: Context, side: type[ReadLockCore], mode:
     run = drive(side(ctx, "rw").force_release(), [("rw_force_release", 0)])
     assert run.result is False
     (call,) = run.effects
+    # no reader in the hold table: an empty declaration (a stale reply names the readers)
     assert call.keys == ["rw", RW_CHANNEL]
-    assert call.args == ["1", mode, "{rw}"]
+    assert call.args == ["1", mode, 0]
+
+
+@pytest.mark.parametrize(("side", "mode"), [(ReadLockCore, "read"), (WriteLockCore, "write")])
+def test_force_release_declares_every_reader_of_the_table(
+    ctx: Context, owner: str, side: type[ReadLockCore], mode: str
+) -> None:
+    other = second_owner(ctx)
+    reader, writer = ReadLockCore(ctx, "rw"), WriteLockCore(ctx, "rw")
+    drive(writer.acquire(owner, True, None, None), [("rw_write_acquire", None)])
+    for who in (owner, owner, other):
+        drive(reader.acquire(who, True, None, None), [("rw_read_acquire", None)])
+    drive(
+        ReadLockCore(ctx, "elsewhere").acquire(other, True, None, None), [("rw_read_acquire", None)]
+    )
+    run = drive(side(ctx, "rw").force_release(), [("rw_force_release", 1)])
+    assert run.result is True
+    (call,) = run.effects
+    assert call.keys == [
+        "rw",
+        RW_CHANNEL,
+        timeout_key(owner, 1),
+        timeout_key(owner, 2),
+        timeout_key(other, 1),
+    ]
+    # the writer's field is not a reader; the other lock's reader is not declared
+    assert call.args == ["1", mode, 2, owner, 2, other, 1]
 
 
 def test_read_release_call(ctx: Context, owner: str) -> None:
@@ -289,9 +347,29 @@ def test_read_release_call(ctx: Context, owner: str) -> None:
     drive(lock.acquire(owner, True, None, None), [("rw_read_acquire", None)])
     run = drive(lock.release(owner), [("rw_read_release", 1)])
     (call,) = run.effects
-    assert call.keys == ["rw", RW_CHANNEL, f"{{rw}}:{owner}:rwlock_timeout"]
-    assert call.args == ["0", owner, "{rw}"]
+    # the hold being released is out of the table already and still declared
+    assert call.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1)]
+    assert call.args == ["0", owner, 1, owner, 1]
     assert ctx.holds.get("rw", owner) is None
+
+
+def test_read_release_declares_every_reader_of_the_table(ctx: Context, owner: str) -> None:
+    other = second_owner(ctx)
+    lock = ReadLockCore(ctx, "rw")
+    for who, lease in ((owner, 4), (other, None), (owner, None)):
+        drive(lock.acquire(who, True, None, lease), [("rw_read_acquire", None)])
+    run = drive(lock.release(owner), [("rw_read_release", 0)])
+    (call,) = run.effects
+    assert call.keys == [
+        "rw",
+        RW_CHANNEL,
+        timeout_key(owner, 1),
+        timeout_key(owner, 2),
+        timeout_key(other, 1),
+    ]
+    assert call.args == ["0", owner, 2, owner, 2, other, 1]
+    hold = ctx.holds.get("rw", owner)
+    assert hold is not None and hold.leases == [4]
 
 
 def test_write_release_call_publishes_wake_all(ctx: Context, owner: str) -> None:
@@ -300,18 +378,45 @@ def test_write_release_call_publishes_wake_all(ctx: Context, owner: str) -> None
     drive(lock.acquire(owner, True, None, None), [("rw_write_acquire", None)])
     run = drive(lock.release(owner), [("rw_write_release", 0)])
     (call,) = run.effects
-    assert call.keys == ["rw", RW_CHANNEL, f"{{rw}}:{owner}:rwlock_timeout"]
-    assert call.args == ["1", 2000, f"{owner}:write", owner]
+    # the writer holds no read hold: its reader field is declared with 0 holds, no keys
+    assert call.keys == ["rw", RW_CHANNEL]
+    assert call.args == ["1", 2000, f"{owner}:write", owner, 1, owner, 0]
     hold = ctx.holds.get("rw", f"{owner}:write")
     assert hold is not None and hold.leases == [2]
     assert isinstance(fails(lock.release(owner), [("rw_write_release", None)]).error, NotOwnedError)
 
 
+def test_write_release_declares_the_writers_read_holds(ctx: Context, owner: str) -> None:
+    other = second_owner(ctx)
+    writer, reader = WriteLockCore(ctx, "rw"), ReadLockCore(ctx, "rw")
+    drive(writer.acquire(owner, True, None, None), [("rw_write_acquire", None)])
+    for who in (owner, owner, other):
+        drive(reader.acquire(who, True, None, None), [("rw_read_acquire", None)])
+    run = drive(writer.release(owner), [("rw_write_release", 1)])  # downgrade
+    (call,) = run.effects
+    assert call.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2)]
+    assert call.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 2]
+    assert ctx.holds.get("rw", f"{owner}:write") is None
+    hold = ctx.holds.get("rw", owner)
+    assert hold is not None and hold.leases == [None, None]
+
+
 def test_rw_sides_with_a_hash_tagged_name(ctx: Context, owner: str) -> None:
     lock = ReadLockCore(ctx, "{cat}:rw")
     assert lock.channel == "redisson_rwlock:{cat}:rw"
-    assert lock.timeout_prefix(owner) == f"{{cat}}:rw:{owner}:rwlock_timeout"
-    assert lock.timeout_base == "{cat}:rw"
+    run = drive(lock.acquire(owner, True, None, None), [("rw_read_acquire", None)])
+    assert run.effects[0].keys == ["{cat}:rw", f"{{cat}}:rw:{owner}:rwlock_timeout:1"]
+    assert lock.renewal_keys(owner, 2) == [
+        "{cat}:rw",
+        f"{{cat}}:rw:{owner}:rwlock_timeout:1",
+        f"{{cat}}:rw:{owner}:rwlock_timeout:2",
+    ]
+    run = drive(lock.release(owner), [("rw_read_release", 1)])
+    assert run.effects[0].keys == [
+        "{cat}:rw",
+        "redisson_rwlock:{cat}:rw",
+        f"{{cat}}:rw:{owner}:rwlock_timeout:1",
+    ]
 
 
 # ----------------------------------------------------------------------- FencedLock

@@ -61,7 +61,12 @@ def test_reentrancy_matches_a_model_server(ops: list[tuple[str, int, float | Non
         return 1
 
     def renew_reply(call: object) -> list[int]:
-        return [int(o in model.server) for o in call.args[1:]]  # type: ignore[attr-defined]
+        # ARGV: lease, then per hold its owner field and its key count (one: the hash)
+        fields, counts = call.args[1::2], call.args[2::2]  # type: ignore[attr-defined]
+        assert call.args[0] == 30000  # type: ignore[attr-defined]
+        assert counts == [1] * len(fields)
+        assert call.keys == ["l"] * len(fields)  # type: ignore[attr-defined]
+        return [int(o in model.server) for o in fields]
 
     for op, who, lease in ops:
         owner = owners[who]

@@ -8,11 +8,13 @@ import pytest
 
 from tenure.core.context import Context
 from tenure.core.fair import FairLockCore
+from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import Hold
 from tenure.core.lock import LockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
-from tenure.core.watchdog import BATCH, renew
+from tenure.core.watchdog import BATCH, batches, renew
 from tenure.errors import BackendError
+from tenure.keys import key_slot
 
 from .conftest import new_context
 from .scripted import Clock, Do, drive
@@ -29,7 +31,13 @@ def take(lock: LockCore, owner: str, lease: float | None = None, script: str | N
 
 
 def all_present(call: object) -> list[int]:
-    return [1] * len(call.keys)  # type: ignore[attr-defined]
+    """One 1 per hold of a batch: ARGV is the lease, then a field and a key count per hold."""
+    return [1] * ((len(call.args) - 1) // 2)  # type: ignore[attr-defined]
+
+
+def held(call: object) -> list[str]:
+    """The owner fields of a batch, hold by hold."""
+    return list(call.args[1::2])  # type: ignore[attr-defined]
 
 
 def test_nothing_to_renew_sends_nothing(ctx: Context, owner: str) -> None:
@@ -47,8 +55,8 @@ def test_renews_watchdog_holds_with_the_watchdog_lease(owner: str) -> None:
     run = drive(renew(ctx), [(RENEW, [1, 1])])
     assert run.result == []
     (call,) = run.effects
-    assert sorted(call.keys) == ["a", "b"]
-    assert call.args == [9000, owner, owner]
+    assert call.keys == ["a", "b"]
+    assert call.args == [9000, owner, 1, owner, 1]
     assert not call.changes
 
 
@@ -56,7 +64,9 @@ def test_hold_with_a_leased_and_a_watchdog_hold_is_renewed(ctx: Context, owner: 
     lock = LockCore(ctx, "l")
     take(lock, owner, lease=5)
     take(lock, owner)
-    assert drive(renew(ctx), [(RENEW, [1])]).effects[0].keys == ["l"]
+    (call,) = drive(renew(ctx), [(RENEW, [1])]).effects
+    assert call.keys == ["l"]
+    assert call.args == [30000, owner, 1]
 
 
 @pytest.mark.parametrize(
@@ -69,27 +79,36 @@ def test_batches_of_one_hundred(ctx: Context, holds: int, batches: list[int]) ->
     assert BATCH == 100
     run = drive(renew(ctx), [(RENEW, Do(all_present))] * len(batches))
     assert [len(c.keys) for c in run.effects] == batches
-    for call in run.effects:
-        assert call.args == [30000, *[owner] * len(call.keys)]
-    assert sorted(k for c in run.effects for k in c.keys) == sorted(f"l{i}" for i in range(holds))
+    start = 0
+    for call, size in zip(run.effects, batches, strict=True):
+        assert call.keys == [f"l{i}" for i in range(start, start + size)]
+        assert call.args == [30000, *[owner, 1] * size]
+        start += size
 
 
 def test_one_call_per_renewal_script(ctx: Context, owner: str) -> None:
     take(LockCore(ctx, "plain"), owner)
     take(FairLockCore(ctx, "fair"), owner)
-    take(ReadLockCore(ctx, "rw"), owner)
+    reader = ReadLockCore(ctx, "rw")
+    take(reader, owner, lease=7)
+    take(reader, owner)
     take(WriteLockCore(ctx, "rw"), owner)  # the write side renews like a plain lock
     any_renewal = (lambda c: c.script.name.endswith("renew"), Do(all_present))
     run = drive(renew(ctx), [any_renewal] * 3)
-    by_script = {c.script.name: c for c in run.effects}
-    assert set(by_script) == {"lock_renew", "fair_renew", "rw_read_renew"}
-    assert sorted(by_script["lock_renew"].keys) == ["plain", "rw"]
-    assert by_script["lock_renew"].args[1:] == [
-        dict(zip(["plain", "rw"], [owner, f"{owner}:write"], strict=True))[k]
-        for k in by_script["lock_renew"].keys
+    # one batch per script, in the order of each script's first hold in the table
+    assert run.names == ["lock_renew", "fair_renew", "rw_read_renew"]
+    plain, fair, read = run.effects
+    assert plain.keys == ["plain", "rw"]
+    assert plain.args == [30000, owner, 1, f"{owner}:write", 1]
+    assert fair.keys == ["fair", "redisson_lock_timeout:{fair}"]
+    assert fair.args == [30000, owner, 2]
+    # a read hold: its hash, then the timeout keys of every hold in the table (1..2)
+    assert read.keys == [
+        "rw",
+        f"{{rw}}:{owner}:rwlock_timeout:1",
+        f"{{rw}}:{owner}:rwlock_timeout:2",
     ]
-    assert by_script["fair_renew"].keys == ["fair"]
-    assert by_script["rw_read_renew"].args == [30000, owner]
+    assert read.args == [30000, owner, 3]
 
 
 def test_a_hold_reported_gone_is_lost_and_removed(ctx: Context, owner: str) -> None:
@@ -97,6 +116,7 @@ def test_a_hold_reported_gone_is_lost_and_removed(ctx: Context, owner: str) -> N
     take(a, owner)
     take(b, owner)
     run = drive(renew(ctx), [(RENEW, Do(lambda c: [int(k == "a") for k in c.keys]))])
+    assert run.effects[0].keys == ["a", "b"]
     (lost,) = run.result
     assert lost.key == "b" and lost.lock is b and lost.owner == owner
     assert ctx.holds.get("b", owner) is None
@@ -202,6 +222,128 @@ def test_renewal_replies_as_bytes_or_str(ctx: Context, owner: str) -> None:
     take(LockCore(ctx, "b"), owner)
     run = drive(renew(ctx), [(RENEW, Do(lambda c: [b"1", "0"]))])
     assert [h.key for h in run.result] == [run.effects[0].keys[1]]
+
+
+def test_reply_is_per_hold_not_per_key(ctx: Context, owner: str) -> None:
+    mate = ctx.identity.owner_of(threading.Event())  # another task of the client
+    reader = ReadLockCore(ctx, "r")
+    for who in (owner, owner, owner, mate):
+        take(reader, who)
+    take(ReadLockCore(ctx, "s"), owner)
+    run = drive(renew(ctx), [("rw_read_renew", Do(lambda c: [1, 0, 1]))])
+    (call,) = run.effects
+    assert held(call) == [owner, mate, owner]
+    assert call.args == [30000, owner, 4, mate, 2, owner, 2]
+    assert call.keys == [
+        "r",
+        *(f"{{r}}:{owner}:rwlock_timeout:{n}" for n in (1, 2, 3)),
+        "r",
+        f"{{r}}:{mate}:rwlock_timeout:1",
+        "s",
+        f"{{s}}:{owner}:rwlock_timeout:1",
+    ]
+    (lost,) = run.result
+    assert lost.key == "r" and lost.owner == mate
+    assert ctx.holds.get("r", owner) is not None and ctx.holds.get("s", owner) is not None
+
+
+# ------------------------------------------------------------------------ renewal keys
+
+
+def test_renewal_keys_per_kind(ctx: Context, owner: str) -> None:
+    assert LockCore(ctx, "l").renewal_keys(owner, 3) == ["l"]
+    assert FencedLockCore(ctx, "t").renewal_keys(owner, 1) == ["t"]
+    assert WriteLockCore(ctx, "rw").renewal_keys(owner, 2) == ["rw"]
+    assert FairLockCore(ctx, "f").renewal_keys(owner, 2) == ["f", "redisson_lock_timeout:{f}"]
+    read = ReadLockCore(ctx, "rw")
+    assert read.renewal_keys(owner, 1) == ["rw", f"{{rw}}:{owner}:rwlock_timeout:1"]
+    assert read.renewal_keys(owner, 3) == [
+        "rw",
+        f"{{rw}}:{owner}:rwlock_timeout:1",
+        f"{{rw}}:{owner}:rwlock_timeout:2",
+        f"{{rw}}:{owner}:rwlock_timeout:3",
+    ]
+
+
+def test_renewal_keys_of_prefixed_and_tagged_names(owner: str) -> None:
+    ctx = new_context(name_prefix="app:")
+    assert LockCore(ctx, "l").renewal_keys(owner, 1) == ["app:l"]
+    assert FairLockCore(ctx, "{t}f").renewal_keys(owner, 1) == [
+        "app:{t}f",
+        "redisson_lock_timeout:app:{t}f",
+    ]
+    assert ReadLockCore(ctx, "{t}r").renewal_keys(owner, 2) == [
+        "app:{t}r",
+        f"app:{{t}}r:{owner}:rwlock_timeout:1",
+        f"app:{{t}}r:{owner}:rwlock_timeout:2",
+    ]
+    # every key of a hold shares its lock's slot
+    for lock in (FairLockCore(ctx, "f"), ReadLockCore(ctx, "r")):
+        assert len({key_slot(k) for k in lock.renewal_keys(owner, 2)}) == 1
+
+
+def test_a_hold_names_its_keys_by_its_count_of_holds(ctx: Context, owner: str) -> None:
+    reader = ReadLockCore(ctx, "rw")
+    hold = take(reader, owner, lease=3)
+    assert hold.renewal_keys() == ["rw", f"{{rw}}:{owner}:rwlock_timeout:1"]
+    take(reader, owner)
+    assert hold.renewal_keys() == reader.renewal_keys(owner, 2)
+    fair = take(FairLockCore(ctx, "f"), owner)
+    take(FairLockCore(ctx, "f"), owner)
+    assert fair.renewal_keys() == ["f", "redisson_lock_timeout:{f}"]
+
+
+# ------------------------------------------------------------------- batches by slot
+
+
+def test_batches_group_by_hash_slot(ctx: Context, owner: str) -> None:
+    assert key_slot("a") == key_slot("exj") == 15495  # CLUSTER KEYSLOT a
+    assert key_slot("b") != key_slot("a")
+    names = ["{a}:1", "{b}:1", "{exj}:2", "a", "{b}:2", "c"]
+    holds = [take(LockCore(ctx, name), owner) for name in names]
+    by_key = {h.key: h for h in holds}
+    assert [(s.name, b) for s, b in batches(holds)] == [("lock_renew", holds)]
+    grouped = [(s.name, [h.key for h in b]) for s, b in batches(holds, by_slot=True)]
+    # one batch per slot, in order of first appearance; equal slots share a batch
+    assert grouped == [
+        ("lock_renew", ["{a}:1", "{exj}:2", "a"]),
+        ("lock_renew", ["{b}:1", "{b}:2"]),
+        ("lock_renew", ["c"]),
+    ]
+    for _, batch in batches(holds, by_slot=True):
+        assert len({key_slot(k) for h in batch for k in h.renewal_keys()}) == 1
+    run = drive(renew(ctx, by_slot=True), [(RENEW, Do(all_present))] * 3)
+    assert [c.keys for c in run.effects] == [keys for _, keys in grouped]
+    assert run.effects[0].args == [30000, owner, 1, owner, 1, owner, 1]
+    assert run.result == []
+    assert ctx.holds.watchdog_holds() == list(by_key.values())
+
+
+def test_batches_by_slot_keep_scripts_apart_and_split_at_one_hundred(
+    ctx: Context, owner: str
+) -> None:
+    holds = [take(LockCore(ctx, f"{{s}}:{i}"), owner) for i in range(BATCH + 5)]
+    holds.append(take(FairLockCore(ctx, "{s}:fair"), owner))
+    holds.append(take(ReadLockCore(ctx, "{s}:read"), owner))
+    sizes = [(s.name, len(b)) for s, b in batches(holds, by_slot=True)]
+    assert sizes == [
+        ("lock_renew", BATCH),
+        ("lock_renew", 5),
+        ("fair_renew", 1),
+        ("rw_read_renew", 1),
+    ]
+    assert [(s.name, len(b)) for s, b in batches(holds)] == sizes
+
+
+def test_batches_by_slot_of_prefixed_names(owner: str) -> None:
+    ctx = new_context(name_prefix="app:")
+    holds = [take(LockCore(ctx, name), owner) for name in ("x", "y", "{x}z")]
+    assert holds[2].key == "app:{x}z"
+    grouped = [[h.key for h in b] for _, b in batches(holds, by_slot=True)]
+    slots = {key_slot("app:x"), key_slot("app:y")}
+    assert len(slots) == 2  # untagged keys: the whole key (prefix included) picks the slot
+    assert key_slot("app:{x}z") == key_slot("x") not in slots
+    assert grouped == [["app:x"], ["app:y"], ["app:{x}z"]]
 
 
 # ------------------------------------------------------------------------ hold table
