@@ -98,3 +98,24 @@ def test_close_from_on_lost_callback_returns_at_once(make_client, r):
     assert client.lock("self-close", on_lost=on_lost).acquire()
     r.delete("self-close")
     assert closed.wait(3)
+
+
+def test_async_owner_is_the_caller_even_through_another_task(server, r):
+    async def main() -> None:
+        async with tenure.AsyncClient(server.url) as client:
+            lock = client.lock("caller")
+            assert await asyncio.wait_for(lock.acquire(), 5)  # runs in a task of its own
+            assert await asyncio.create_task(lock.owned()) is True
+            assert await lock.hold_count() == 1
+            await asyncio.gather(lock.acquire())  # another wrapping task: a reentry
+            assert await lock.hold_count() == 2
+            await lock.release()
+            await lock.release()
+            assert not await lock.locked()
+            fenced = client.fenced_lock("caller-f")
+            token = await asyncio.wait_for(fenced.acquire_token(), 5)
+            assert token is not None and fenced.token == token
+            await fenced.release()
+
+    asyncio.run(main())
+    assert r.exists("caller") == 0

@@ -36,6 +36,8 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\basync_(\w+)", r"\1"),
     (r"\baclose\b", "close"),
+    # a plain def that returns the runner's awaitable (so the owner is fixed at the call)
+    (r"\bAwaitable\[(.*?)\]", r"\1"),
     # modules
     (r"\btenure\.aio\b", "tenure.sync"),
 ]

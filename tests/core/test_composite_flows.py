@@ -99,11 +99,6 @@ def test_multilock_member_lease_already_the_lease_is_not_set_back(clock: Clock) 
     assert run.of(Command) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core: a failing PEXPIRE after every member was taken raises with the members "
-    "still held (outside the flow's try), until their 2 x round lease runs out",
-)
 def test_multilock_failing_set_back_releases_the_members(clock: Clock) -> None:
     _, cores, owners = setup(2)
     multi = composite.MultiLockCore(cores, None)

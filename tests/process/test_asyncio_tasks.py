@@ -4,11 +4,16 @@ sync twin in tests/_sync)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from support.twins import async_wait_until
 from tenure import keys
+
+
+async def own_task(call: Callable[[], Awaitable[bool]]) -> bool:
+    return await call()
 
 
 async def test_cancelled_waiter_leaves_nothing_held_or_subscribed(async_make_client, r):
@@ -31,8 +36,9 @@ async def test_fair_cancelled_and_timed_out_waiters_leave_queue(async_client, r)
     lock = async_client.fair_lock("acancel")
     assert await lock.acquire(lease_time=10)
     queue = keys.fair_queue_key("acancel")
-    waiter = asyncio.create_task(lock.acquire())
-    timed = asyncio.create_task(lock.acquire(timeout=0.3))
+    # Each waiter calls acquire() inside its own task: the caller is the owner.
+    waiter = asyncio.create_task(own_task(lambda: lock.acquire()))
+    timed = asyncio.create_task(own_task(lambda: lock.acquire(timeout=0.3)))
     assert await async_wait_until(lambda: r.llen(queue) == 2)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -9,6 +9,7 @@ gets ``with lock:``, ``with lock(timeout=5, lease_time=10):``, ``@lock`` and
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from tenure._concurrency import AsyncFunction
@@ -22,12 +23,12 @@ class AsyncLockContext:
 
     name: str
 
-    async def acquire(
+    def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
-    ) -> Any:
+    ) -> Awaitable[Any]:
         raise NotImplementedError
 
-    async def release(self) -> None:
+    def release(self) -> Awaitable[None]:
         raise NotImplementedError
 
     def __call__(self, timeout: Any = None, lease_time: float | None = None) -> Any:

@@ -8,7 +8,7 @@ leases, quorum, validity, late grants, retries, release verdicts, loss roll-up) 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import ClassVar
 
 from tenure.aio.acquiring import AsyncLockContext
@@ -52,17 +52,17 @@ class _AsyncComposite(AsyncLockContext):
         """True if the caller's latest acquisition was reported lost."""
         return self.core.is_lost(self.runner.owners())
 
-    async def acquire(
+    def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
-    ) -> bool:
+    ) -> Awaitable[bool]:
         runner = self.runner
-        return await runner.run(self.core.acquire(runner.owners(), blocking, timeout, lease_time))
+        return runner.run(self.core.acquire(runner.owners(), blocking, timeout, lease_time))
 
-    async def release(self) -> None:
-        await self.runner.run(self.core.release(self.runner.owners()))
+    def release(self) -> Awaitable[None]:
+        return self.runner.run(self.core.release(self.runner.owners()))
 
-    async def owned(self) -> bool:
-        return await self.runner.run(self.core.owned(self.runner.owners()))
+    def owned(self) -> Awaitable[bool]:
+        return self.runner.run(self.core.owned(self.runner.owners()))
 
     def close(self) -> None:
         """Stop the composite's worker threads (sync API) once their work is done."""
@@ -98,9 +98,9 @@ class AsyncMultiLock(_AsyncComposite):
         super().__init__(locks, workers=len(locks))
         self.core = MultiLockCore([m.core for m in self._members], bind_callback(on_lost, self))
 
-    async def acquire(
+    def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
-    ) -> bool:
+    ) -> Awaitable[bool]:
         """Take every member, or none.
 
         Args:
@@ -114,9 +114,9 @@ class AsyncMultiLock(_AsyncComposite):
             TypeError, ValueError: a bad argument, before any I/O.
             BackendError: a member's server failed; members already taken are released.
         """
-        return await super().acquire(blocking, timeout, lease_time)
+        return super().acquire(blocking, timeout, lease_time)
 
-    async def release(self) -> None:
+    def release(self) -> Awaitable[None]:
         """Release every member, even if some fail.
 
         Raises:
@@ -124,11 +124,11 @@ class AsyncMultiLock(_AsyncComposite):
             LockLostError, NotOwnedError, BackendError: the first member that failed, after
                 every member was released; the other failures are attached as notes.
         """
-        await super().release()
+        return super().release()
 
-    async def owned(self) -> bool:
+    def owned(self) -> Awaitable[bool]:
         """True if the caller holds every member."""
-        return await super().owned()
+        return super().owned()
 
 
 class AsyncRedLock(_AsyncComposite):
@@ -184,9 +184,9 @@ class AsyncRedLock(_AsyncComposite):
         """Seconds each member's answer is waited for in an attempt."""
         return self.core.node_timeout
 
-    async def acquire(
+    def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
-    ) -> bool:
+    ) -> Awaitable[bool]:
         """Take a majority of the members within the wait.
 
         Args:
@@ -201,7 +201,7 @@ class AsyncRedLock(_AsyncComposite):
             TypeError, ValueError: a bad argument, before any I/O. Server failures are never
             raised here: a failing member simply counts as not acquired.
         """
-        return await super().acquire(blocking, timeout, lease_time)
+        return super().acquire(blocking, timeout, lease_time)
 
     @property
     def validity(self) -> float | None:
@@ -210,7 +210,7 @@ class AsyncRedLock(_AsyncComposite):
         acq = self.core.current(self.runner.owners())
         return None if acq is None else acq.validity
 
-    async def release(self) -> None:
+    def release(self) -> Awaitable[None]:
         """Release every member, best effort, concurrently.
 
         Members whose server fails or does not answer within ``node_timeout`` are left to
@@ -220,8 +220,8 @@ class AsyncRedLock(_AsyncComposite):
             NotOwnedError: the caller holds no acquisition, or no member was still held
                 (LockLostError if any of them had been held and was lost).
         """
-        await super().release()
+        return super().release()
 
-    async def owned(self) -> bool:
+    def owned(self) -> Awaitable[bool]:
         """True if the caller holds a majority of the members (dead nodes: not held)."""
-        return await super().owned()
+        return super().owned()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from tenure.aio.lock import AsyncLock
 from tenure.core.fenced import FencedLockCore
 
@@ -42,13 +44,13 @@ class AsyncFencedLock(AsyncLock):
         """
         return self.core.token(self.runner.owner())
 
-    async def acquire_token(
+    def acquire_token(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
-    ) -> int | None:
+    ) -> Awaitable[int | None]:
         """:meth:`acquire`, returning the new fencing token, or None when the wait ran out.
 
         Arguments and errors as :meth:`tenure.Lock.acquire`.
         """
-        if not await self.acquire(blocking, timeout, lease_time):
-            return None
-        return self.token
+        runner = self.runner
+        flow = self.core.acquire_token(runner.owner(), blocking, timeout, lease_time)
+        return runner.run(flow)

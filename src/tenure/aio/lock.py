@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import ClassVar
 
 from tenure.aio.acquiring import AsyncLockContext
@@ -49,10 +50,14 @@ class AsyncLock(AsyncLockContext):
         """The lock's name as given (without the client's ``name_prefix``)."""
         return self.core.name
 
-    async def acquire(
+    def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
-    ) -> bool:
+    ) -> Awaitable[bool]:
         """Take one hold, waiting while another owner holds the lock.
+
+        The caller (the owner of the hold) is the thread or task that calls ``acquire``,
+        also when an asyncio caller awaits it in another task (``asyncio.wait_for``,
+        ``create_task``): the owner is fixed at the call, not where the wait runs.
 
         Args:
             blocking: False makes one attempt (as ``timeout=0``).
@@ -70,9 +75,9 @@ class AsyncLock(AsyncLockContext):
                 If the acquire reached the server, its hold expires with its lease.
         """
         runner = self.runner
-        return await runner.run(self.core.acquire(runner.owner(), blocking, timeout, lease_time))
+        return runner.run(self.core.acquire(runner.owner(), blocking, timeout, lease_time))
 
-    async def release(self) -> None:
+    def release(self) -> Awaitable[None]:
         """Give back one hold; the lock is free once the caller's hold count reaches 0.
 
         Raises:
@@ -83,32 +88,32 @@ class AsyncLock(AsyncLockContext):
                 its lease on the server.
         """
         runner = self.runner
-        await runner.run(self.core.release(runner.owner()))
+        return runner.run(self.core.release(runner.owner()))
 
-    async def locked(self) -> bool:
+    def locked(self) -> Awaitable[bool]:
         """True if any owner holds the lock. Raises BackendError."""
-        return await self.runner.run(self.core.locked())
+        return self.runner.run(self.core.locked())
 
-    async def owned(self) -> bool:
+    def owned(self) -> Awaitable[bool]:
         """True if the caller holds the lock (Redisson ``isHeldByCurrentThread``)."""
         runner = self.runner
-        return await runner.run(self.core.owned(runner.owner()))
+        return runner.run(self.core.owned(runner.owner()))
 
-    async def hold_count(self) -> int:
+    def hold_count(self) -> Awaitable[int]:
         """The caller's reentrancy count (0 when it holds nothing)."""
         runner = self.runner
-        return await runner.run(self.core.hold_count(runner.owner()))
+        return runner.run(self.core.hold_count(runner.owner()))
 
-    async def remaining_lease(self) -> float | None:
+    def remaining_lease(self) -> Awaitable[float | None]:
         """Seconds until the lock expires; None if not held; ``math.inf`` without expiry."""
-        return await self.runner.run(self.core.remaining_lease())
+        return self.runner.run(self.core.remaining_lease())
 
-    async def force_release(self) -> bool:
+    def force_release(self) -> Awaitable[bool]:
         """Delete the lock whoever holds it and wake its waiters; True if it was held.
 
         The former holder finds out at its next release (LockLostError) or renewal.
         """
-        return await self.runner.run(self.core.force_release())
+        return self.runner.run(self.core.force_release())
 
     @property
     def lost(self) -> bool:

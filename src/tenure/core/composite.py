@@ -283,15 +283,15 @@ class MultiLockCore(CompositeCore):
                         taken = False
                         break
                     self.granted(acq, index)
+                if taken and lease is not None and member_lease != lease:
+                    for index, core in enumerate(self.cores):
+                        yield OnMember(index, core.expire(lease))
             except GeneratorExit:
                 raise
             except BaseException:  # cancelled or failed: the release must still happen
                 yield from self._release_all(self.abandon(acq), shielded=True)
                 raise
             if taken:
-                if lease is not None and member_lease != lease:
-                    for index, core in enumerate(self.cores):
-                        yield OnMember(index, core.expire(lease))
                 self.conclude(acq, None)
                 return True
             yield from self._release_all(self.abandon(acq))

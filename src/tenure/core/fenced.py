@@ -45,6 +45,18 @@ class FencedLockCore(LockCore):
     def is_grant(self, reply: Any) -> bool:
         return reply is not None and int(reply[0]) == 1
 
+    def acquire_token(
+        self, owner: str, blocking: object, timeout: object, lease_time: object
+    ) -> Flow[int | None]:
+        """:meth:`acquire`, then the new token (None when the wait ran out)."""
+        acquiring = self.acquire(owner, blocking, timeout, lease_time)  # checks arguments now
+        return self._token_after(owner, acquiring)
+
+    def _token_after(self, owner: str, acquiring: Flow[bool]) -> Flow[int | None]:
+        if not (yield from acquiring):
+            return None
+        return self._tokens.get(owner)
+
     def token(self, owner: str) -> int | None:
         """The token of ``owner``'s latest acquisition, None if it never acquired."""
         return self._tokens.get(owner)

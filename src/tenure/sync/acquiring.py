@@ -9,6 +9,7 @@ gets ``with lock:``, ``with lock(timeout=5, lease_time=10):``, ``@lock`` and
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from tenure._concurrency import Function

@@ -8,7 +8,7 @@ leases, quorum, validity, late grants, retries, release verdicts, loss roll-up) 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import ClassVar
 
 from tenure.sync.acquiring import LockContext
@@ -59,7 +59,7 @@ class _AsyncComposite(LockContext):
         return runner.run(self.core.acquire(runner.owners(), blocking, timeout, lease_time))
 
     def release(self) -> None:
-        self.runner.run(self.core.release(self.runner.owners()))
+        return self.runner.run(self.core.release(self.runner.owners()))
 
     def owned(self) -> bool:
         return self.runner.run(self.core.owned(self.runner.owners()))
@@ -124,7 +124,7 @@ class MultiLock(_AsyncComposite):
             LockLostError, NotOwnedError, BackendError: the first member that failed, after
                 every member was released; the other failures are attached as notes.
         """
-        super().release()
+        return super().release()
 
     def owned(self) -> bool:
         """True if the caller holds every member."""
@@ -220,7 +220,7 @@ class RedLock(_AsyncComposite):
             NotOwnedError: the caller holds no acquisition, or no member was still held
                 (LockLostError if any of them had been held and was lost).
         """
-        super().release()
+        return super().release()
 
     def owned(self) -> bool:
         """True if the caller holds a majority of the members (dead nodes: not held)."""

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from tenure.sync.lock import Lock
 from tenure.core.fenced import FencedLockCore
 
@@ -49,6 +51,6 @@ class FencedLock(Lock):
 
         Arguments and errors as :meth:`tenure.Lock.acquire`.
         """
-        if not self.acquire(blocking, timeout, lease_time):
-            return None
-        return self.token
+        runner = self.runner
+        flow = self.core.acquire_token(runner.owner(), blocking, timeout, lease_time)
+        return runner.run(flow)

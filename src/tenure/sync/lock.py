@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import ClassVar
 
 from tenure.sync.acquiring import LockContext
@@ -54,6 +55,10 @@ class Lock(LockContext):
     ) -> bool:
         """Take one hold, waiting while another owner holds the lock.
 
+        The caller (the owner of the hold) is the thread or task that calls ``acquire``,
+        also when an asyncio caller awaits it in another task (``asyncio.wait_for``,
+        ``create_task``): the owner is fixed at the call, not where the wait runs.
+
         Args:
             blocking: False makes one attempt (as ``timeout=0``).
             timeout: seconds to wait (float); None or -1 waits forever, 0 makes one attempt.
@@ -83,7 +88,7 @@ class Lock(LockContext):
                 its lease on the server.
         """
         runner = self.runner
-        runner.run(self.core.release(runner.owner()))
+        return runner.run(self.core.release(runner.owner()))
 
     def locked(self) -> bool:
         """True if any owner holds the lock. Raises BackendError."""
