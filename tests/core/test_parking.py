@@ -304,3 +304,29 @@ def test_the_table_follows_its_rules(ops: list[tuple[object, ...]]) -> None:
             assert entry.refs == waiters[ch]
             assert 0 <= entry.permits <= entry.refs
             assert entry.wake_all == wake_all[ch]
+
+
+def test_only_the_last_subscribe_reply_confirms_a_rejoined_channel() -> None:
+    # A waiter leaves before its SUBSCRIBE is answered and another joins at once: two
+    # SUBSCRIBEs are in flight; the first reply must not confirm the newcomer.
+    table = Parking()
+    first, new = table.join(CH, frozenset(), object)
+    assert new
+    table.subscribing([CH])
+    assert table.leave(CH, pass_on=False) == (None, True)  # UNSUBSCRIBE sent
+    second, new = table.join(CH, frozenset(), object)
+    assert new and second is not first
+    table.subscribing([CH])
+    assert table.received("subscribe", CH, "1") is None and not second.confirmed
+    assert table.received("unsubscribe", CH, "0") is None
+    assert table.received("subscribe", CH, "1") is second and second.confirmed
+
+
+def test_a_reconnect_forgets_unanswered_subscribes() -> None:
+    table = Parking()
+    entry, _ = table.join(CH, frozenset(), object)
+    table.subscribing([CH])
+    table.subscribing([CH])
+    table.disconnected()
+    table.subscribing([CH])  # the reconnect's SUBSCRIBE: its reply confirms
+    assert table.received("subscribe", CH, "1") is entry and entry.confirmed

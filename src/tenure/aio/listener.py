@@ -53,6 +53,7 @@ class AsyncListener:
                 raise BackendError("the client is closed")
             entry, first = self._parking.join(channel, wake_all, self._condition)
             if first and self._connected:
+                self._parking.subscribing([channel])
                 await self._send("SUBSCRIBE", channel)
             if self._reader is None:
                 self._reader = self._spawner.spawn(self._run)
@@ -106,6 +107,7 @@ class AsyncListener:
                 async with self._mutex:
                     self._connected = True
                     if self._parking.channels:
+                        self._parking.subscribing(self._parking.channels)
                         await self._send("SUBSCRIBE", *self._parking.channels)
                 delay = 0.05
                 await self._read()

@@ -10,6 +10,9 @@ after the last). Rules:
 - A waiter that leaves abnormally (error, cancellation) may have taken a wake-up it will not
   use, so it passes one on.
 - After a reconnect every waiter is woken: messages may have been missed meanwhile.
+- A channel left and joined again before the first SUBSCRIBE was answered has two
+  SUBSCRIBEs in flight: only the reply to the last one confirms the new waiter (an unlock
+  published between the two would otherwise be missed).
 
 The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
 and the conditions; it asks this table what to send and whom to notify.
@@ -39,6 +42,13 @@ class Parking:
     """The channel table of one listener. Not thread-safe: the driver holds its mutex."""
 
     channels: dict[str, Parked] = field(default_factory=dict)
+    in_flight: dict[str, int] = field(default_factory=dict)
+    """Channel -> SUBSCRIBEs sent and not yet answered on this connection."""
+
+    def subscribing(self, channels: Iterable[str]) -> None:
+        """The driver sent SUBSCRIBE for ``channels``."""
+        for channel in channels:
+            self.in_flight[channel] = self.in_flight.get(channel, 0) + 1
 
     def join(
         self, channel: str, wake_all: frozenset[str], make_cond: Callable[[], Any]
@@ -82,13 +92,19 @@ class Parking:
             else:
                 entry.permits = min(entry.permits + 1, entry.refs)
             return entry
-        if kind in ("subscribe", "ssubscribe") and not entry.confirmed:
-            entry.confirmed = True
-            return entry
+        if kind in ("subscribe", "ssubscribe"):
+            pending = self.in_flight.pop(channel, 0)
+            if pending > 1:  # the answer to an earlier SUBSCRIBE: wait for the last
+                self.in_flight[channel] = pending - 1
+                return None
+            if not entry.confirmed:
+                entry.confirmed = True
+                return entry
         return None
 
     def disconnected(self) -> Iterable[Parked]:
         """The connection dropped: every waiter may have missed a message; wake them all."""
+        self.in_flight.clear()
         for entry in self.channels.values():
             entry.permits = entry.refs
         return list(self.channels.values())
