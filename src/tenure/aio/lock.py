@@ -62,15 +62,16 @@ class AsyncLock(AsyncLockContext):
         Args:
             blocking: False makes one attempt (as ``timeout=0``).
             timeout: seconds to wait (float); None or -1 waits forever, 0 makes one attempt.
-            lease_time: seconds (float) until the hold expires on its own; None lets the
-                client's watchdog renew it (lease ``watchdog_timeout``) until release.
+            lease_time: seconds (float, > 0, at most 1e12) until the hold expires on its
+                own; None lets the client's watchdog renew it (lease ``watchdog_timeout``)
+                until release.
 
         Returns:
             True once held; False only when the wait ran out.
 
         Raises:
-            TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` <= 0),
-                before any I/O.
+            TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` <= 0 or
+                above 1e12), before any I/O.
             BackendError: the server failed or did not answer within the socket timeout.
                 If the acquire reached the server, its hold expires with its lease.
         """

@@ -7,13 +7,26 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+MAX_SECONDS = 1e12
+"""Longest lease, watchdog timeout or other time tenure sends (about 31,700 years). Its
+milliseconds (1e15) stay below 2**53, exact as a Lua number and a sorted-set score, and far
+below what ``PEXPIRE`` accepts, so no script can fail on a time after it has written."""
+
+MIN_WATCHDOG_TIMEOUT = 0.1
+"""Shortest ``watchdog_timeout``: renewal runs every third of it, and a renewal round trip
+must fit in that many times over."""
+
 
 def check_name(name: Any, what: str = "name") -> str:
-    """A lock name: a non-empty ``str``."""
+    """A lock name: a non-empty ``str`` that UTF-8 can encode (no lone surrogates)."""
     if not isinstance(name, str):
         raise TypeError(f"{what} must be a str, not {type(name).__name__}")
     if not name:
         raise ValueError(f"{what} must not be empty")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{what} cannot be encoded as UTF-8: {error.reason}") from None
     return name
 
 
@@ -51,17 +64,17 @@ def check_lease(lease_time: Any) -> float | None:
     """A lease in seconds (finite, > 0), or None for a watchdog-renewed hold."""
     if lease_time is None:
         return None
-    value = _number(lease_time, "lease_time")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"lease_time must be a finite number of seconds > 0, not {lease_time!r}")
-    return value
+    return check_positive(lease_time, "lease_time")
 
 
-def check_positive(value: Any, what: str) -> float:
-    """A finite number of seconds > 0 (client options such as ``watchdog_timeout``)."""
+def check_positive(value: Any, what: str, minimum: float = 0.0) -> float:
+    """A number of seconds > ``minimum`` (0) and at most :data:`MAX_SECONDS`."""
     number = _number(value, what)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{what} must be a finite number of seconds > 0, not {value!r}")
+    if not math.isfinite(number) or number <= minimum or number > MAX_SECONDS:
+        low = f"> {minimum}" if minimum else "> 0"
+        raise ValueError(
+            f"{what} must be a number of seconds {low} and <= {MAX_SECONDS:.0e}, not {value!r}"
+        )
     return number
 
 

@@ -22,7 +22,7 @@ import math
 import threading
 
 from tenure import keys, scripts
-from tenure.core.args import to_ms
+from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Flow
 from tenure.core.lock import LockCore, LossCallback
@@ -50,7 +50,7 @@ class FairLockCore(LockCore):
     @staticmethod
     def allowance_ms(wait: float) -> int:
         """A waiter's allowance: its whole wait, or 300 s when it waits forever."""
-        return to_ms(wait if math.isfinite(wait) else keys.FAIR_DEFAULT_ALLOWANCE)
+        return to_ms(min(wait, MAX_SECONDS) if math.isfinite(wait) else keys.FAIR_DEFAULT_ALLOWANCE)
 
     def wait_channel(self, owner: str) -> str:
         return keys.fair_waiter_channel(self.key, owner)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.args import check_positive, to_ms
+from tenure.core.args import MIN_WATCHDOG_TIMEOUT, check_positive, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call
 from tenure.errors import ReplicationError
@@ -25,7 +25,9 @@ def make_context(
     if wait_for_replicas < 0:
         raise ValueError(f"wait_for_replicas must be >= 0, not {wait_for_replicas}")
     return Context(
-        watchdog_timeout=check_positive(watchdog_timeout, "watchdog_timeout"),
+        watchdog_timeout=check_positive(
+            watchdog_timeout, "watchdog_timeout", minimum=MIN_WATCHDOG_TIMEOUT
+        ),
         name_prefix=name_prefix,
         wait_for_replicas=wait_for_replicas,
         replica_timeout=check_positive(replica_timeout, "replica_timeout"),

@@ -25,8 +25,9 @@ class Client:
         url_or_redis: a ``redis://`` / ``rediss://`` / ``unix://`` URL, or a redis-py client
             (``redis.Redis`` for ``Client``, ``redis.asyncio.Redis`` for ``Client``)
             whose connection pool tenure borrows; its own timeouts and retries then apply.
-        watchdog_timeout: lease in seconds (float) of holds taken without ``lease_time``;
-            the watchdog renews them every ``watchdog_timeout / 3`` seconds. Default 30.
+        watchdog_timeout: lease in seconds (float, above 0.1) of holds taken without
+            ``lease_time``; the watchdog renews them every ``watchdog_timeout / 3`` seconds.
+            Default 30.
         name_prefix: prepended to every lock name on the wire.
         socket_timeout: seconds any one command may take (URL clients only). Default 5.
         socket_connect_timeout: seconds to connect (URL clients only). Default 5.
@@ -38,6 +39,8 @@ class Client:
     by all waiters and one renewal loop (a thread, or a task of the event loop that first
     needs it; use an ``Client`` from that loop only), both started on first use. After
     ``os.fork()`` the child is a new owner with no holds.
+
+    Every time in seconds is at most 1e12 (its milliseconds stay exact on the wire).
 
     Raises:
         TypeError, ValueError: for a bad argument, before any I/O.
