@@ -97,7 +97,7 @@ class AsyncEvent:
     def is_set(self) -> bool:
         return self._event.is_set()
 
-    async def wait(self, timeout: float | None) -> bool:
+    async def wait(self, timeout: float | None = None) -> bool:
         """Wait until set or ``timeout`` seconds pass; True if set."""
         limit = _timeout(timeout)
         if limit is None:
@@ -123,7 +123,7 @@ class Event:
     def is_set(self) -> bool:
         return self._event.is_set()
 
-    def wait(self, timeout: float | None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         """Wait until set or ``timeout`` seconds pass; True if set."""
         return self._event.wait(_timeout(timeout))
 

@@ -21,6 +21,9 @@ from typing import Any
 import redis
 import redis.asyncio
 
+from tenure._concurrency import AsyncEvent as AsyncEvent
+from tenure._concurrency import Event as Event
+
 # a redis-py client of each kind (a test passing its own client to tenure)
 AsyncRedis = redis.asyncio.Redis
 Redis = redis.Redis
@@ -140,41 +143,7 @@ def stamped(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 # ---------------------------------------------------------------- synchronization
-class AsyncEvent:
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    async def wait(self, timeout: float | None = None) -> bool:
-        """Wait until set or ``timeout`` seconds pass; True if set."""
-        try:
-            async with asyncio.timeout(_timeout(timeout)):
-                await self._event.wait()
-        except TimeoutError:
-            pass
-        return self._event.is_set()
-
-
-class Event:
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until set or ``timeout`` seconds pass; True if set."""
-        return self._event.wait(_timeout(timeout))
-
-
+# AsyncEvent / Event: the library's own twins (tenure._concurrency), re-exported.
 class AsyncBarrier:
     """``parties`` tasks meet at :meth:`wait`."""
 
