@@ -37,9 +37,20 @@ def test_every_fragment_is_used_by_a_script() -> None:
     fragments = scripts.fragments()
     assert {"renew_batch", "rw_readers", "fair_wake_head"} <= set(fragments)
     for fragment in fragments:
+        if fragment == "reconcile_guard":  # put in front of release scripts by guarded()
+            assert scripts.guarded(scripts.get("lock_release")).source.startswith(
+                scripts.fragment(fragment)
+            )
+            continue
         text = scripts.fragment(fragment).strip()
         users = [n for n in scripts.names() if text in scripts.get(n).source]
         assert users, f"fragment _{fragment}.lua is used by no script"
+
+
+def test_guarded_release_scripts_compile(r: redis.Redis) -> None:
+    for name in ("lock_release", "fair_release", "rw_read_release", "rw_write_release"):
+        script = scripts.guarded(scripts.get(name))
+        assert r.script_load(script.source) == script.sha, name
 
 
 def test_shared_blocks_exist_once() -> None:
@@ -90,7 +101,8 @@ def test_renewal_batches_layout_and_slots() -> None:
     for i in range(250):
         lock = FakeLock(f"k{i % 7}")
         for _ in range(i % 3 + 1):
-            table.push(lock, lock.key, f"u:{i}", f"u:{i}", script if i % 2 else other, None)
+            renewal = script if i % 2 else other
+            table.push(lock, lock.key, f"u:{i}", f"u:{i}", renewal, None, applied=30.0, sent=0.0)
     holds = table.watchdog_holds()
     plain = list(watchdog.batches(holds))
     assert sum(len(b) for _, b in plain) == 250 and len(plain) == 4  # 125 + 125 holds

@@ -86,13 +86,16 @@ class Condition:
 
 
 class AsyncEvent:
-    """A one-way flag that wakes its waiters when set."""
+    """A flag that wakes its waiters when set (and can be cleared again)."""
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
 
     def set(self) -> None:
         self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
 
     def is_set(self) -> bool:
         return self._event.is_set()
@@ -112,13 +115,16 @@ class AsyncEvent:
 
 
 class Event:
-    """A one-way flag that wakes its waiters when set."""
+    """A flag that wakes its waiters when set (and can be cleared again)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
 
     def set(self) -> None:
         self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
 
     def is_set(self) -> bool:
         return self._event.is_set()

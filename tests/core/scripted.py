@@ -9,7 +9,7 @@ Each step is ``(expect, reply)``:
   move the clock.
 
 Only the effects that talk to the server take steps (``Call``, ``Command``, ``Subscribe``,
-``Unsubscribe``, ``Wait``). :class:`~tenure.core.effects.KeepRenewed` and any effect this driver
+``Unsubscribe``, ``Wait``). :class:`~tenure.core.effects.WatchHolds` and any effect this driver
 does not know are answered ``None`` and recorded in ``run.extra``, without consuming a step;
 composite effects (``OnMember``, ``Spawn``...) are carried out by the driver itself (see
 :func:`drive`). ``run.trace`` has every effect of all three sorts in the order asked. The flow
@@ -79,7 +79,7 @@ class Run:
     error: BaseException | None = None
     effects: list[Any] = field(default_factory=list)
     extra: list[Any] = field(default_factory=list)
-    """Effects answered None without a step: KeepRenewed and types this driver does not know."""
+    """Effects answered None without a step: WatchHolds and types this driver does not know."""
     trace: list[Any] = field(default_factory=list)
     """Every effect, scripted, composite or extra, in the order the flows asked for them."""
 

@@ -11,18 +11,17 @@ from hypothesis import strategies as st
 
 from tenure.core import composite
 from tenure.core.args import bind_callback
+from tenure.core.clock import CLOCK_DRIFT_MIN, drift, validity
 from tenure.core.composite import (
     Acquisition,
     CompositeCore,
     MultiLockCore,
     RedLockCore,
-    drift,
     multi_member_lease,
     multi_round,
     quorum,
     release_outcome,
     retry_delay,
-    validity,
 )
 from tenure.core.context import Context
 from tenure.core.lock import LockCore
@@ -74,7 +73,7 @@ def test_validity_is_lease_minus_elapsed_minus_drift(lease: float, elapsed: floa
 def test_drift_grows_with_the_lease(a: float, b: float) -> None:
     low, high = sorted((a, b))
     assert drift(low) <= drift(high)
-    assert drift(low) >= composite.CLOCK_DRIFT_MIN
+    assert drift(low) >= CLOCK_DRIFT_MIN
 
 
 @given(remaining=st.floats(min_value=-10, max_value=10, allow_nan=False))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import pytest
 
 from tenure.core import composite
+from tenure.core.clock import validity
 from tenure.core.context import Context
 from tenure.core.effects import (
+    WATCH_HOLDS,
     Command,
     Join,
     OnMember,
@@ -83,7 +85,7 @@ def test_multilock_member_lease_covers_the_round_then_is_set_back(clock: Clock) 
     assert run.result is True
     assert [c.args[0] for c in run.calls(ACQ)] == [8000, 8000]  # 2 x the 4 s round
     assert [c.args for c in run.of(Command)] == [("PEXPIRE", "m0", 1000), ("PEXPIRE", "m1", 1000)]
-    assert run.extra == []  # leased members: no renewal loop asked for
+    assert run.extra == [WATCH_HOLDS] * 2  # leased members: only their loss is watched
 
 
 def test_multilock_member_lease_already_the_lease_is_not_set_back(clock: Clock) -> None:
@@ -219,7 +221,7 @@ def test_redlock_all_members_granted(clock: Clock) -> None:
     assert [e.index for e in run.of(Spawn)] == [0, 1, 2]
     acq = red.current(owners)
     assert acq is not None
-    assert acq.validity == pytest.approx(composite.validity(10, 0))
+    assert acq.validity == pytest.approx(validity(10, 0))
 
 
 def test_redlock_without_a_lease_takes_validity_from_the_shortest_watchdog(clock: Clock) -> None:
@@ -237,7 +239,7 @@ def test_redlock_without_a_lease_takes_validity_from_the_shortest_watchdog(clock
     assert [c.args[0] for c in run.calls(ACQ)] == [30000, 10000, 20000]
     assert len(run.extra) == 3
     acq = red.current(owners)
-    assert acq is not None and acq.validity == pytest.approx(composite.validity(10.0, 0))
+    assert acq is not None and acq.validity == pytest.approx(validity(10.0, 0))
 
 
 def test_redlock_quorum_with_a_dead_node(clock: Clock) -> None:
@@ -287,9 +289,9 @@ def test_redlock_validity_spent_waiting_is_a_failure(clock: Clock) -> None:
         red.acquire(owners, False, None, 1),
         [
             (on(0), slow_grant),
+            (on(0, REL), 1),  # the member itself undoes a grant answered past its validity
             (on(1), None),
             (on(2), None),
-            (on(0, REL), 1),
             (on(1, REL), 1),
             (on(2, REL), 1),
         ],

@@ -9,13 +9,15 @@ import pytest
 from tenure import keys
 from tenure.core.context import Context
 from tenure.core.effects import (
-    KEEP_RENEWED,
     MIN_WAIT,
+    WATCH_HOLDS,
+    Background,
     Call,
-    KeepRenewed,
+    Sleep,
     Subscribe,
     Unsubscribe,
     Wait,
+    WatchHolds,
 )
 from tenure.core.lock import LockCore
 from tenure.errors import BackendError, ReplicationError
@@ -57,9 +59,16 @@ def test_lease_time_goes_on_the_wire_in_ms_and_is_not_renewed(ctx: Context, owne
     assert ctx.holds.watchdog_holds() == []
 
 
-def test_tiny_lease_is_at_least_one_ms(ctx: Context, owner: str) -> None:
-    run = drive(LockCore(ctx, "l").acquire(owner, True, None, 0.0001), [(ACQ, None)])
-    assert run.effects[0].args[0] == 1
+@pytest.mark.parametrize("lease", [0.0001, 0.002, 0.0099])
+def test_lease_too_short_to_stay_valid_refused_before_io(ctx: Context, lease: float) -> None:
+    # A grant is valid for lease - elapsed - (0.01 x lease + 2 ms): a 2 ms lease never is.
+    with pytest.raises(ValueError, match=r"lease_time must be at least 0\.01"):
+        LockCore(ctx, "l").acquire("o:1", True, None, lease)
+
+
+def test_shortest_lease_is_sent_in_whole_ms(ctx: Context, owner: str) -> None:
+    run = drive(LockCore(ctx, "l").acquire(owner, True, None, 0.0104), [(ACQ, None)])
+    assert run.effects[0].args[0] == 10
 
 
 def test_name_prefix_is_on_the_key_and_channel_not_the_name(owner: str) -> None:
@@ -403,20 +412,20 @@ def test_unknown_effects_are_answered_none_and_recorded(ctx: Context, owner: str
 
     run = drive(flow(), [(ACQ, None)])
     assert run.result is True
-    assert run.extra == [unknown, KEEP_RENEWED]
-    assert run.trace == [unknown, run.effects[0], KEEP_RENEWED]
+    assert run.extra == [unknown, WATCH_HOLDS]
+    assert run.trace == [unknown, run.effects[0], WATCH_HOLDS]
 
 
-# --------------------------------------------------------------------- KeepRenewed
+# --------------------------------------------------------------------- WatchHolds
 
 
 def test_grant_without_a_lease_asks_for_renewal_after_the_hold_is_recorded(
     ctx: Context, owner: str
 ) -> None:
-    """The runner starts its renewal loop on KeepRenewed: the hold must be in the table."""
+    """The runner starts its renewal loop on WatchHolds: the hold must be in the table."""
     flow = LockCore(ctx, "l").acquire(owner, True, None, None)
     assert isinstance(next(flow), Call)
-    assert flow.send(None) is KEEP_RENEWED
+    assert flow.send(None) is WATCH_HOLDS
     assert [h.owner for h in ctx.holds.watchdog_holds()] == [owner]
     with pytest.raises(StopIteration) as stop:
         flow.send(None)
@@ -424,14 +433,15 @@ def test_grant_without_a_lease_asks_for_renewal_after_the_hold_is_recorded(
 
 
 def test_keep_renewed_is_one_shared_effect() -> None:
-    assert isinstance(KEEP_RENEWED, KeepRenewed)
-    assert KeepRenewed() == KEEP_RENEWED  # frozen dataclass without fields
+    assert isinstance(WATCH_HOLDS, WatchHolds)
+    assert WatchHolds() == WATCH_HOLDS  # frozen dataclass without fields
 
 
-def test_grant_with_a_lease_asks_for_no_renewal(ctx: Context, owner: str) -> None:
+def test_grant_with_a_lease_asks_for_the_keeper_but_no_renewal(ctx: Context, owner: str) -> None:
     run = drive(LockCore(ctx, "l").acquire(owner, True, None, 5), [(ACQ, None)])
     assert run.result is True
-    assert run.extra == []
+    assert run.extra == [WATCH_HOLDS]  # its loss is reported on the clock
+    assert ctx.holds.watchdog_holds() == []  # but renewal leaves it alone
 
 
 def test_refusal_asks_for_no_renewal(ctx: Context, owner: str) -> None:
@@ -473,16 +483,17 @@ def test_grant_after_waiting_asks_for_renewal_once_unsubscribed(
         clock=clock,
     )
     assert run.result is True
-    assert [type(e).__name__ for e in run.trace][-2:] == ["Unsubscribe", "KeepRenewed"]
-    assert run.extra == [KEEP_RENEWED]
+    assert [type(e).__name__ for e in run.trace][-2:] == ["Unsubscribe", "WatchHolds"]
+    assert run.extra == [WATCH_HOLDS]
 
 
-def test_every_grant_without_a_lease_asks_again(ctx: Context, owner: str) -> None:
-    """Re-entry too: the runner ignores it while its loop runs, but must not miss it."""
+def test_every_grant_asks_for_the_keeper(ctx: Context, owner: str) -> None:
+    """Leased holds too (their loss is reported on the clock), and re-entry: the runner
+    ignores it while its loop runs, but must not miss it."""
     lock = LockCore(ctx, "l")
-    assert drive(lock.acquire(owner, True, None, 5), [(ACQ, None)]).extra == []
-    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [KEEP_RENEWED]
-    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [KEEP_RENEWED]
+    assert drive(lock.acquire(owner, True, None, 5), [(ACQ, None)]).extra == [WATCH_HOLDS]
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [WATCH_HOLDS]
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).extra == [WATCH_HOLDS]
 
 
 def test_failed_acquire_asks_for_no_renewal(ctx: Context, owner: str) -> None:
@@ -491,7 +502,39 @@ def test_failed_acquire_asks_for_no_renewal(ctx: Context, owner: str) -> None:
         [(ACQ, 100), (Subscribe, None), (ACQ, BackendError("down")), (Unsubscribe, None)],
     )
     assert isinstance(run.error, BackendError)
-    assert run.extra == []
+    assert WATCH_HOLDS not in run.extra
+    (background,) = run.extra  # the failed script may have granted: reconcile
+    assert isinstance(background, Background)
+
+
+def test_reconcile_undoes_a_grant_whose_reply_was_lost(ctx: Context, owner: str) -> None:
+    """An acquire that failed after its script was sent may have been granted: a background
+    flow releases what the server has beyond the caller's recorded holds (here 1: a
+    re-entry failed), behind the guard, until the server says nothing is left to undo."""
+    lock = LockCore(ctx, "l")
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
+    run = fails(lock.acquire(owner, False, None, None), [(ACQ, BackendError("timeout"))])
+    (background,) = run.extra
+    guarded = "lock_release+guard"
+    undo = drive(
+        background.flow,
+        [
+            (guarded, BackendError("still down")),  # retried after a pause
+            (guarded, 0),  # one hold undone: the caller's first hold remains
+            (guarded, None),  # the server is back to 1 hold
+            (guarded, None),  # and still is a moment later
+        ],
+    )
+    assert [s.seconds for s in undo.of(Sleep)] == [0.05, 0.1]
+    assert undo.effects[0].args[-2:] == [owner, 1]  # field, recorded count
+    assert ctx.holds.get("l", owner) is not None  # the first hold is untouched
+
+
+def test_only_one_reconcile_per_owner_at_a_time(ctx: Context, owner: str) -> None:
+    lock = LockCore(ctx, "l")
+    first = fails(lock.acquire(owner, False, None, None), [(ACQ, BackendError("timeout"))])
+    second = fails(lock.acquire(owner, False, None, None), [(ACQ, BackendError("timeout"))])
+    assert len(first.extra) == 1 and second.extra == []  # the running one covers both
 
 
 def test_unreplicated_grant_asks_for_no_renewal(ctx: Context, owner: str) -> None:

@@ -120,7 +120,7 @@ def test_release_after_a_loss_was_reported_raises_lock_lost(ctx: Context, owner:
     take(lock, owner)
     ctx.holds.discard("l", owner)  # as the watchdog does when it finds the hold gone
     lock.hold_lost(owner)
-    run = fails(lock.release(owner), [(REL, None)])
+    run = fails(lock.release(owner), [])  # known lost: raised with no I/O
     assert type(run.error) is LockLostError
     assert isinstance(run.error, NotOwnedError)
     assert type(fails(lock.release(owner), [(REL, None)]).error) is NotOwnedError
@@ -332,10 +332,19 @@ def test_replication_error_while_waiting_undoes_and_unsubscribes(ctx: Context, o
 def test_replica_wait_only_for_changing_scripts_with_replicas_configured(owner: str) -> None:
     lock = LockCore(new_context(), "l")
     call = lock.release_call(owner, None)
-    assert replica_wait(new_context(), call) is None
+    assert replica_wait(new_context(), call, 1) is None
     ctx = new_context(wait_for_replicas=2, replica_timeout=0.25)
-    assert replica_wait(ctx, call) == (2, 250)
-    assert replica_wait(ctx, Call(call.script, call.keys, call.args, changes=False)) is None
+    assert replica_wait(ctx, call, 1) == (2, 250)
+    assert replica_wait(ctx, Call(call.script, call.keys, call.args, changes=False), 1) is None
+
+
+def test_acquire_waits_for_replicas_only_after_a_grant(ctx: Context, owner: str) -> None:
+    """An attempt that granted nothing changed nothing: no WAIT (issue 9 item 9)."""
+    replicated = new_context(wait_for_replicas=1)
+    run = drive(LockCore(replicated, "l").acquire(owner, False, None, None), [(ACQ, 5000)])
+    (call,) = run.effects
+    assert replica_wait(replicated, call, 5000) is None  # refused: the holder's PTTL
+    assert replica_wait(replicated, call, None) == (1, 1000)  # granted
 
 
 def test_check_replicas_raises_with_the_reply(owner: str) -> None:

@@ -81,6 +81,11 @@ def test_reentrancy_matches_a_model_server(ops: list[tuple[str, int, float | Non
             if free:
                 mine.append(lease)
                 model.unreported.discard(owner)
+        elif op == "release" and not mine and owner in model.unreported:
+            run = drive(lock.release(owner), [], raises=True)  # a known loss: no I/O
+            event("release raised LockLostError with no I/O")
+            assert type(run.error) is LockLostError
+            model.unreported.discard(owner)
         elif op == "release":
             had_hold = bool(mine)
             if mine:

@@ -13,7 +13,7 @@ from tenure.core.holds import Hold
 from tenure.core.lock import LockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
 from tenure.core.watchdog import BATCH, batches, renew
-from tenure.errors import BackendError
+from tenure.errors import BackendError, ReplicationError
 from tenure.keys import key_slot
 
 from .conftest import new_context
@@ -57,7 +57,7 @@ def test_renews_watchdog_holds_with_the_watchdog_lease(owner: str) -> None:
     (call,) = run.effects
     assert call.keys == ["a", "b"]
     assert call.args == [9000, owner, 1, owner, 1]
-    assert not call.changes
+    assert call.changes is True  # with wait_for_replicas, a renewal waits for replicas too
 
 
 def test_hold_with_a_leased_and_a_watchdog_hold_is_renewed(ctx: Context, owner: str) -> None:
@@ -144,17 +144,28 @@ def test_backend_error_keeps_holds_until_their_lease_surely_ran_out(
     ctx: Context, owner: str, clock: Clock
 ) -> None:
     lock = LockCore(ctx, "l")
-    hold = take(lock, owner)  # confirmed at t0, lease 30 s
+    hold = take(lock, owner)  # confirmed at t0, lease 30 s, valid for 30 - 0.302 s
+    assert hold.valid_until == pytest.approx(clock.now + 29.698)
     clock.advance(10)
     assert drive(renew(ctx), [(RENEW, BackendError("down"))]).result == []
-    clock.advance(19.999)
+    assert ctx.holds.expired(clock.now) == []
+    clock.advance(19.697)
     assert drive(renew(ctx), [(RENEW, BackendError("down"))]).result == []
+    assert ctx.holds.expired(clock.now) == []
     assert ctx.holds.get("l", owner) is hold
-    clock.advance(0.001)  # 30 s since the last confirmation
-    run = drive(renew(ctx), [(RENEW, BackendError("down"))])
-    assert run.result == [hold]
+    clock.advance(0.002)  # the lease surely ran out on the local clock: lost, no I/O needed
+    assert ctx.holds.expired(clock.now) == [hold]
     assert ctx.holds.get("l", owner) is None
     assert drive(renew(ctx), []).result == []
+
+
+def test_a_leased_hold_expires_on_the_clock_too(ctx: Context, owner: str, clock: Clock) -> None:
+    hold = take(LockCore(ctx, "l"), owner, lease=2)
+    assert ctx.holds.plan(clock.now + 10) == pytest.approx(clock.now + 2 - 0.022)
+    clock.advance(1.977)
+    assert ctx.holds.expired(clock.now) == []
+    clock.advance(0.002)
+    assert ctx.holds.expired(clock.now) == [hold]
 
 
 def test_backend_error_counts_from_the_last_successful_renewal(
@@ -165,8 +176,20 @@ def test_backend_error_counts_from_the_last_successful_renewal(
     drive(renew(ctx), [(RENEW, [1])])
     clock.advance(29)  # 49 s after the grant, 29 s after the renewal
     assert drive(renew(ctx), [(RENEW, BackendError)]).result == []
-    clock.advance(1)
-    assert drive(renew(ctx), [(RENEW, BackendError)]).result == [hold]
+    assert ctx.holds.expired(clock.now) == []
+    clock.advance(0.7)
+    assert ctx.holds.expired(clock.now) == [hold]
+
+
+def test_unacknowledged_renewal_confirms_nothing(owner: str, clock: Clock) -> None:
+    """A renewal too few replicas saw does not move the lease's end (issue 9 item 9)."""
+    ctx = new_context(wait_for_replicas=1)
+    hold = take(LockCore(ctx, "l"), owner)
+    end = hold.valid_until
+    clock.advance(10)
+    refused = ReplicationError("0 of 1 replicas", reply=[1], acknowledged=0)
+    assert drive(renew(ctx), [(RENEW, refused)]).result == []
+    assert hold.valid_until == end
 
 
 def test_backend_error_in_one_batch_does_not_stop_the_others(
@@ -176,7 +199,8 @@ def test_backend_error_in_one_batch_does_not_stop_the_others(
         take(LockCore(ctx, f"l{i}"), owner)
     clock.advance(31)
     run = drive(renew(ctx), [(RENEW, BackendError("first batch failed")), (RENEW, Do(all_present))])
-    assert len(run.result) == 100
+    assert run.result == []
+    assert len(ctx.holds.expired(clock.now)) == 100  # unconfirmed and past their lease
     assert len(ctx.holds.watchdog_holds()) == 50
 
 

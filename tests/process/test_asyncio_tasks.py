@@ -51,3 +51,36 @@ async def test_fair_cancelled_and_timed_out_waiters_leave_queue(async_client, r)
     await lock.release()
     await lock.release()
     assert not await lock.locked()
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair_lock", "fenced_lock", "read", "write"])
+async def test_cancelled_at_every_await_point_leaves_no_hold(async_client, r, kind):
+    """An acquire cancelled anywhere, its script perhaps already sent: 0 holds left 0.5 s
+    later, and the task's next cycle frees the lock (issue 9 item 2)."""
+
+    def lock_of(client):
+        if kind in ("read", "write"):
+            rw = client.read_write_lock("every-await")
+            return rw.read_lock() if kind == "read" else rw.write_lock()
+        return getattr(client, kind)("every-await")
+
+    lock = lock_of(async_client)
+    outcomes: list[bool] = []
+    for steps in range(200):  # each run is cancelled after one more trip through the loop
+        if outcomes and outcomes[-1]:
+            break
+        task = asyncio.create_task(own_task(lambda: lock.acquire()))
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        try:
+            granted = await task
+        except asyncio.CancelledError:
+            granted = False
+        outcomes.append(granted)
+        if granted:  # it finished before the cancel landed (its owner, the task, ended)
+            await lock.force_release()
+        assert await async_wait_until(lambda: not r.exists("every-await"), 0.5, 0.01), steps
+    # Cancelled at first, then at each later await point, until the acquire completed: every
+    # point between was hit.
+    assert outcomes[0] is False and outcomes[-1] is True

@@ -49,7 +49,7 @@ class AsyncBackend:
             except NoScriptError:
                 await conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
                 reply = await conn.read_response()
-            wait = replica_wait(self.ctx, call)
+            wait = replica_wait(self.ctx, call, reply)
             if wait is None:
                 return reply
             await conn.send_command("WAIT", *wait)

@@ -89,9 +89,13 @@ class AsyncClient:
     def lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncLock:
         """A reentrant :class:`tenure.Lock` named ``name`` (Redisson ``getLock``).
 
-        ``on_lost(lock)`` is called from the renewal loop (or the releasing caller) when a
-        hold of this lock is found lost. Raises TypeError/ValueError for a bad name or
-        ``on_lost``.
+        ``on_lost(lock)`` is called when a hold of this lock is found lost: by a renewal
+        that found it gone, or on the client's monotonic clock at the moment its lease
+        surely ran out (whatever the network does), or by the releasing caller. It runs
+        apart from the renewal loop — its own thread for ``Client``, its own task for
+        ``AsyncClient`` (where it must not block the event loop) — so a slow callback
+        never delays the renewal of other holds. Raises TypeError/ValueError for a bad
+        name or ``on_lost``.
         """
         return AsyncLock(self._runner, name, on_lost)
 

@@ -12,6 +12,11 @@ MAX_SECONDS = 1e12
 milliseconds (1e15) stay below 2**53, exact as a Lua number and a sorted-set score, and far
 below what ``PEXPIRE`` accepts, so no script can fail on a time after it has written."""
 
+MIN_LEASE = 0.01
+"""Shortest ``lease_time``: a grant is valid for its lease less the clock-drift allowance
+(0.01 x lease + 2 ms, :mod:`tenure.core.clock`) and the round trip; below 10 ms almost
+nothing would be left, and below about 2 ms no grant could ever be valid."""
+
 MIN_WATCHDOG_TIMEOUT = 0.1
 """Shortest ``watchdog_timeout``: renewal runs every third of it, and a renewal round trip
 must fit in that many times over."""
@@ -61,10 +66,14 @@ def check_wait(blocking: Any, timeout: Any) -> float:
 
 
 def check_lease(lease_time: Any) -> float | None:
-    """A lease in seconds (finite, > 0), or None for a watchdog-renewed hold."""
+    """A lease in seconds (finite, at least :data:`MIN_LEASE`), or None for a
+    watchdog-renewed hold."""
     if lease_time is None:
         return None
-    return check_positive(lease_time, "lease_time")
+    lease = check_positive(lease_time, "lease_time")
+    if lease < MIN_LEASE:
+        raise ValueError(f"lease_time must be at least {MIN_LEASE} s, not {lease_time!r}")
+    return lease
 
 
 def check_positive(value: Any, what: str, minimum: float = 0.0) -> float:

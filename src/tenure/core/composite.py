@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tenure.core.args import check_lease, check_positive, check_wait
+from tenure.core.clock import validity
 from tenure.core.effects import (
     CompositeFlow,
     Deadline,
@@ -40,10 +41,6 @@ from tenure.errors import BackendError, LockLostError, NotOwnedError
 
 log = logging.getLogger("tenure")
 
-CLOCK_DRIFT_FACTOR = 0.01
-"""Share of the lease assumed lost to clock drift between nodes (Redlock page)."""
-CLOCK_DRIFT_MIN = 0.002
-"""Fixed drift allowance in seconds (2 ms, as the Redlock page's reference code)."""
 RETRY_DELAY = (0.005, 0.05)
 """Random sleep (seconds) between RedLock attempts: desynchronises competing clients."""
 MULTI_ROUND_PER_MEMBER = 1.5
@@ -57,19 +54,6 @@ DEFAULT_NODE_TIMEOUT = 0.1
 def quorum(members: int) -> int:
     """The majority RedLock needs: N // 2 + 1."""
     return members // 2 + 1
-
-
-def drift(lease: float) -> float:
-    """Clock-drift allowance of a lease: 0.01 x lease + 2 ms."""
-    return CLOCK_DRIFT_FACTOR * lease + CLOCK_DRIFT_MIN
-
-
-def validity(lease: float, elapsed: float) -> float:
-    """Seconds of exclusion left after an acquisition that took ``elapsed`` seconds.
-
-    lease - elapsed - drift, both measured with ``time.monotonic()``; > 0 is required.
-    """
-    return lease - elapsed - drift(lease)
 
 
 def retry_delay(remaining: float) -> float:
@@ -246,10 +230,7 @@ class CompositeCore:
                         report += 1
         for _ in range(report):
             if self.on_lost is not None:
-                try:
-                    self.on_lost()
-                except Exception:
-                    log.exception("on_lost callback of %s failed", self.name)
+                core.ctx.deliver(self.on_lost, f"on_lost callback of {self.name}")
 
 
 class MultiLockCore(CompositeCore):

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
 
 from tenure.core.holds import HoldTable, Identity
+
+log = logging.getLogger("tenure")
+
+
+def call_now(callback: Callable[[], None], what: str) -> None:
+    """Run ``callback`` at once; an error is logged, never raised (it must not hide a loss)."""
+    try:
+        callback()
+    except Exception:
+        log.exception("%s failed", what)
 
 
 class Context:
@@ -28,6 +40,14 @@ class Context:
         self.replica_timeout = replica_timeout
         self.identity = Identity()
         self.holds = HoldTable()
+        self.dispatch: Callable[[Callable[[], None], str], None] = call_now
+        """How :meth:`deliver` runs a user callback; the runner sets one that runs it away
+        from its renewal loop, so a slow callback cannot delay the renewal of other holds."""
+
+    def deliver(self, callback: Callable[[], None], what: str) -> None:
+        """Run user ``callback`` (an ``on_lost``) through :attr:`dispatch`; ``what`` names it
+        in the log if it raises."""
+        self.dispatch(callback, what)
 
     def forked(self) -> bool:
         """True once in a forked child, after giving it a fresh identity and hold table."""

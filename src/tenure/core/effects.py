@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -24,13 +24,14 @@ class Call:
     """Run ``script`` with ``keys`` and ``args``; the result is the raw script reply.
 
     ``changes`` marks a script that changes lock state: with ``wait_for_replicas`` set, the
-    driver waits for replicas after it on the same connection.
+    driver waits for replicas after it on the same connection. A predicate instead of True
+    says which replies changed something (an acquire that granted nothing must not wait).
     """
 
     script: Script
     keys: Sequence[str]
     args: Sequence[str | int]
-    changes: bool = False
+    changes: bool | Callable[[Any], bool] = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,15 +74,25 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
-class KeepRenewed:
-    """A hold without ``lease_time`` was just granted: the client's renewal loop must run.
+class WatchHolds:
+    """A hold was just granted: the client's hold keeper must run.
 
-    The runner starts its one renewal loop on the first of these (DESIGN §4 "Watchdog");
-    fronts and composites never start renewal themselves.
+    The runner starts its one keeper loop on the first of these (DESIGN §4 "Watchdog"): it
+    renews holds taken without ``lease_time`` and reports any hold whose lease ran out on
+    the local clock. Fronts and composites never start renewal themselves.
     """
 
 
-KEEP_RENEWED = KeepRenewed()
+WATCH_HOLDS = WatchHolds()
+
+
+@dataclass(frozen=True, slots=True)
+class Background:
+    """Run ``flow`` on the same runner in the background, apart from the caller: it outlives
+    the caller's cancellation or interruption (clean-up after an acquire whose outcome is
+    unknown). The result is None, at once; the flow's own errors are logged."""
+
+    flow: Generator[Any, Any, Any]
 
 
 # ---------------------------------------------------------------- composite effects
@@ -139,7 +150,7 @@ class Sleep:
     seconds: float
 
 
-Effect = Call | Command | Subscribe | Unsubscribe | Wait | KeepRenewed
+Effect = Call | Command | Subscribe | Unsubscribe | Wait | WatchHolds | Background | Sleep
 CompositeEffect = OnMember | Spawn | WaitAny | Join | Sleep
 Flow = Generator[Effect, Any, T]
 CompositeFlow = Generator[CompositeEffect, Any, T]

@@ -71,7 +71,7 @@ class FairLockCore(LockCore):
             [self.lease_ms(lease), owner, allowance, self.waiter_prefix, self.unlock_message],
             changes=True,
         )
-        reply = yield from self.acquire_call(owner, call)
+        reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
             return int(reply)
         with self._mutex:

@@ -35,12 +35,15 @@ class FencedLockCore(LockCore):
             [self.lease_ms(lease), owner],
             changes=True,
         )
-        granted, value = yield from self.acquire_call(owner, call)
+        granted, value = yield from self.acquire_call(owner, call, lease)
         if int(granted) != 1:
             return int(value)
-        self._tokens[owner] = int(value)
         self.granted(owner, lease)
+        self._tokens[owner] = int(value)
         return None
+
+    def per_owner(self) -> list[dict[str, Any] | set[str]]:
+        return [*super().per_owner(), self._tokens]
 
     def is_grant(self, reply: Any) -> bool:
         return reply is not None and int(reply[0]) == 1

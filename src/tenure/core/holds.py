@@ -6,6 +6,7 @@ Kept in one place so release, renewal and loss reporting agree on who holds what
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import threading
 import time
@@ -14,17 +15,23 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import Protocol
+from typing import Any, Protocol
 
 from tenure import keys
+from tenure.core.clock import valid_until
 from tenure.scripts import Script
+
+
+def _task_running(task: Any) -> bool:
+    return not task.done()
 
 
 class Identity:
     """One client's uuid and its owner numbers: one per thread and one per asyncio task.
 
     Numbers come from one counter and are never reused, so a new thread or task never
-    inherits the holds of a finished one (thread idents and task ids are recycled).
+    inherits the holds of a finished one (thread idents and task ids are recycled). The
+    identity also knows whether an owner's thread or task is still running (:meth:`alive`).
     """
 
     def __init__(self) -> None:
@@ -34,24 +41,41 @@ class Identity:
         self._count_lock = threading.Lock()
         self._thread = threading.local()
         self._keyed: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+        self._running: dict[str, Callable[[], bool]] = {}
 
-    def _next(self) -> str:
+    def _next(self, subject: object, running: Callable[[Any], bool]) -> str:
         with self._count_lock:
-            return keys.owner_field(self.client_id, next(self._numbers))
+            owner = keys.owner_field(self.client_id, next(self._numbers))
+        forget = self._running.pop
+        ref = weakref.ref(subject, lambda _: forget(owner, None))
+        self._running[owner] = lambda: (it := ref()) is not None and running(it)
+        return owner
 
     def thread_owner(self) -> str:
         """The owner id of the calling thread."""
         owner: str | None = getattr(self._thread, "owner", None)
         if owner is None:
-            owner = self._thread.owner = self._next()
+            thread = threading.current_thread()
+            owner = self._thread.owner = self._next(thread, threading.Thread.is_alive)
         return owner
 
-    def owner_of(self, key: object) -> str:
-        """The owner id of ``key`` (an asyncio task): one per key object, held weakly."""
+    def owner_of(self, key: Any, running: Callable[[Any], bool] = _task_running) -> str:
+        """The owner id of ``key`` (an asyncio task): one per key object, held weakly.
+
+        ``running(key)`` tells whether it still runs (default: an asyncio task not done).
+        """
         owner = self._keyed.get(key)
         if owner is None:
-            owner = self._keyed[key] = self._next()
+            owner = self._keyed[key] = self._next(key, running)
         return owner
+
+    def alive(self, owner: str) -> bool:
+        """False once ``owner``'s thread or task of this client has ended (or was collected);
+        True for a running one, and for an owner id this identity did not make."""
+        running = self._running.get(owner)
+        if running is None:
+            return not owner.startswith(self.client_id)
+        return running()
 
 
 class LossListener(Protocol):
@@ -74,13 +98,21 @@ class Hold:
     renewal: Script
     leases: list[float | None]
     """Lease of each hold, oldest first; None = renewed by the watchdog."""
+    lease: float = 0.0
+    """Seconds of the lease the server last applied (a grant's own, or the watchdog's)."""
     confirmed: float = dataclass_field(default_factory=time.monotonic)
-    """Monotonic time at which the server last confirmed the lease (acquire or renewal)."""
+    """Monotonic time just before the command that last applied :attr:`lease` was sent."""
 
     @property
     def watchdog(self) -> bool:
         """True while any hold here was taken without a lease_time."""
         return None in self.leases
+
+    @property
+    def valid_until(self) -> float:
+        """Monotonic time after which the lease has surely run out (DESIGN §4: last
+        confirmation + lease, less the clock-drift allowance)."""
+        return valid_until(self.confirmed, self.lease)
 
     def renewal_keys(self) -> list[str]:
         """The KEYS of this hold in a renewal batch, the lock hash first."""
@@ -88,11 +120,18 @@ class Hold:
 
 
 class HoldTable:
-    """Thread-safe table (key, field) -> :class:`Hold` of one client."""
+    """Thread-safe table (key, field) -> :class:`Hold` of one client.
+
+    It also tells its keeper (the runner's renewal loop) when a hold expires before the
+    moment the keeper planned to look next (:attr:`poke`), so a loss is noticed on time.
+    """
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
         self._holds: dict[tuple[str, str], Hold] = {}
+        self._next_look = math.inf
+        self.poke: Callable[[], None] | None = None
+        """Called (from any thread) when a new hold ends before the keeper's next look."""
 
     def push(
         self,
@@ -102,15 +141,31 @@ class HoldTable:
         field: str,
         renewal: Script,
         lease: float | None,
+        *,
+        applied: float,
+        sent: float,
     ) -> Hold:
-        """Record one more hold after the server granted it."""
+        """Record one more hold after the server granted it.
+
+        ``applied``: seconds of lease the grant set on the server; ``sent``: monotonic time
+        just before the grant's script was sent.
+        """
         with self._mutex:
             hold = self._holds.get((key, field))
             if hold is None:
                 hold = self._holds[key, field] = Hold(lock, key, owner, field, renewal, [])
             hold.leases.append(lease)
-            hold.confirmed = time.monotonic()
-            return hold
+            hold.lease, hold.confirmed = applied, sent
+            poke = hold.valid_until < self._next_look and self.poke
+        if poke:
+            poke()
+        return hold
+
+    def reapplied(self, hold: Hold, applied: float, sent: float) -> None:
+        """A release that left holds re-applied ``applied`` seconds (sent at ``sent``)."""
+        with self._mutex:
+            if self._holds.get((hold.key, hold.field)) is hold:
+                hold.lease, hold.confirmed = applied, sent
 
     def get(self, key: str, field: str) -> Hold | None:
         with self._mutex:
@@ -146,11 +201,14 @@ class HoldTable:
         with self._mutex:
             return [hold for hold in self._holds.values() if hold.watchdog]
 
-    def renewed(self, holds: list[Hold], present: list[bool], at: float) -> list[Hold]:
-        """Apply a renewal reply; returns the holds found gone, now removed as lost.
+    def renewed(
+        self, holds: list[Hold], present: list[bool], at: float, lease: float
+    ) -> list[Hold]:
+        """Apply a renewal reply (renewal sent at ``at``, applying ``lease`` seconds);
+        returns the holds found gone, now removed as lost.
 
-        A hold released or re-acquired while the renewal was in flight is no longer the
-        registered object and is left alone.
+        A hold released, re-acquired or found expired while the renewal was in flight is no
+        longer the registered object and is left alone: a late renewal never revives it.
         """
         lost = []
         with self._mutex:
@@ -158,22 +216,41 @@ class HoldTable:
                 if self._holds.get((hold.key, hold.field)) is not hold:
                     continue
                 if ok:
-                    hold.confirmed = at
+                    hold.lease, hold.confirmed = lease, at
                 else:
                     del self._holds[hold.key, hold.field]
                     lost.append(hold)
         return lost
 
-    def expired(self, holds: list[Hold], lease: float, now: float) -> list[Hold]:
-        """After failed renewals: the holds whose lease surely ran out, now removed as lost."""
-        lost = []
+    def expired(self, now: float) -> list[Hold]:
+        """The holds whose lease surely ran out by ``now`` (:attr:`Hold.valid_until`),
+        now removed as lost: no renewal confirmed them in time, whatever the reason."""
         with self._mutex:
-            for hold in holds:
-                current = self._holds.get((hold.key, hold.field)) is hold
-                if current and now - hold.confirmed >= lease:
-                    del self._holds[hold.key, hold.field]
-                    lost.append(hold)
+            lost = [hold for hold in self._holds.values() if hold.valid_until <= now]
+            for hold in lost:
+                del self._holds[hold.key, hold.field]
         return lost
+
+    def orphans(self, alive: Callable[[str], bool]) -> list[Hold]:
+        """The holds whose owner (thread or task) has ended, now removed: nobody can
+        release them, so they are no longer renewed and expire with their lease."""
+        with self._mutex:
+            gone = [hold for hold in self._holds.values() if not alive(hold.owner)]
+            for hold in gone:
+                del self._holds[hold.key, hold.field]
+        return gone
+
+    def plan(self, renewal_at: float) -> float:
+        """The keeper's next look: the next renewal or the earliest lease end, whichever
+        comes first. Holds pushed afterwards that end sooner call :attr:`poke`."""
+        with self._mutex:
+            ends = (hold.valid_until for hold in self._holds.values())
+            self._next_look = min(renewal_at, min(ends, default=math.inf))
+            return self._next_look
+
+    def __len__(self) -> int:
+        with self._mutex:
+            return len(self._holds)
 
     def clear(self) -> None:
         with self._mutex:

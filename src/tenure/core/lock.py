@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from tenure import keys, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
+from tenure.core.clock import validity
 from tenure.core.context import Context
 from tenure.core.effects import (
-    KEEP_RENEWED,
+    WATCH_HOLDS,
+    Background,
     Call,
     Command,
     Deadline,
     Flow,
+    Sleep,
     Subscribe,
     Unsubscribe,
     Wait,
@@ -34,6 +39,26 @@ from tenure.errors import BackendError, LockLostError, NotOwnedError, Replicatio
 log = logging.getLogger("tenure")
 
 LossCallback = Callable[[], None]
+
+PRUNE_FIRST = 64
+"""Per-owner entries a lock object keeps before it first looks for owners that ended."""
+
+
+RECONCILE_PAUSE = (0.05, 1.0)
+"""First and longest pause (seconds) between reconcile attempts while the server is away."""
+RECONCILE_RECHECK = 0.1
+"""Pause before the second "nothing to undo" check of a reconcile."""
+
+
+def guard(call: Call, field: str, recorded: int | None) -> Call:
+    """``call`` (a release) behind the reconcile guard when ``recorded`` is given."""
+    if recorded is None:
+        return call
+    return replace(call, script=scripts.guarded(call.script), args=[*call.args, field, recorded])
+
+
+class LateGrant(Exception):
+    """A grant answered after its lease could have run out: undone, not acquired."""
 
 
 class LockCore:
@@ -61,6 +86,9 @@ class LockCore:
         self.channel = keys.lock_channel(self.key)
         self._lost: set[str] = set()
         self._lost_unreported: set[str] = set()
+        self._sent: dict[str, float] = {}
+        self._prune_at = PRUNE_FIRST
+        self._reconciling: set[str] = set()
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
 
     # ----------------------------------------------------------------- hooks
@@ -79,25 +107,52 @@ class LockCore:
         script needs it (FairLock's queue deadline).
         """
         call = Call(self.acquire_script, [self.key], [self.lease_ms(lease), owner], changes=True)
-        reply = yield from self.acquire_call(owner, call)
+        reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
             return int(reply)
         self.granted(owner, lease)
         return None
 
-    def acquire_call(self, owner: str, call: Call) -> Flow[Any]:
+    def acquire_call(self, owner: str, call: Call, lease: float | None) -> Flow[Any]:
         """Send an acquire script; its reply. Every :meth:`attempt` sends through here.
 
+        The grant's lease counts from just before the script is sent (monotonic clock). A
+        grant whose reply came too late to leave any validity (elapsed + clock drift reaches
+        the lease, e.g. a server or process paused meanwhile) may already belong to someone
+        else: it is undone and raises :class:`LateGrant`, and the caller goes on waiting.
         With ``wait_for_replicas``, a grant that too few replicas acknowledged is undone
         (one hold released again, Redisson's ``checkLockSyncedSlaves``) before the
-        :class:`ReplicationError` goes on to the caller.
+        :class:`ReplicationError` goes on to the caller; an attempt that granted nothing
+        does not wait for replicas.
         """
+        call = replace(call, changes=self.is_grant)
+        sent = time.monotonic()
         try:
-            return (yield call)
+            reply = yield call
         except ReplicationError as error:
             if self.is_grant(error.reply):
                 yield from self.undo_grant(owner)
             raise
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # Timeout, lost connection, cancellation, KeyboardInterrupt: the script may have
+            # run, now or later. Bring the server back to the holds the caller knows of.
+            if owner not in self._reconciling:
+                self._reconciling.add(owner)
+                yield Background(self.reconcile(owner))
+            raise
+        if self.is_grant(reply):
+            applied = self.applied_lease(lease)
+            if validity(applied, time.monotonic() - sent) <= 0:
+                log.warning(
+                    "lock %r: a grant to %s answered after its %.3f s lease: undone, waiting on",
+                    self.name, owner, applied,
+                )
+                yield from self.undo_grant(owner)
+                raise LateGrant
+            self._sent[owner] = sent
+        return reply
 
     def is_grant(self, reply: Any) -> bool:
         """True if an acquire script's ``reply`` means the hold was granted."""
@@ -114,13 +169,83 @@ class LockCore:
             if not isinstance(error, ReplicationError):
                 log.warning("lock %r: undoing an unreplicated grant failed: %s", self.name, error)
 
+    def applied_lease(self, lease: float | None) -> float:
+        """Seconds of lease a grant applies: its own, or the watchdog's."""
+        return lease if lease is not None else self.ctx.watchdog_timeout
+
+    def reconcile(self, owner: str) -> Flow[None]:
+        """After an acquire whose outcome is unknown: release holds of ``owner`` that the
+        server has beyond the count its client recorded (issue: orphan holds), atomically
+        (:func:`tenure.scripts.guarded`), until the server says there are none.
+
+        Runs in the background: retried with a growing pause (up to 1 s) while the server
+        does not answer, until the client closes. Once the server answered "nothing to
+        undo", it checks once more a moment later: a script still queued on the broken
+        connection may run just after the first check.
+        """
+        pause = RECONCILE_PAUSE[0]
+        settled = 0
+        try:
+            while settled < 2:
+                field = self.field(owner)
+                hold = self.ctx.holds.get(self.key, field)
+                recorded = len(hold.leases) if hold is not None else 0
+                lease = hold.leases[-1] if hold is not None and hold.leases else None
+                try:
+                    reply = yield from self.send_release(owner, lease, recorded)
+                except BackendError as error:
+                    if isinstance(error, ReplicationError):
+                        reply = error.reply
+                    else:
+                        yield Sleep(pause)
+                        pause = min(2 * pause, RECONCILE_PAUSE[1])
+                        continue
+                if reply is None:
+                    settled += 1
+                    if settled < 2:
+                        yield Sleep(RECONCILE_RECHECK)
+                else:
+                    log.warning("lock %r: undid a grant to %s with a lost reply", self.name, owner)
+        finally:
+            self._reconciling.discard(owner)
+
     def granted(self, owner: str, lease: float | None) -> Hold:
-        """Record a hold the server just granted to ``owner``."""
+        """Record a hold the server just granted to ``owner`` (its script went through
+        :meth:`acquire_call`, which noted when it was sent)."""
         self._lost.discard(owner)
         self._lost_unreported.discard(owner)
+        sent = self._sent.pop(owner, None)
+        self._prune()
         return self.ctx.holds.push(
-            self, self.key, owner, self.field(owner), self.renewal_script, lease
+            self,
+            self.key,
+            owner,
+            self.field(owner),
+            self.renewal_script,
+            lease,
+            applied=self.applied_lease(lease),
+            sent=time.monotonic() if sent is None else sent,
         )
+
+    def per_owner(self) -> list[dict[str, Any] | set[str]]:
+        """The per-owner state this object keeps (subclasses add theirs)."""
+        return [self._lost, self._lost_unreported]
+
+    def _prune(self) -> None:
+        """Forget the per-owner state of owners that ended, once it doubled since the last
+        look (amortised O(1) per grant): a service that runs one task per request must not
+        keep an entry per request for ever."""
+        tables = self.per_owner()
+        if sum(len(t) for t in tables) < self._prune_at:
+            return
+        alive = self.ctx.identity.alive
+        for table in tables:
+            for owner in [o for o in table if not alive(o)]:
+                if isinstance(table, set):
+                    table.discard(owner)
+                else:
+                    del table[owner]
+        self._prune_at = max(PRUNE_FIRST, 2 * sum(len(t) for t in tables))
 
     def wait_channel(self, owner: str) -> str:
         """The channel on which ``owner`` waits for an unlock."""
@@ -142,9 +267,15 @@ class LockCore:
             changes=True,
         )
 
-    def send_release(self, owner: str, lease: float | None) -> Flow[Any]:
-        """Send :meth:`release_call`; its reply (a ReadWriteLock side may send it again)."""
-        return (yield self.release_call(owner, lease))
+    def send_release(
+        self, owner: str, lease: float | None, recorded: int | None = None
+    ) -> Flow[Any]:
+        """Send :meth:`release_call`; its reply (a ReadWriteLock side may send it again).
+
+        ``recorded``: release only if ``owner`` holds more than that on the server (see
+        :meth:`reconcile`); the reply is then nil when it does not.
+        """
+        return (yield guard(self.release_call(owner, lease), self.field(owner), recorded))
 
     def send_force_release(self) -> Flow[Any]:
         """Send :meth:`force_release_call`; its reply (as :meth:`send_release`)."""
@@ -176,13 +307,13 @@ class LockCore:
         deadline = Deadline(wait)
         channel: str | None = None
         try:
-            ttl = yield from self.attempt(owner, lease, wait)
+            ttl = yield from self.try_once(owner, lease, wait)
             if ttl is not None and deadline.remaining() > 0:
                 subscribe = Subscribe(self.wait_channel(owner), self.wake_all)
                 yield subscribe
                 channel = subscribe.channel
                 while True:
-                    ttl = yield from self.attempt(owner, lease, wait)
+                    ttl = yield from self.try_once(owner, lease, wait)
                     if ttl is None or deadline.remaining() <= 0:
                         break
                     yield Wait(channel, wait_for(ttl, deadline))
@@ -200,9 +331,15 @@ class LockCore:
         if ttl is not None:
             yield from self.give_up(owner)
             return False
-        if lease is None:
-            yield KEEP_RENEWED
+        yield WATCH_HOLDS
         return True
+
+    def try_once(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
+        """:meth:`attempt`, with a late grant (undone) counted as a refusal to retry at once."""
+        try:
+            return (yield from self.attempt(owner, lease, wait))
+        except LateGrant:
+            return 0
 
     def _give_up_quietly(self, owner: str) -> Flow[None]:
         """:meth:`give_up` on an error path: a second failure must not hide the first."""
@@ -217,13 +354,21 @@ class LockCore:
         # Forget the hold first: the watchdog must not renew it or take its deletion for a
         # loss. If the script then fails, the server's hold simply expires with its lease.
         hold = self.ctx.holds.pop(self.key, field)
+        if hold is None and owner in self._lost_unreported:
+            # Its lease surely ended (the keeper saw it on the clock, or a renewal found it
+            # gone): report it now, with no I/O. The server forgets the hold with its lease.
+            self._lost_unreported.discard(owner)
+            raise LockLostError(f"lock {self.name!r}: the hold expired or was taken before release")
         lease = hold.leases[-1] if hold is not None and hold.leases else None
+        sent = time.monotonic()
         try:
             reply = yield from self.send_release(owner, lease)
         except ReplicationError as error:  # the release took effect on the primary
             self.released(owner, hold, error.reply)
             raise
         self.released(owner, hold, reply)
+        if hold is not None and hold.leases and reply is not None and int(reply) == 0:
+            self.ctx.holds.reapplied(hold, self.applied_lease(lease), sent)
 
     def released(self, owner: str, hold: Hold | None, reply: Any) -> None:
         """Apply a release script's reply to the hold table (raises if it was not owned)."""
@@ -257,10 +402,7 @@ class LockCore:
             except Exception:
                 log.exception("loss listener of lock %r failed", self.name)
         if self.on_lost is not None:
-            try:
-                self.on_lost()
-            except Exception:  # a failing callback must not hide the loss or stop renewal
-                log.exception("on_lost callback of lock %r failed", self.name)
+            self.ctx.deliver(self.on_lost, f"on_lost callback of lock {self.name!r}")
 
     def add_loss_listener(self, listener: Callable[[LockCore, str], None]) -> None:
         """Also tell bound method ``listener(core, owner)`` of every hold reported lost.

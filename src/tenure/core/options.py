@@ -43,12 +43,15 @@ def check_timeouts(socket_timeout: Any, socket_connect_timeout: Any) -> None:
             check_positive(value, what)
 
 
-def replica_wait(ctx: Context, call: Call) -> tuple[int, int] | None:
-    """``(replicas, timeout_ms)`` of the ``WAIT`` a driver sends after ``call``, or None.
+def replica_wait(ctx: Context, call: Call, reply: object) -> tuple[int, int] | None:
+    """``(replicas, timeout_ms)`` of the ``WAIT`` a driver sends after ``call`` answered
+    ``reply``, or None.
 
-    Only scripts that change lock state wait, and only with ``wait_for_replicas`` >= 1.
+    Only scripts that changed lock state wait, and only with ``wait_for_replicas`` >= 1.
     """
-    if not call.changes or ctx.wait_for_replicas < 1:
+    if ctx.wait_for_replicas < 1:
+        return None
+    if not (call.changes(reply) if callable(call.changes) else call.changes):
         return None
     return ctx.wait_for_replicas, to_ms(ctx.replica_timeout)
 

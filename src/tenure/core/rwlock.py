@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from tenure import keys, scripts
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
-from tenure.core.lock import LockCore, LossCallback
+from tenure.core.lock import LockCore, LossCallback, guard
 from tenure.errors import BackendError, LockUpgradeError, ReplicationError
 
 Readers = dict[str, int]
@@ -150,7 +150,7 @@ class ReadLockCore(_SideCore):
             )
 
         def send(call: Call) -> Flow[Any]:
-            return self.acquire_call(owner, call)  # undoes a grant too few replicas saw
+            return self.acquire_call(owner, call, lease)  # undoes a grant too few replicas saw
 
         # The new hold is number count + 1: declare the holds the table knows, plus it.
         first = {owner: self.read_holds(owner) + 1}
@@ -175,9 +175,11 @@ class ReadLockCore(_SideCore):
             changes=True,
         )
 
-    def send_release(self, owner: str, lease: float | None) -> Flow[Any]:
+    def send_release(
+        self, owner: str, lease: float | None, recorded: int | None = None
+    ) -> Flow[Any]:
         def build(readers: Readers) -> Call:
-            return self.release_call(owner, lease, readers)
+            return guard(self.release_call(owner, lease, readers), owner, recorded)
 
         return (yield from self.declared(build, self._release_readers(owner)))
 
@@ -206,7 +208,7 @@ class WriteLockCore(_SideCore):
             [self.lease_ms(lease), self.field(owner), owner],
             changes=True,
         )
-        reply = yield from self.acquire_call(owner, call)
+        reply = yield from self.acquire_call(owner, call, lease)
         if reply is None:
             self.granted(owner, lease)
             return None
@@ -228,9 +230,11 @@ class WriteLockCore(_SideCore):
             changes=True,
         )
 
-    def send_release(self, owner: str, lease: float | None) -> Flow[Any]:
+    def send_release(
+        self, owner: str, lease: float | None, recorded: int | None = None
+    ) -> Flow[Any]:
         def build(readers: Readers) -> Call:
-            return self.release_call(owner, lease, readers)
+            return guard(self.release_call(owner, lease, readers), self.field(owner), recorded)
 
         return (yield from self.declared(build, {owner: self.read_holds(owner)}, owner))
 

@@ -3,7 +3,10 @@
 Every ``watchdog_timeout / 3`` a driver runs :func:`renew` over the client's watchdog holds:
 one script call re-applies the lease to a batch of keys whose owner field still exists and
 reports the ones that are gone. A gone hold is lost. A failed call is retried on the next
-tick; once a hold's lease has surely run out without a confirmed renewal, it is lost too.
+tick; once a hold's lease has surely run out without a confirmed renewal, its keeper (the
+runner's loop, on its own clock, with no I/O) reports it lost. With ``wait_for_replicas`` a
+renewal that too few replicas acknowledged confirms nothing: a promoted replica would not
+have it.
 
 Batch layout, the same for every renewal script (``scripts/_renew_batch.lua``): ARGV is the
 lease in ms, then per hold its owner field and the number of its keys; KEYS are those keys,
@@ -53,7 +56,7 @@ def renewal_call(script: Script, batch: list[Hold], lease_ms: int) -> Call:
         hold_keys = hold.renewal_keys()
         batch_keys += hold_keys
         args += [hold.field, len(hold_keys)]
-    return Call(script, batch_keys, args)
+    return Call(script, batch_keys, args, changes=True)
 
 
 def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
@@ -67,8 +70,8 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
         sent = time.monotonic()
         try:
             reply = yield renewal_call(script, batch, lease_ms)
-        except BackendError:
-            lost += ctx.holds.expired(batch, ctx.watchdog_timeout, time.monotonic())
+        except BackendError:  # not confirmed: retried next tick, or expires on the clock
             continue
-        lost += ctx.holds.renewed(batch, [int(r) == 1 for r in reply], sent)
+        present = [int(r) == 1 for r in reply]
+        lost += ctx.holds.renewed(batch, present, sent, ctx.watchdog_timeout)
     return lost

@@ -74,3 +74,12 @@ def names() -> list[str]:
 def fragments() -> list[str]:
     """Every fragment of the package, by the name ``-- @include`` uses."""
     return [f[1 : -len(".lua")] for f in _lua_files() if f.startswith("_")]
+
+
+@cache
+def guarded(script: Script) -> Script:
+    """``script`` (a release script) behind the reconcile guard (``_reconcile_guard.lua``):
+    it runs only while the owner holds more on the server than its client recorded. Callers
+    append two ARGV: the owner's hash field and the recorded count."""
+    source = fragment("reconcile_guard") + script.source
+    return Script(f"{script.name}+guard", source, hashlib.sha1(source.encode()).hexdigest())

@@ -49,7 +49,7 @@ class Backend:
             except NoScriptError:
                 conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
                 reply = conn.read_response()
-            wait = replica_wait(self.ctx, call)
+            wait = replica_wait(self.ctx, call, reply)
             if wait is None:
                 return reply
             conn.send_command("WAIT", *wait)

@@ -62,18 +62,23 @@ class Lock(LockContext):
         Args:
             blocking: False makes one attempt (as ``timeout=0``).
             timeout: seconds to wait (float); None or -1 waits forever, 0 makes one attempt.
-            lease_time: seconds (float, > 0, at most 1e12) until the hold expires on its
+            lease_time: seconds (float, from 0.01 to 1e12) until the hold expires on its
                 own; None lets the client's watchdog renew it (lease ``watchdog_timeout``)
                 until release.
 
         Returns:
-            True once held; False only when the wait ran out.
+            True once held, with the lease counted from just before the grant was sent:
+            a grant whose reply came too late to leave any of its lease (less the
+            clock-drift allowance, 0.01 x lease + 2 ms) is undone and never returned, and
+            the wait goes on. False only when the wait ran out.
 
         Raises:
-            TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` <= 0 or
-                above 1e12), before any I/O.
+            TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` below
+                0.01 or above 1e12), before any I/O.
             BackendError: the server failed or did not answer within the socket timeout.
-                If the acquire reached the server, its hold expires with its lease.
+                The attempt may still have been granted: the client undoes any such grant
+                in the background as soon as the server answers (a cancelled or
+                interrupted acquire too), so the caller holds exactly what it held before.
         """
         runner = self.runner
         return runner.run(self.core.acquire(runner.owner(), blocking, timeout, lease_time))
@@ -83,7 +88,8 @@ class Lock(LockContext):
 
         Raises:
             LockLostError: the caller's hold expired or was taken since it was acquired
-                (also reported through ``lost`` and ``on_lost``).
+                (also reported through ``lost`` and ``on_lost``). A loss the client already
+                saw, on the server or on its own clock, raises with no I/O.
             NotOwnedError: the caller holds no hold on this lock.
             BackendError: the server failed; the hold is given up here and expires with
                 its lease on the server.

@@ -3,14 +3,15 @@
 
 :class:`Runner` runs one client's flows: scripts and commands on the pool, waiting on
 the shared listener, and renewal — it owns the client's one renewal loop, as an etcd session
-owns its lease, and starts it when a flow reports a watchdog hold (``KeepRenewed``).
+owns its lease, and starts it when a flow reports a watchdog hold (``WatchHolds``).
 :class:`CompositeRunner` runs MultiLock/RedLock flows over the members' runners.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator, Sequence
+import time
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from tenure._concurrency import (
@@ -26,12 +27,12 @@ from tenure._concurrency import (
 from tenure._redis import Redis, RedisError, backend_error
 from tenure.sync.backend import Backend
 from tenure.sync.listener import Listener
-from tenure.core.context import Context
+from tenure.core.context import Context, call_now
 from tenure.core.effects import (
+    Background,
     Call,
     Command,
     Join,
-    KeepRenewed,
     OnMember,
     Sleep,
     Spawn,
@@ -39,7 +40,9 @@ from tenure.core.effects import (
     Unsubscribe,
     Wait,
     WaitAny,
+    WatchHolds,
 )
+from tenure.core.holds import Hold
 from tenure.core.watchdog import renew
 from tenure.errors import BackendError
 
@@ -88,10 +91,13 @@ class Runner(Driver):
 
     def _start(self) -> None:
         self._listener = Listener(self._client, self._timeout)
-        self._renewal: Task | None = None
-        self._renewal_mutex = Mutex()
-        self._stopping = Event()
+        self._keeper: Task | None = None
+        self._keeper_mutex = Mutex()
+        self._look = Event()  # set: the keeper looks at the holds again at once
         self._spawner = Spawner("tenure-watchdog")
+        self._callbacks = Spawner("tenure-callbacks")
+        self.ctx.holds.poke = self._look.set
+        self.ctx.dispatch = self._dispatch
 
     def owner(self) -> str:
         """The calling thread's or task's owner id on this client."""
@@ -112,39 +118,92 @@ class Runner(Driver):
                 return self._listener.subscribe(channel, wake_all)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return self._listener.unsubscribe(channel, pass_on)
-            case KeepRenewed():
-                if self._renewal is None:
-                    self._start_renewal()
+            case WatchHolds():
+                if self._keeper is None:
+                    self._start_keeper()
                 return None
+            case Background(flow=flow):
+                self._spawner.spawn(self._background, flow)
+                return None
+            case Sleep(seconds=seconds):
+                return sleep(seconds)
         raise TypeError(f"unknown effect {effect!r}")
 
-    # ------------------------------------------------------------- renewal
-    def _start_renewal(self) -> None:
-        with self._renewal_mutex:
-            if self._renewal is None and not self.closed:
-                self._renewal = self._spawner.spawn(self._renew)
+    def _background(self, flow: Generator[Any, Any, Any]) -> None:
+        try:
+            self.run(flow)
+        except Exception as error:  # the client closed, or a bug: say so, never raise here
+            if not self.closed:
+                log.exception("tenure background clean-up failed")
+            else:
+                log.debug("tenure background clean-up stopped: %s", error)
 
-    def _renew(self) -> None:
-        """Every watchdog_timeout / 3, renew every watchdog hold (DESIGN §4 "Watchdog")."""
+    # ------------------------------------------------------------- the hold keeper
+    def _start_keeper(self) -> None:
+        with self._keeper_mutex:
+            if self._keeper is None and not self.closed:
+                self._keeper = self._spawner.spawn(self._keep)
+
+    def _keep(self) -> None:
+        """The client's one loop over its holds (DESIGN §4 "Watchdog").
+
+        Every ``watchdog_timeout / 3`` it starts a renewal pass of the watchdog holds (in
+        the background: a slow server must not delay what follows) and stops renewing the
+        holds of owners that ended. Between passes it wakes when a hold's lease surely runs
+        out on the local monotonic clock (:attr:`Hold.valid_until`) and reports that hold
+        lost at once, with no I/O: however long a renewal or the network hangs.
+        """
         interval = self.ctx.watchdog_timeout / 3
-        while not self._stopping.wait(interval):
-            try:
-                lost = self.run(renew(self.ctx))
-            except Exception:  # never let the renewal loop die
+        renewal_at = time.monotonic() + interval
+        renewing: Task | None = None
+        while not self.closed:
+            now = time.monotonic()
+            if now >= renewal_at:
+                renewal_at = now + interval
+                self._drop_orphans()
+                if renewing is None or renewing.done():
+                    renewing = self._spawner.spawn(self._renewal_pass)
+            self._report(self.ctx.holds.expired(now))
+            self._look.clear()
+            look_at = self.ctx.holds.plan(renewal_at)
+            self._look.wait(look_at - time.monotonic())
+
+    def _renewal_pass(self) -> None:
+        try:
+            self._report(self.run(renew(self.ctx)))
+        except Exception:  # the next pass retries; the clock still reports expiries
+            if not self.closed:
                 log.exception("tenure watchdog pass failed")
-                continue
-            for hold in lost:
-                hold.lock.hold_lost(hold.owner)
+
+    def _drop_orphans(self) -> None:
+        for hold in self.ctx.holds.orphans(self.ctx.identity.alive):
+            log.warning(
+                "lock %r: owner %s ended while holding it; no longer renewed, it expires "
+                "with its lease", hold.key, hold.owner,
+            )
+
+    def _report(self, lost: list[Hold]) -> None:
+        for hold in lost:
+            log.warning("lock %r: the hold of %s was lost", hold.key, hold.owner)
+            hold.lock.hold_lost(hold.owner)
+
+    def _dispatch(self, callback: Callable[[], None], what: str) -> None:
+        """Run a user callback away from the keeper: its own thread (sync) or task."""
+        self._callbacks.spawn(_call_logged, callback, what)
 
     def close(self) -> None:
-        """Stop renewal and the listener; holds are not released (they expire)."""
+        """Stop the keeper and the listener; holds are not released (they expire)."""
         if self.closed:
             return
         self.closed = True
-        self._stopping.set()
-        if self._renewal is not None:
-            self._renewal.stop(5.0)
+        self._look.set()
+        if self._keeper is not None:
+            self._keeper.stop(5.0)
         self._listener.close()
+
+
+def _call_logged(callback: Callable[[], None], what: str) -> None:
+    call_now(callback, what)
 
 
 class CompositeRunner(Driver):
