@@ -1,4 +1,4 @@
-# PermitExpirableSemaphore on a real server (asyncio source of tests/_sync/test_permit_semaphore.py).
+# PermitExpirableSemaphore (asyncio source of tests/_sync/test_permit_semaphore.py).
 """PermitExpirableSemaphore: twins of Redisson's RedissonPermitExpirableSemaphoreTest
 scenarios, the wire layout read with raw redis-py, expiry, watchdog renewal and loss."""
 
