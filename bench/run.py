@@ -94,6 +94,23 @@ def uncontended(url: str, n: int) -> list[tuple[str, float, float]]:
 
         row("tenure Lock (watchdog)", tenure_cycle)
         row("tenure Lock (lease_time)", tenure_lease_cycle)
+        sem = client.semaphore("bench:sem")
+        sem.set_permits(1)
+
+        def semaphore_cycle() -> None:
+            sem.acquire()
+            sem.release()
+
+        row("tenure Semaphore", semaphore_cycle)
+        psem = client.permit_expirable_semaphore("bench:psem")
+        psem.set_permits(1)
+
+        def permit_cycle() -> None:
+            permit = psem.acquire(lease_time=10)
+            assert permit is not None
+            psem.release(permit)
+
+        row("tenure PermitExpirableSemaphore (lease_time)", permit_cycle)
     rlock = raw.lock("bench:redis-py", timeout=10)
 
     def redispy_cycle() -> None:
@@ -202,6 +219,15 @@ def handoffs(url: str, rounds: int) -> list[tuple[str, float]]:
 
     rows.append(("tenure FairLock", handoff(fair_pair, rounds)))
 
+    def semaphore_pair() -> tuple[Callable[[], object], Callable[[], object]]:
+        client = tenure.Client(url)
+        clients.append(client)
+        sem = client.semaphore("bench:h-sem")
+        sem.try_set_permits(1)
+        return sem.acquire, sem.release
+
+    rows.append(("tenure Semaphore (1 permit)", handoff(semaphore_pair, rounds)))
+
     def redispy_pair() -> tuple[Callable[[], object], Callable[[], object]]:
         lock = redis.Redis.from_url(url).lock("bench:h-redis-py", timeout=30)
         return lock.acquire, lock.release
@@ -294,13 +320,21 @@ def contention(
 
 
 # ---------------------------------------------------------------- footprint
-def idle_waiters(url: str, waiters: int, seconds: float) -> tuple[int, int]:
-    """(commands the server processed while ``waiters`` threads waited, pub/sub connections)."""
+def idle_waiters(url: str, waiters: int, seconds: float, kind: str = "lock") -> tuple[int, int]:
+    """(commands the server processed while ``waiters`` threads waited, pub/sub connections).
+
+    ``kind`` "semaphore": they wait for a permit of a semaphore with none.
+    """
     raw = redis.Redis.from_url(url)
     with tenure.Client(url) as holder, tenure.Client(url) as client:
         holder.lock("bench:idle").acquire()
 
         def wait_then_release() -> None:
+            if kind == "semaphore":
+                sem = client.semaphore("bench:idle-sem")
+                if sem.acquire(timeout=30):
+                    sem.release()
+                return
             lock = client.lock("bench:idle")
             if lock.acquire(timeout=30):
                 lock.release()
@@ -314,6 +348,7 @@ def idle_waiters(url: str, waiters: int, seconds: float) -> tuple[int, int]:
         after = int(raw.info("stats")["total_commands_processed"])
         pubsub_conns = sum(1 for c in raw.client_list() if int(c.get("sub", 0)) > 0)
         holder.lock("bench:idle").force_release()
+        holder.semaphore("bench:idle-sem").release(waiters)
         for t in threads:
             t.join(30)
     raw.close()
@@ -403,6 +438,8 @@ def main() -> None:
         table.add_column("measure")
         table.add_column("value", justify="right")
         table.add_row("commands sent by 50 idle waiters in 3 s", str(commands))
+        sem_commands, _ = idle_waiters(url, 50, 3.0, "semaphore")
+        table.add_row("commands sent by 50 idle Semaphore waiters in 3 s", str(sem_commands))
         table.add_row("pub/sub connections for 50 waiting threads of one client", str(conns))
         table.add_row("server memory per held lock (MEMORY USAGE)", f"{memory_per_lock(url)} B")
         console.print(table)

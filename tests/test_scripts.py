@@ -235,6 +235,27 @@ def scenario(make_client: object, name: str) -> None:
     assert read.acquire() and read.force_release()
     assert write.acquire() and write.force_release()
 
+    for sem in (a.semaphore(f"se{name}"), a.permit_expirable_semaphore(f"ps{name}")):
+        assert sem.try_set_permits(2)
+        sem.set_permits(3)
+        sem.add_permits(1)
+        assert sem.available_permits() == 4 and sem.drain_permits() == 4
+        sem.add_permits(2)
+    plain = a.semaphore(f"se{name}")
+    assert plain.acquire(2)
+    plain.release(2)
+    psem = a.permit_expirable_semaphore(f"ps{name}")
+    permit = psem.acquire()
+    assert permit is not None and psem.remaining_lease(permit)
+    renewed()
+    assert psem.update_lease_time(permit, 5)
+    psem.release(permit)
+
+    latch = a.count_down_latch(f"la{name}")
+    assert latch.try_set_count(1)
+    latch.count_down()
+    assert latch.try_set_count(1) and latch.delete()
+
 
 @pytest.mark.parametrize("name", ["plain", "{tag}ged"])
 def test_scripts_touch_only_keys_passed_in_KEYS(

@@ -4,8 +4,10 @@ from tenure.aio.client import AsyncClient
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
 from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
+from tenure.aio.latch import AsyncCountDownLatch
 from tenure.aio.lock import AsyncLock
 from tenure.aio.rwlock import AsyncReadWriteLock
+from tenure.aio.semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
 from tenure.errors import (
     BackendError,
     LockError,
@@ -20,19 +22,25 @@ from tenure.sync.client import Client
 from tenure.sync.composite import MultiLock, RedLock
 from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
+from tenure.sync.latch import CountDownLatch
 from tenure.sync.lock import Lock
 from tenure.sync.rwlock import ReadWriteLock
+from tenure.sync.semaphore import PermitExpirableSemaphore, Semaphore
 
 __all__ = [
     "AsyncClient",
+    "AsyncCountDownLatch",
     "AsyncFairLock",
     "AsyncFencedLock",
     "AsyncLock",
     "AsyncMultiLock",
+    "AsyncPermitExpirableSemaphore",
     "AsyncReadWriteLock",
     "AsyncRedLock",
+    "AsyncSemaphore",
     "BackendError",
     "Client",
+    "CountDownLatch",
     "FairLock",
     "FencedLock",
     "Lock",
@@ -42,9 +50,11 @@ __all__ = [
     "LockUpgradeError",
     "MultiLock",
     "NotOwnedError",
+    "PermitExpirableSemaphore",
     "ReadWriteLock",
     "RedLock",
     "ReplicationError",
+    "Semaphore",
     "fenced_read",
     "fenced_write",
 ]

@@ -126,7 +126,7 @@ def render(report: demo_module.Report) -> Table:
     if report.reader_overlaps is not None:  # rw: readers share, writers exclude
         rows[3] = ("sections overlapping a write", _flag(report.overlaps))
         rows.insert(4, ("read sections sharing the lock", f"{report.reader_overlaps}"))
-    for measure, value in rows:
+    for measure, value in demo_module.relabel(report, rows):
         table.add_row(measure, value)
     return table
 

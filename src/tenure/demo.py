@@ -9,7 +9,11 @@ Kinds (:data:`KINDS`; each builds its lock in :func:`_make_lock` / :func:`_make_
 ``lock`` (tenure.Lock), ``red`` (RedLock over one lock per server, :data:`SERVERS` servers;
 the counter lives on the first), ``fenced`` (FencedLock; the section reads the counter with
 :func:`tenure.fenced_read` and writes it with :func:`tenure.fenced_write` under the lock's
-token, and counts the writes refused as stale).
+token, and counts the writes refused as stale), ``semaphore`` (tenure.Semaphore with
+:data:`PERMITS` permits: up to that many workers inside at once; the section INCRs the counter,
+and the report shows the most inside at once), ``latch`` (a barrier per round: every worker
+counts a fresh CountDownLatch down and waits on it; the report shows wake-up latency after
+the last count-down and wakes before it, which must be 0).
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ from tenure import keys
 Span = tuple[int, int, int]
 """(worker id, entry ns, exit ns) of one critical section."""
 
-KINDS = ("lock", "fair", "rw", "red", "fenced")
+KINDS = ("lock", "fair", "rw", "red", "fenced", "semaphore", "latch")
+
+PERMITS = 3
+"""Permits of the semaphore ``--kind semaphore`` runs on."""
 
 RW_WRITER_EVERY = 4
 """With ``--kind rw`` every 4th worker (thread or task) writes; the others read."""
@@ -192,6 +199,87 @@ def _async_worker(
     return asyncio.run(main())
 
 
+def _sync_primitive_worker(
+    urls: tuple[str, ...],
+    name: str,
+    kind: str,
+    worker: int,
+    threads: int,
+    rounds: int,
+    done: Any,
+) -> Outcome:
+    """``semaphore`` and ``latch`` kinds, threads."""
+    spans: list[Span] = []
+    with tenure.Client(urls[0]) as client, redis.Redis.from_url(urls[0]) as raw:
+        sem = client.semaphore(name)
+
+        def work(wid: int) -> None:
+            for r in range(rounds):
+                if kind == "semaphore":
+                    with sem:
+                        enter = time.monotonic_ns()
+                        raw.incr(name + ":counter")
+                        spans.append((wid, enter, time.monotonic_ns()))
+                else:
+                    latch = client.count_down_latch(f"{name}:{r}")
+                    raw.incr(name + ":counter")
+                    counted = time.monotonic_ns()
+                    latch.count_down()
+                    latch.wait()
+                    spans.append((wid, counted, time.monotonic_ns()))
+                with done.get_lock():
+                    done.value += 1
+
+        pool = [threading.Thread(target=work, args=(worker * threads + t,)) for t in range(threads)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+    return spans, 0
+
+
+def _async_primitive_worker(
+    urls: tuple[str, ...],
+    name: str,
+    kind: str,
+    worker: int,
+    tasks: int,
+    rounds: int,
+    done: Any,
+) -> Outcome:
+    """``semaphore`` and ``latch`` kinds, asyncio tasks."""
+
+    async def main() -> Outcome:
+        spans: list[Span] = []
+        async with (
+            tenure.AsyncClient(urls[0]) as client,
+            redis.asyncio.Redis.from_url(urls[0]) as raw,
+        ):
+            sem = client.semaphore(name)
+
+            async def work(wid: int) -> None:
+                for r in range(rounds):
+                    if kind == "semaphore":
+                        async with sem:
+                            enter = time.monotonic_ns()
+                            await raw.incr(name + ":counter")
+                            spans.append((wid, enter, time.monotonic_ns()))
+                    else:
+                        latch = client.count_down_latch(f"{name}:{r}")
+                        await raw.incr(name + ":counter")
+                        counted = time.monotonic_ns()
+                        await latch.count_down()
+                        await latch.wait()
+                        spans.append((wid, counted, time.monotonic_ns()))
+                    with done.get_lock():
+                        done.value += 1
+
+            await asyncio.gather(*(work(worker * tasks + t) for t in range(tasks)))
+        return spans, 0
+
+    return asyncio.run(main())
+
+
 def _entry(worker: Callable[..., Outcome], results: Any, args: tuple[Any, ...]) -> None:
     try:
         results.put(worker(*args))
@@ -218,6 +306,13 @@ class Report:
     ``overlaps`` then counts sections that overlapped a write section (must be 0)."""
     stale_writes: int | None = None
     """Fenced writes refused as stale (``fenced`` kind only; None for the others)."""
+    permits: int | None = None
+    """semaphore only: the permits; ``overlaps`` then counts entries beyond them."""
+    max_inside: int | None = None
+    """semaphore only: the most workers inside at once (at most ``permits``)."""
+    latch: bool = False
+    """latch only: ``overlaps`` counts wakes before a round's last count-down and
+    ``handoff_ms`` the wake-up latency after it."""
 
     @property
     def lost_updates(self) -> int:
@@ -249,6 +344,53 @@ def analyse_rw(spans: Sequence[Span], expected: int, writes: int, counter: int) 
         latest_exit = max(latest_exit, leave)
     report.reader_overlaps = shared
     return report
+
+
+def analyse_semaphore(spans: Sequence[Span], expected: int, counter: int, permits: int) -> Report:
+    """``analyse`` for a semaphore: up to ``permits`` sections may overlap; ``overlaps``
+    counts the entries that found ``permits`` or more already inside."""
+    report = analyse(spans, expected, counter)
+    events = sorted([(enter, 1) for _, enter, _ in spans] + [(leave, -1) for _, _, leave in spans])
+    level = most = beyond = 0
+    for _, step in events:
+        if step > 0 and level >= permits:
+            beyond += 1
+        level += step
+        most = max(most, level)
+    report.overlaps, report.permits, report.max_inside = beyond, permits, most
+    return report
+
+
+def analyse_latch(spans: Sequence[Span], expected: int, counter: int) -> Report:
+    """``analyse`` for latch rounds: span i of a worker is (counted down, woke) of round i."""
+    report = analyse(spans, expected, counter)
+    rounds: dict[int, list[tuple[int, int]]] = {}
+    seen: dict[int, int] = {}
+    for wid, counted, woke in spans:
+        r = seen[wid] = seen.get(wid, -1) + 1
+        rounds.setdefault(r, []).append((counted, woke))
+    early = 0
+    latency: list[float] = []
+    for entries in rounds.values():
+        last = max(counted for counted, _ in entries)
+        early += sum(1 for _, woke in entries if woke < last)
+        latency += [(woke - last) / 1e6 for _, woke in entries if woke >= last]
+    report.overlaps, report.handoff_ms, report.latch = early, latency, True
+    return report
+
+
+def relabel(report: Report, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The report rows (measure, value) as the kind names them (semaphore, latch)."""
+    names = dict.fromkeys(m for m, _ in rows)
+    if report.permits is not None:
+        names["overlapping critical sections"] = "entries beyond the permits"
+        rows = [*rows, ("most inside at once", f"{report.max_inside} (permits {report.permits})")]
+    if report.latch:
+        names["overlapping critical sections"] = "woke before the count reached 0"
+        names["handoff latency p50"] = "wake-up after last count-down p50"
+        names["handoff latency p99"] = "wake-up after last count-down p99"
+        names["acquisitions"] = "count-downs"
+    return [(names.get(m) or m, v) for m, v in rows]
 
 
 def analyse(spans: Sequence[Span], expected: int, counter: int) -> Report:
@@ -297,6 +439,9 @@ def run(
     done = ctx.Value("i", 0)
     total = processes * threads * rounds
     worker = _async_worker if use_asyncio else _sync_worker
+    if kind in ("semaphore", "latch"):
+        worker = _async_primitive_worker if use_asyncio else _sync_primitive_worker
+        _prepare(urls[0], kind, name, processes * threads, rounds)
     results: Queue[Outcome | str] = ctx.Queue()
     procs = [
         ctx.Process(
@@ -335,7 +480,11 @@ def run(
         progress(done.value, total)
     with redis.Redis.from_url(urls[0]) as raw:
         counter = _read_counter(raw, kind, name + ":counter")
-        raw.delete(name + ":counter", keys.token_key(name))
+        raw.delete(name + ":counter", keys.token_key(name), name)
+    if kind == "semaphore":
+        return analyse_semaphore(spans, total, counter, PERMITS)
+    if kind == "latch":
+        return analyse_latch(spans, total, counter)
     if kind == "rw":
         writes = sum(rounds for w in range(processes * threads) if is_writer(kind, w))
         return analyse_rw(spans, total, writes, counter)
@@ -343,6 +492,16 @@ def run(
     if kind == "fenced":
         report.stale_writes = refused
     return report
+
+
+def _prepare(url: str, kind: str, name: str, workers: int, rounds: int) -> None:
+    """Set the semaphore's permits, or one latch per round counting every worker."""
+    with tenure.Client(url) as client:
+        if kind == "semaphore":
+            client.semaphore(name).set_permits(PERMITS)
+            return
+        for r in range(rounds):
+            client.count_down_latch(f"{name}:{r}").try_set_count(workers)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -141,3 +141,33 @@ def key_slot(key: str) -> int:
             crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
             crc &= 0xFFFF
     return crc % 16384
+
+
+# ------------------------------------------------------------ semaphores and latches
+SEMAPHORE_CHANNEL = "redisson_sc"
+LATCH_CHANNEL = "redisson_countdownlatch__channel"
+PERMIT_TIMEOUT_SUFFIX = "timeout"
+
+LATCH_ZERO_MESSAGE = "0"
+"""Published on a latch's channel when its count reaches zero (or it is deleted)."""
+LATCH_SET_MESSAGE = "1"
+"""Published on a latch's channel when its count is set."""
+
+PERMIT_NO_LEASE_SCORE = 922337203685477
+"""Score Redisson gives a permit without lease (``Long.MAX_VALUE / 10000``): never expires."""
+
+
+def semaphore_channel(key: str) -> str:
+    """Channel of a Semaphore and a PermitExpirableSemaphore: releases publish the new count."""
+    return prefix_name(SEMAPHORE_CHANNEL, key)
+
+
+def permit_timeout_key(key: str) -> str:
+    """ZSET of a PermitExpirableSemaphore's permits (16 raw bytes) scored by expiry epoch-ms."""
+    return suffix_name(key, PERMIT_TIMEOUT_SUFFIX)
+
+
+def latch_channel(key: str) -> str:
+    """Channel of a CountDownLatch: ``redisson_countdownlatch__channel__{<key>}``, always
+    braced (also for a name that has a hash tag of its own, as Redisson does)."""
+    return f"{LATCH_CHANNEL}__{{{key}}}"

@@ -154,3 +154,29 @@ def rw_read_and_die(url: str, name: str, lease: float, ready: Any) -> None:
     client.read_write_lock(name).read_lock().acquire(lease_time=lease)
     ready.set()
     time.sleep(3600)
+
+
+def semaphore_spans(url: str, name: str, rounds: int, threads: int) -> list[tuple[int, int]]:
+    """Enter the semaphore ``rounds`` times in each of ``threads`` threads; (enter, exit)
+    monotonic ns stamps of every stay inside."""
+    spans: list[tuple[int, int]] = []
+    with tenure.Client(url) as client:
+        sem = client.semaphore(name)
+
+        def work() -> None:
+            for _ in range(rounds):
+                with sem:
+                    enter = time.monotonic_ns()
+                    time.sleep(0.002)
+                    spans.append((enter, time.monotonic_ns()))
+
+        run_threads(work, threads)
+    return spans
+
+
+def hold_permit_forever(url: str, name: str, watchdog_timeout: float, ready: Any) -> None:
+    """Take a permit without lease_time (renewed by the watchdog), signal, sleep until killed."""
+    client = tenure.Client(url, watchdog_timeout=watchdog_timeout)
+    assert client.permit_expirable_semaphore(name).acquire() is not None
+    ready.set()
+    time.sleep(3600)

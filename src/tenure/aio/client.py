@@ -7,9 +7,15 @@ from tenure._redis import AsyncBlockingPool, AsyncRedis, resolve_redis
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
 from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
+from tenure.aio.latch import AsyncCountDownLatch
 from tenure.aio.lock import AsyncLock
 from tenure.aio.runner import AsyncRunner
 from tenure.aio.rwlock import AsyncReadWriteLock
+from tenure.aio.semaphore import (
+    AsyncPermitExpirableSemaphore,
+    AsyncSemaphore,
+    OnPermitLost,
+)
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.holds import OnLost
 from tenure.core.options import check_timeouts, make_context
@@ -141,6 +147,32 @@ class AsyncClient:
         ``node_timeout``, TypeError for a member that is not a lock object of this API.
         """
         return AsyncRedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
+
+    def semaphore(self, name: str) -> AsyncSemaphore:
+        """A counting :class:`tenure.Semaphore` named ``name`` (Redisson ``getSemaphore``).
+
+        Raises TypeError/ValueError for a bad name.
+        """
+        return AsyncSemaphore(self._runner, name)
+
+    def permit_expirable_semaphore(
+        self, name: str, *, on_lost: OnPermitLost | None = None
+    ) -> AsyncPermitExpirableSemaphore:
+        """A :class:`tenure.PermitExpirableSemaphore` named ``name`` (Redisson
+        ``getPermitExpirableSemaphore``): permits with ids and leases.
+
+        ``on_lost(semaphore, permit_id)`` is called from the renewal loop (or the releasing
+        caller) when a permit this client took is found gone. Raises TypeError/ValueError
+        for a bad name or ``on_lost``.
+        """
+        return AsyncPermitExpirableSemaphore(self._runner, name, on_lost)
+
+    def count_down_latch(self, name: str) -> AsyncCountDownLatch:
+        """A :class:`tenure.CountDownLatch` named ``name`` (Redisson ``getCountDownLatch``).
+
+        Raises TypeError/ValueError for a bad name.
+        """
+        return AsyncCountDownLatch(self._runner, name)
 
     async def close(self) -> None:
         """Stop the watchdog and the listener. Holds are not released: they expire.

@@ -24,6 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+WAKE_ANY = "*"
+"""In a channel's ``wake_all``: every message wakes every waiter of this client. Semaphores use
+it: a release of n permits may serve several waiters, each wanting its own number of permits,
+so waking one could leave a satisfiable waiter asleep."""
+
 
 @dataclass(eq=False)
 class Parked:
@@ -87,7 +92,7 @@ class Parking:
         if entry is None:
             return None
         if kind in ("message", "smessage"):
-            if payload in entry.wake_all:
+            if payload in entry.wake_all or WAKE_ANY in entry.wake_all:
                 entry.permits = entry.refs
             else:
                 entry.permits = min(entry.permits + 1, entry.refs)

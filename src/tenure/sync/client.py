@@ -7,9 +7,15 @@ from tenure._redis import BlockingPool, Redis, resolve_redis
 from tenure.sync.composite import MultiLock, RedLock
 from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
+from tenure.sync.latch import CountDownLatch
 from tenure.sync.lock import Lock
 from tenure.sync.runner import Runner
 from tenure.sync.rwlock import ReadWriteLock
+from tenure.sync.semaphore import (
+    PermitExpirableSemaphore,
+    Semaphore,
+    OnPermitLost,
+)
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.holds import OnLost
 from tenure.core.options import check_timeouts, make_context
@@ -141,6 +147,32 @@ class Client:
         ``node_timeout``, TypeError for a member that is not a lock object of this API.
         """
         return RedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
+
+    def semaphore(self, name: str) -> Semaphore:
+        """A counting :class:`tenure.Semaphore` named ``name`` (Redisson ``getSemaphore``).
+
+        Raises TypeError/ValueError for a bad name.
+        """
+        return Semaphore(self._runner, name)
+
+    def permit_expirable_semaphore(
+        self, name: str, *, on_lost: OnPermitLost | None = None
+    ) -> PermitExpirableSemaphore:
+        """A :class:`tenure.PermitExpirableSemaphore` named ``name`` (Redisson
+        ``getPermitExpirableSemaphore``): permits with ids and leases.
+
+        ``on_lost(semaphore, permit_id)`` is called from the renewal loop (or the releasing
+        caller) when a permit this client took is found gone. Raises TypeError/ValueError
+        for a bad name or ``on_lost``.
+        """
+        return PermitExpirableSemaphore(self._runner, name, on_lost)
+
+    def count_down_latch(self, name: str) -> CountDownLatch:
+        """A :class:`tenure.CountDownLatch` named ``name`` (Redisson ``getCountDownLatch``).
+
+        Raises TypeError/ValueError for a bad name.
+        """
+        return CountDownLatch(self._runner, name)
 
     def close(self) -> None:
         """Stop the watchdog and the listener. Holds are not released: they expire.

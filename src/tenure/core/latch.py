@@ -1,0 +1,89 @@
+"""CountDownLatch (Redisson's RCountDownLatch), sans I/O.
+
+The count is a STRING; ``count_down`` deletes it at zero and publishes ``0`` on
+``redisson_countdownlatch__channel__{name}`` (always braced, so for a hash-tagged name it is
+not in the key's slot: scripts get it as an argument, not a key — DESIGN §4 "Cluster").
+``wait`` reads the count, and while it is above zero subscribes, reads it again (closing the
+race with a count-down published before the subscription) and sleeps until a message: ``0``
+wakes every waiter of this client, ``1`` (count set) one, which reads the count again.
+"""
+
+from __future__ import annotations
+
+from tenure import keys, scripts
+from tenure.core.args import check_name, check_wait
+from tenure.core.context import Context
+from tenure.core.effects import Call, Command, Deadline, Flow, Subscribe, Unsubscribe, Wait
+from tenure.core.semaphore import check_count
+
+WAKE = frozenset({keys.LATCH_ZERO_MESSAGE})
+
+
+class LatchCore:
+    """One named CountDownLatch of one client."""
+
+    def __init__(self, ctx: Context, name: str) -> None:
+        self.ctx = ctx
+        self.name = check_name(name)
+        self.key = ctx.wire_name(name)
+        self.channel = keys.latch_channel(self.key)
+
+    def try_set_count(self, count: object) -> Flow[bool]:
+        n = check_count(count, "count", 1)
+        call = Call(
+            scripts.get("latch_try_set"),
+            [self.key],
+            [n, self.channel, keys.LATCH_SET_MESSAGE],
+            changes=True,
+        )
+        return self._bool(call)
+
+    def count_down(self) -> Flow[None]:
+        yield Call(
+            scripts.get("latch_count_down"),
+            [self.key],
+            [self.channel, keys.LATCH_ZERO_MESSAGE],
+            changes=True,
+        )
+
+    def delete(self) -> Flow[bool]:
+        call = Call(
+            scripts.get("latch_delete"),
+            [self.key],
+            [self.channel, keys.LATCH_ZERO_MESSAGE],
+            changes=True,
+        )
+        return self._bool(call)
+
+    @staticmethod
+    def _bool(call: Call) -> Flow[bool]:
+        return int((yield call)) == 1
+
+    def count(self) -> Flow[int]:
+        reply = yield Command(("GET", self.key))
+        return max(0, int(reply)) if reply is not None else 0
+
+    def wait(self, timeout: object) -> Flow[bool]:
+        """True once the count is 0 (or the latch is gone); False when ``timeout`` ran out."""
+        wait = check_wait(True, timeout)
+        return self._wait(Deadline(wait))
+
+    def _wait(self, deadline: Deadline) -> Flow[bool]:
+        if (yield from self.count()) == 0:
+            return True
+        if deadline.remaining() <= 0:
+            return False
+        yield Subscribe(self.channel, WAKE)
+        try:
+            while True:
+                done = (yield from self.count()) == 0
+                if done or deadline.remaining() <= 0:
+                    break
+                yield Wait(self.channel, deadline.remaining())
+        except GeneratorExit:
+            raise
+        except BaseException:
+            yield Unsubscribe(self.channel, pass_on=True)
+            raise
+        yield Unsubscribe(self.channel)
+        return done

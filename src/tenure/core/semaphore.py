@@ -1,0 +1,330 @@
+"""Semaphore and PermitExpirableSemaphore (Redisson's RSemaphore and RPermitExpirableSemaphore),
+sans I/O.
+
+Rules (DESIGN §4 "Semaphores and latches"):
+
+- The permit count is a STRING; an acquire script takes permits only if enough are available
+  (a count never set has none: the caller waits, as in Redisson). Every change that adds
+  permits publishes the new count on ``redisson_sc:{name}``.
+- Waiting is the locks' waiting: try, subscribe, try again (closing the race with a release
+  published before the subscription), then sleep until a message or, for expirable permits,
+  the earliest permit expiry, and loop. No polling. Every message wakes every waiter of this
+  client on the channel (:data:`~tenure.core.parking.WAKE_ANY`): a release of n permits may
+  serve several of them, each wanting its own number.
+- Expirable permits have ids (16 random bytes, 32 hex digits for callers) in a ZSET scored by
+  expiry epoch-ms, on the server's clock. Every operation first returns expired permits to the
+  count. A permit taken without ``lease_time`` gets the watchdog's lease and is renewed by the
+  client's renewal loop like a lock hold (Redisson gives it no expiry at all); one found gone
+  is reported lost.
+- An acquire that fails or is cancelled after its script may have run gives back the permit
+  id it sent (releasing an id that was never taken is a no-op), so nothing stays taken.
+  A plain Semaphore has no ids: a cancellation while its acquire script is in flight can
+  leave the permits taken, as in Redisson.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from tenure import keys, scripts
+from tenure.core.args import check_lease, check_name, check_wait, to_ms
+from tenure.core.context import Context
+from tenure.core.effects import (
+    KEEP_RENEWED,
+    Call,
+    Deadline,
+    Flow,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    wait_for,
+)
+from tenure.core.parking import WAKE_ANY
+from tenure.errors import BackendError, LockLostError, NotOwnedError
+
+log = logging.getLogger("tenure")
+
+WAKE = frozenset({WAKE_ANY})
+PERMIT_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def check_count(value: Any, what: str, minimum: int | None) -> int:
+    """An int permit count (not a bool) >= ``minimum`` (None: any sign)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{what} must be >= {minimum}, not {value}")
+    if abs(value) >= 2**53:  # exact as a Lua number
+        raise ValueError(f"{what} is too large: {value}")
+    return value
+
+
+def check_permit_id(value: Any) -> str:
+    """A permit id as :meth:`PermitCore.acquire` returns it: 32 lower-case hex digits."""
+    if not isinstance(value, str):
+        raise TypeError(f"permit_id must be a str, not {type(value).__name__}")
+    if not PERMIT_ID.fullmatch(value):
+        raise ValueError(f"permit_id must be 32 lower-case hex digits, not {value!r}")
+    return value
+
+
+def wait_granted(
+    attempt: Callable[[], Flow[int | None]], channel: str, deadline: Deadline
+) -> Flow[bool]:
+    """The waiting loop: True once ``attempt`` granted (returned None), False when the
+    deadline passed first. ``attempt`` returns ms until something may change on its own
+    (a permit expiring), -1 for nothing: then only a message wakes the caller."""
+    hint = yield from attempt()
+    if hint is None:
+        return True
+    if deadline.remaining() <= 0:
+        return False
+    yield Subscribe(channel, WAKE)
+    try:
+        while True:
+            hint = yield from attempt()
+            if hint is None or deadline.remaining() <= 0:
+                break
+            yield Wait(channel, wait_for(hint, deadline))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield Unsubscribe(channel, pass_on=True)
+        raise
+    yield Unsubscribe(channel)
+    return hint is None
+
+
+class SemaphoreCore:
+    """One named Semaphore of one client: the flows behind every public method."""
+
+    acquire_script = scripts.get("semaphore_acquire")
+    release_script = scripts.get("semaphore_release")
+
+    def __init__(self, ctx: Context, name: str) -> None:
+        self.ctx = ctx
+        self.name = check_name(name)
+        self.key = ctx.wire_name(name)
+        self.channel = keys.semaphore_channel(self.key)
+
+    def count_keys(self) -> list[str]:
+        """KEYS of the scripts shared with PermitExpirableSemaphore (``semaphore_*``)."""
+        return [self.key, self.channel]
+
+    def _count_call(self, script: str, *args: int) -> Call:
+        return Call(scripts.get(script), self.count_keys(), list(args), changes=True)
+
+    # ------------------------------------------------------------ the permit count
+    def try_set_permits(self, permits: object) -> Flow[bool]:
+        n = check_count(permits, "permits", 0)
+        return self._bool(self._count_call("semaphore_try_set", n))
+
+    def set_permits(self, permits: object) -> Flow[None]:
+        n = check_count(permits, "permits", 0)
+        return self._none(self._count_call("semaphore_set", n))
+
+    def add_permits(self, permits: object) -> Flow[None]:
+        n = check_count(permits, "permits", None)
+        return self._none(self._count_call("semaphore_add", n))
+
+    def available_permits(self) -> Flow[int]:
+        return self._int(Call(scripts.get("semaphore_available"), self.count_keys(), []))
+
+    def drain_permits(self) -> Flow[int]:
+        return self._int(self._count_call("semaphore_drain"))
+
+    @staticmethod
+    def _bool(call: Call) -> Flow[bool]:
+        return int((yield call)) == 1
+
+    @staticmethod
+    def _int(call: Call) -> Flow[int]:
+        return int((yield call))
+
+    @staticmethod
+    def _none(call: Call) -> Flow[None]:
+        yield call
+
+    # ------------------------------------------------------------ acquire and release
+    def acquire(self, permits: object, blocking: object, timeout: object) -> Flow[bool]:
+        """Take ``permits`` permits, waiting up to ``timeout``. Arguments checked now."""
+        n = check_count(permits, "permits", 1)
+        wait = check_wait(blocking, timeout)
+        return self._acquire(n, wait)
+
+    def _acquire(self, permits: int, wait: float) -> Flow[bool]:
+        call = Call(self.acquire_script, [self.key], [permits], changes=True)
+
+        def attempt() -> Flow[int | None]:
+            return None if int((yield call)) == 1 else -1
+
+        return (yield from wait_granted(attempt, self.channel, Deadline(wait)))
+
+    def release(self, permits: object) -> Flow[None]:
+        """Give ``permits`` permits back (anyone may: a Semaphore has no owner)."""
+        n = check_count(permits, "permits", 1)
+        return self._none(Call(self.release_script, self.count_keys(), [n], changes=True))
+
+
+LostCallback = Callable[[str], None]
+
+
+class PermitCore(SemaphoreCore):
+    """One named PermitExpirableSemaphore of one client."""
+
+    def __init__(self, ctx: Context, name: str, on_lost: LostCallback | None = None) -> None:
+        super().__init__(ctx, name)
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError("on_lost must be callable")
+        self.on_lost = on_lost
+        """Called with the permit id when a permit this client took is found gone."""
+        self.timeout_key = keys.permit_timeout_key(self.key)
+        self._lost: set[str] = set()
+
+    def count_keys(self) -> list[str]:
+        return [self.key, self.channel, self.timeout_key]
+
+    # ------------------------------------------------------------ the hold-table hooks
+    def renewal_keys(self, owner: str, holds: int) -> list[str]:
+        """KEYS of one permit in a watchdog batch (``permit_renew``): the permit ZSET."""
+        return [self.timeout_key]
+
+    def hold_lost(self, permit_id: str) -> None:
+        """Report ``permit_id`` lost: :meth:`is_lost`, then the ``on_lost`` callback."""
+        self._lost.add(permit_id)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(permit_id)
+            except Exception:  # a failing callback must not hide the loss or stop renewal
+                log.exception("on_lost callback of semaphore %r failed", self.name)
+
+    def is_lost(self, permit_id: object) -> bool:
+        return check_permit_id(permit_id) in self._lost
+
+    # ------------------------------------------------------------ flows
+    def acquire_permit(
+        self, blocking: object, timeout: object, lease_time: object
+    ) -> Flow[str | None]:
+        """Take one permit; its id, or None when the wait ran out. Arguments checked now."""
+        wait = check_wait(blocking, timeout)
+        lease = check_lease(lease_time)
+        return self._acquire_permit(wait, lease)
+
+    def _acquire_permit(self, wait: float, lease: float | None) -> Flow[str | None]:
+        permit = secrets.token_hex(16)
+        lease_ms = to_ms(lease if lease is not None else self.ctx.watchdog_timeout)
+        call = Call(
+            scripts.get("permit_acquire"), self.count_keys(), [permit, lease_ms], changes=True
+        )
+
+        def attempt() -> Flow[int | None]:
+            reply = yield call
+            return None if reply is None else int(reply)
+
+        try:
+            granted = yield from wait_granted(attempt, self.channel, Deadline(wait))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # The last script may have taken the permit before the error (a lost reply, a
+            # cancellation, too few replicas): give the id back; a no-op if it was not taken.
+            yield from self._give_back(permit)
+            raise
+        if not granted:
+            return None
+        self._lost.discard(permit)
+        self.ctx.holds.push(
+            self, self.timeout_key, permit, permit, scripts.get("permit_renew"), lease
+        )
+        if lease is None:
+            yield KEEP_RENEWED
+        return permit
+
+    def _give_back(self, permit: str) -> Flow[None]:
+        try:
+            yield self._release_call(permit)
+        except BackendError as error:
+            log.warning(
+                "semaphore %r: giving back a permit after a failed acquire failed (%s); "
+                "it expires with its lease",
+                self.name,
+                error,
+            )
+
+    def _release_call(self, permit: str) -> Call:
+        return Call(scripts.get("permit_release"), self.count_keys(), [permit], changes=True)
+
+    def release_permit(self, permit_id: object) -> Flow[None]:
+        """Give back ``permit_id``; raises NotOwnedError/LockLostError if it is not out."""
+        permit = check_permit_id(permit_id)
+        return self._release_strict(permit)
+
+    def _release_strict(self, permit: str) -> Flow[None]:
+        yield from self._release_permit(permit, strict=True)
+
+    def try_release_permit(self, permit_id: object) -> Flow[bool]:
+        permit = check_permit_id(permit_id)
+        return self._release_permit(permit, strict=False)
+
+    def _release_permit(self, permit: str, strict: bool) -> Flow[bool]:
+        # Forget it first: the watchdog must not renew it nor take its removal for a loss.
+        hold = self.ctx.holds.discard(self.timeout_key, permit)
+        reply = yield self._release_call(permit)
+        if int(reply) == 1:
+            return True
+        if hold is not None:
+            self.hold_lost(permit)
+        if strict:
+            self._not_out(permit)
+        return False
+
+    def _not_out(self, permit: str) -> None:
+        if permit in self._lost:
+            raise LockLostError(
+                f"semaphore {self.name!r}: permit {permit} expired or was taken away"
+            )
+        raise NotOwnedError(f"semaphore {self.name!r}: no permit {permit} is out")
+
+    def update_lease_time(self, permit_id: object, lease_time: object) -> Flow[bool]:
+        permit = check_permit_id(permit_id)
+        lease = check_lease(lease_time)
+        if lease is None:
+            raise ValueError("lease_time must be a number of seconds > 0, not None")
+        return self._update(permit, lease)
+
+    def _update(self, permit: str, lease: float) -> Flow[bool]:
+        # From now on the permit keeps its own lease: the watchdog stops renewing it.
+        hold = self.ctx.holds.discard(self.timeout_key, permit)
+        call = Call(
+            scripts.get("permit_update"), self.count_keys(), [permit, to_ms(lease)], changes=True
+        )
+        try:
+            updated = int((yield call)) == 1
+        except BaseException:
+            if hold is not None:  # unknown outcome: keep renewing under the watchdog
+                self.ctx.holds.push(self, self.timeout_key, permit, permit, hold.renewal, None)
+            raise
+        if updated:
+            self.ctx.holds.push(
+                self, self.timeout_key, permit, permit, scripts.get("permit_renew"), lease
+            )
+        elif hold is not None:
+            self.hold_lost(permit)
+        return updated
+
+    def remaining_lease(self, permit_id: object) -> Flow[float | None]:
+        permit = check_permit_id(permit_id)
+        return self._remaining(permit)
+
+    def _remaining(self, permit: str) -> Flow[float | None]:
+        reply = int((yield Call(scripts.get("permit_lease"), [self.timeout_key], [permit])))
+        if reply == -2:
+            return None
+        if reply == -1:  # a permit Redisson took without lease
+            return math.inf
+        return reply / 1000

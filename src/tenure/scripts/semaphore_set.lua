@@ -1,0 +1,14 @@
+-- Set the number of permits and publish the count now available. With a permit ZSET
+-- (PermitExpirableSemaphore) ARGV[1] is the total: permits out (unexpired) count against it.
+-- KEYS[1] count  KEYS[2] channel  [KEYS[3] permit ZSET]   ARGV[1] permits
+-- Returns the count now available.
+-- @include server_time
+-- @include permits
+reclaim(clock())
+local available = tonumber(ARGV[1])
+if KEYS[3] ~= nil then
+    available = available - redis.call('zcard', KEYS[3])
+end
+redis.call('set', KEYS[1], available)
+redis.call('publish', KEYS[2], available)
+return available

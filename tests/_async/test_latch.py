@@ -1,0 +1,141 @@
+# CountDownLatch on a real server (asyncio source of tests/_sync/test_latch.py).
+"""CountDownLatch: twins of Redisson's RedissonCountDownLatchTest scenarios, the wire layout
+read with raw redis-py, and 50 waiters woken together."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from support.twins import (
+    async_gather,
+    async_sleep,
+    async_spawn,
+    async_stamped,
+    async_wait_until,
+)
+
+
+async def test_wire_layout_is_redissons(async_client, r):
+    latch = async_client.count_down_latch("warmup")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_countdownlatch__channel__{warmup}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    assert await latch.try_set_count(2)
+    assert r.type("warmup") == b"string" and r.get("warmup") == b"2"
+    assert pubsub.get_message(timeout=2)["data"] == b"1"  # count set
+    await latch.count_down()
+    assert r.get("warmup") == b"1"
+    await latch.count_down()
+    assert not r.exists("warmup")
+    assert pubsub.get_message(timeout=2)["data"] == b"0"  # reached zero
+    pubsub.close()
+
+
+async def test_hash_tagged_name_keeps_the_braced_channel(async_client, r):
+    latch = async_client.count_down_latch("{job}:ready")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_countdownlatch__channel__{{job}:ready}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    await latch.try_set_count(1)
+    await latch.count_down()
+    assert pubsub.get_message(timeout=2)["data"] == b"1"
+    assert pubsub.get_message(timeout=2)["data"] == b"0"
+    pubsub.close()
+
+
+async def test_count_and_try_set_count(async_client):
+    # Redisson testCountDown / testTrySetCount.
+    latch = async_client.count_down_latch("c")
+    assert await latch.count() == 0
+    assert await latch.try_set_count(3)
+    assert not await latch.try_set_count(10)
+    assert await latch.count() == 3
+    await latch.count_down()
+    assert await latch.count() == 2
+    await latch.count_down()
+    await latch.count_down()
+    assert await latch.count() == 0
+    await latch.count_down()  # below zero: stays 0
+    assert await latch.count() == 0
+    assert await latch.try_set_count(1)  # gone at zero: may be set again
+
+
+async def test_wait_returns_at_once_when_zero(async_client):
+    latch = async_client.count_down_latch("none")
+    assert await latch.wait()
+    assert await latch.wait(0)
+
+
+async def test_wait_times_out(async_client):
+    # Redisson testAwaitTimeoutFail.
+    latch = async_client.count_down_latch("slow")
+    await latch.try_set_count(1)
+    start = time.monotonic()
+    assert not await latch.wait(0.3)
+    assert 0.25 < time.monotonic() - start < 3
+    assert not await latch.wait(0)
+
+
+async def test_wait_ends_on_count_down_from_another_client(async_make_client):
+    # Redisson testAwaitTimeout: counted down by another instance.
+    latch = async_make_client().count_down_latch("other")
+    await latch.try_set_count(2)
+    job = async_spawn(latch.wait, 20)
+    other = async_make_client().count_down_latch("other")
+    await other.count_down()
+    assert not await job.join(0.3)
+    await other.count_down()
+    assert await job.result(5) is True
+
+
+async def test_delete_wakes_waiters(async_client):
+    latch = async_client.count_down_latch("del")
+    assert not await latch.delete()
+    await latch.try_set_count(5)
+    job = async_spawn(latch.wait, 20)
+    assert not await job.join(0.2)
+    assert await latch.delete()
+    assert await job.result(5) is True
+
+
+async def test_fifty_waiters_wake_together(async_make_client, r):
+    latch = async_make_client().count_down_latch("fifty")
+    await latch.try_set_count(1)
+    clients = [async_make_client() for _ in range(5)]
+    waiters = [c.count_down_latch("fifty") for c in clients for _ in range(10)]
+    jobs = [async_spawn(async_stamped, lambda w=w: w.wait(30)) for w in waiters]
+    channel = b"redisson_countdownlatch__channel__{fifty}"
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 5, 10)
+    await async_sleep(0.3)  # every waiter past its second read
+    counted = time.monotonic()
+    await latch.count_down()
+    results = [await job.result(10) for job in jobs]
+    assert all(ok for ok, _ in results)
+    latest = max(at for _, at in results) - counted
+    assert latest < 0.1, f"the last waiter woke {latest:.3f} s after the count-down"
+
+
+async def test_bad_arguments_raise_before_io(async_client, r):
+    latch = async_client.count_down_latch("bad")
+    for call, error in [
+        (lambda: latch.try_set_count(0), ValueError),
+        (lambda: latch.try_set_count(-3), ValueError),
+        (lambda: latch.try_set_count(2.0), TypeError),
+        (lambda: latch.wait(float("nan")), ValueError),
+        (lambda: latch.wait(-5), ValueError),
+    ]:
+        with pytest.raises(error):
+            call()
+    assert r.keys("*") == []
+
+
+async def test_many_counters(async_make_client):
+    latch = async_make_client().count_down_latch("many")
+    await latch.try_set_count(20)
+    clients = [async_make_client() for _ in range(4)]
+    await async_gather(
+        *[lambda c=c: c.count_down_latch("many").count_down() for c in clients for _ in range(5)]
+    )
+    assert await latch.count() == 0 and await latch.wait(0)

@@ -1,0 +1,141 @@
+# GENERATED from tests/_async/test_latch.py by tools/unasync.py: edit that file, not this one.
+"""CountDownLatch: twins of Redisson's RedissonCountDownLatchTest scenarios, the wire layout
+read with raw redis-py, and 50 waiters woken together."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from support.twins import (
+    gather,
+    sleep,
+    spawn,
+    stamped,
+    wait_until,
+)
+
+
+def test_wire_layout_is_redissons(client, r):
+    latch = client.count_down_latch("warmup")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_countdownlatch__channel__{warmup}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    assert latch.try_set_count(2)
+    assert r.type("warmup") == b"string" and r.get("warmup") == b"2"
+    assert pubsub.get_message(timeout=2)["data"] == b"1"  # count set
+    latch.count_down()
+    assert r.get("warmup") == b"1"
+    latch.count_down()
+    assert not r.exists("warmup")
+    assert pubsub.get_message(timeout=2)["data"] == b"0"  # reached zero
+    pubsub.close()
+
+
+def test_hash_tagged_name_keeps_the_braced_channel(client, r):
+    latch = client.count_down_latch("{job}:ready")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_countdownlatch__channel__{{job}:ready}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    latch.try_set_count(1)
+    latch.count_down()
+    assert pubsub.get_message(timeout=2)["data"] == b"1"
+    assert pubsub.get_message(timeout=2)["data"] == b"0"
+    pubsub.close()
+
+
+def test_count_and_try_set_count(client):
+    # Redisson testCountDown / testTrySetCount.
+    latch = client.count_down_latch("c")
+    assert latch.count() == 0
+    assert latch.try_set_count(3)
+    assert not latch.try_set_count(10)
+    assert latch.count() == 3
+    latch.count_down()
+    assert latch.count() == 2
+    latch.count_down()
+    latch.count_down()
+    assert latch.count() == 0
+    latch.count_down()  # below zero: stays 0
+    assert latch.count() == 0
+    assert latch.try_set_count(1)  # gone at zero: may be set again
+
+
+def test_wait_returns_at_once_when_zero(client):
+    latch = client.count_down_latch("none")
+    assert latch.wait()
+    assert latch.wait(0)
+
+
+def test_wait_times_out(client):
+    # Redisson testAwaitTimeoutFail.
+    latch = client.count_down_latch("slow")
+    latch.try_set_count(1)
+    start = time.monotonic()
+    assert not latch.wait(0.3)
+    assert 0.25 < time.monotonic() - start < 3
+    assert not latch.wait(0)
+
+
+def test_wait_ends_on_count_down_from_another_client(make_client):
+    # Redisson testAwaitTimeout: counted down by another instance.
+    latch = make_client().count_down_latch("other")
+    latch.try_set_count(2)
+    job = spawn(latch.wait, 20)
+    other = make_client().count_down_latch("other")
+    other.count_down()
+    assert not job.join(0.3)
+    other.count_down()
+    assert job.result(5) is True
+
+
+def test_delete_wakes_waiters(client):
+    latch = client.count_down_latch("del")
+    assert not latch.delete()
+    latch.try_set_count(5)
+    job = spawn(latch.wait, 20)
+    assert not job.join(0.2)
+    assert latch.delete()
+    assert job.result(5) is True
+
+
+def test_fifty_waiters_wake_together(make_client, r):
+    latch = make_client().count_down_latch("fifty")
+    latch.try_set_count(1)
+    clients = [make_client() for _ in range(5)]
+    waiters = [c.count_down_latch("fifty") for c in clients for _ in range(10)]
+    jobs = [spawn(stamped, lambda w=w: w.wait(30)) for w in waiters]
+    channel = b"redisson_countdownlatch__channel__{fifty}"
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 5, 10)
+    sleep(0.3)  # every waiter past its second read
+    counted = time.monotonic()
+    latch.count_down()
+    results = [job.result(10) for job in jobs]
+    assert all(ok for ok, _ in results)
+    latest = max(at for _, at in results) - counted
+    assert latest < 0.1, f"the last waiter woke {latest:.3f} s after the count-down"
+
+
+def test_bad_arguments_raise_before_io(client, r):
+    latch = client.count_down_latch("bad")
+    for call, error in [
+        (lambda: latch.try_set_count(0), ValueError),
+        (lambda: latch.try_set_count(-3), ValueError),
+        (lambda: latch.try_set_count(2.0), TypeError),
+        (lambda: latch.wait(float("nan")), ValueError),
+        (lambda: latch.wait(-5), ValueError),
+    ]:
+        with pytest.raises(error):
+            call()
+    assert r.keys("*") == []
+
+
+def test_many_counters(make_client):
+    latch = make_client().count_down_latch("many")
+    latch.try_set_count(20)
+    clients = [make_client() for _ in range(4)]
+    gather(
+        *[lambda c=c: c.count_down_latch("many").count_down() for c in clients for _ in range(5)]
+    )
+    assert latch.count() == 0 and latch.wait(0)

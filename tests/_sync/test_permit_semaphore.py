@@ -1,0 +1,220 @@
+# GENERATED from tests/_async/test_permit_semaphore.py by tools/unasync.py: edit that file, not this one.
+"""PermitExpirableSemaphore: twins of Redisson's RedissonPermitExpirableSemaphoreTest
+scenarios, the wire layout read with raw redis-py, expiry, watchdog renewal and loss."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+import tenure
+from support.twins import Event, sleep, spawn
+from support.wire import max_concurrency, server_ms
+
+
+def test_wire_layout_is_redissons(client, r):
+    sem = client.permit_expirable_semaphore("gpus")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_sc:{gpus}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    assert sem.try_set_permits(2)
+    assert pubsub.get_message(timeout=2)["data"] == b"2"
+    permit = sem.acquire(lease_time=10)
+    assert len(permit) == 32 and int(permit, 16) >= 0 and permit == permit.lower()
+    assert r.get("gpus") == b"1"
+    assert r.type("{gpus}:timeout") == b"zset"
+    [(member, score)] = r.zrange("{gpus}:timeout", 0, -1, withscores=True)
+    assert member == bytes.fromhex(permit)  # 16 raw bytes
+    assert 9_000 < score - server_ms(r) <= 10_000  # expiry epoch-ms
+    sem.release(permit)
+    assert pubsub.get_message(timeout=2)["data"] == b"2"
+    assert r.zcard("{gpus}:timeout") == 0 and r.get("gpus") == b"2"
+    pubsub.close()
+
+
+def test_redisson_permit_without_lease_is_honoured(client, r):
+    r.set("shared", 0)
+    raw = bytes(range(16))
+    r.zadd("{shared}:timeout", {raw: 922337203685477})  # a Redisson acquire() without lease
+    sem = client.permit_expirable_semaphore("shared")
+    assert sem.remaining_lease(raw.hex()) == math.inf
+    assert not sem.acquire(blocking=False)
+    sem.release(raw.hex())
+    assert sem.available_permits() == 1
+
+
+def test_release_of_unknown_permit_raises(client):
+    # Redisson testNotExistent / testReleaseWithoutPermits.
+    sem = client.permit_expirable_semaphore("none")
+    sem.try_set_permits(1)
+    unknown = "0123456789abcdef0123456789abcdef"
+    with pytest.raises(tenure.NotOwnedError) as raised:
+        sem.release(unknown)
+    assert not isinstance(raised.value, tenure.LockLostError)
+    assert not sem.try_release(unknown)
+    assert not sem.lost(unknown)
+    assert sem.available_permits() == 1
+
+
+def test_permit_is_released_once(client):
+    sem = client.permit_expirable_semaphore("twice")
+    sem.try_set_permits(1)
+    permit = sem.acquire()
+    assert sem.try_release(permit)
+    assert not sem.try_release(permit)
+    assert sem.available_permits() == 1
+
+
+def test_acquire_waits_and_one_attempt(client):
+    # Redisson testBlockingAcquire / testTryAcquire.
+    sem = client.permit_expirable_semaphore("block")
+    sem.try_set_permits(1)
+    first = sem.acquire()
+    assert sem.acquire(blocking=False) is None
+    assert sem.acquire(timeout=0.2) is None
+    job = spawn(sem.acquire)
+    assert not job.join(0.2)
+    sem.release(first)
+    second = job.result(5)
+    assert second is not None and second != first
+    sem.release(second)
+
+
+def test_leased_permit_expires_and_returns(client, r):
+    # Redisson testExpire: the permit comes back by itself after its lease.
+    sem = client.permit_expirable_semaphore("exp")
+    sem.try_set_permits(1)
+    permit = sem.acquire(lease_time=0.4)
+    assert 0 < sem.remaining_lease(permit) <= 0.4
+    start = time.monotonic()
+    other = sem.acquire(timeout=5)  # woken at the permit's expiry, not by polling
+    waited = time.monotonic() - start
+    assert other is not None
+    assert 0.25 < waited < 0.4 + 0.5, f"got the expired permit after {waited:.3f} s"
+    assert sem.remaining_lease(permit) is None
+    with pytest.raises(tenure.LockLostError):
+        sem.release(permit)
+    assert sem.lost(permit)
+    sem.release(other)
+    assert sem.available_permits() == 1
+
+
+def test_available_permits_counts_expired_back(client):
+    sem = client.permit_expirable_semaphore("avail")
+    sem.try_set_permits(3)
+    sem.acquire(lease_time=0.2)
+    sem.acquire(lease_time=10)
+    assert sem.available_permits() == 1
+    sleep(0.4)
+    assert sem.available_permits() == 2
+    assert sem.drain_permits() == 2
+
+
+def test_update_lease_time(client):
+    # Redisson testUpdateLeaseTime.
+    sem = client.permit_expirable_semaphore("upd")
+    sem.try_set_permits(1)
+    permit = sem.acquire(lease_time=0.3)
+    assert sem.update_lease_time(permit, 5)
+    assert 4 < sem.remaining_lease(permit) <= 5
+    sleep(0.5)
+    assert sem.available_permits() == 0
+    sem.release(permit)
+    assert not sem.update_lease_time(permit, 5)
+
+
+def test_set_permits_counts_permits_out(client):
+    sem = client.permit_expirable_semaphore("total")
+    sem.try_set_permits(2)
+    sem.acquire()
+    sem.set_permits(5)
+    assert sem.available_permits() == 4
+
+
+def test_watchdog_keeps_a_permit_past_three_leases(make_client, r):
+    sem = make_client(watchdog_timeout=0.6).permit_expirable_semaphore("kept")
+    sem.try_set_permits(1)
+    permit = sem.acquire()
+    start = time.monotonic()
+    while time.monotonic() - start < 2.0:
+        assert r.zcard("{kept}:timeout") == 1, "the watchdog let the permit expire"
+        sleep(0.05)
+    assert 0 < sem.remaining_lease(permit) <= 0.6
+    assert not sem.lost(permit)
+    sem.release(permit)
+    assert sem.available_permits() == 1
+
+
+def test_loss_is_reported_by_flag_callback_and_release(make_client, r):
+    seen: list[tuple[object, str]] = []
+    reported = Event()
+
+    def on_lost(sem: object, permit: str) -> None:
+        seen.append((sem, permit))
+        reported.set()
+
+    sem = make_client(watchdog_timeout=0.6).permit_expirable_semaphore(
+        "loss", on_lost=on_lost
+    )
+    sem.try_set_permits(1)
+    permit = sem.acquire()
+    r.zrem("{loss}:timeout", bytes.fromhex(permit))  # taken away behind the client's back
+    assert reported.wait(3), "the watchdog did not report the loss"
+    assert seen == [(sem, permit)] and sem.lost(permit)
+    with pytest.raises(tenure.LockLostError):
+        sem.release(permit)
+
+
+def test_with_block_gives_the_permit_id(client):
+    sem = client.permit_expirable_semaphore("with")
+    sem.try_set_permits(1)
+    with sem(timeout=1, lease_time=5) as permit:
+        assert 4 < sem.remaining_lease(permit) <= 5
+        with pytest.raises(tenure.LockTimeout):
+            with sem(timeout=0.1):
+                pass
+    assert sem.remaining_lease(permit) is None
+    assert sem.available_permits() == 1
+
+
+def test_bad_arguments_raise_before_io(client, r):
+    sem = client.permit_expirable_semaphore("bad")
+    for call, error in [
+        (lambda: sem.acquire(lease_time=0), ValueError),
+        (lambda: sem.acquire(lease_time=float("nan")), ValueError),
+        (lambda: sem.acquire(timeout=-3), ValueError),
+        (lambda: sem.release("xyz"), ValueError),
+        (lambda: sem.release("0123456789ABCDEF0123456789ABCDEF"), ValueError),
+        (lambda: sem.release(42), TypeError),
+        (lambda: sem.try_release(""), ValueError),
+        (lambda: sem.update_lease_time("0" * 32, -1), ValueError),
+        (lambda: sem.update_lease_time("0" * 32, None), ValueError),
+        (lambda: sem.remaining_lease("0" * 31), ValueError),
+    ]:
+        with pytest.raises(error):
+            call()
+    assert r.keys("*") == []
+    with pytest.raises(TypeError):
+        client.permit_expirable_semaphore("x", on_lost=3)
+
+
+def test_concurrency_never_exceeds_permits(make_client):
+    clients = [make_client() for _ in range(3)]
+    clients[0].permit_expirable_semaphore("conc").try_set_permits(2)
+    spans: list[tuple[int, int]] = []
+
+    def work(client: tenure.Client) -> None:
+        sem = client.permit_expirable_semaphore("conc")
+        for _ in range(5):
+            with sem(lease_time=10):
+                enter = time.monotonic_ns()
+                sleep(0.005)
+                spans.append((enter, time.monotonic_ns()))
+
+    jobs = [spawn(work, c) for c in clients for _ in range(3)]
+    for job in jobs:
+        job.result(60)
+    assert len(spans) == 45 and max_concurrency(spans) == 2
+    assert clients[0].permit_expirable_semaphore("conc").available_permits() == 2

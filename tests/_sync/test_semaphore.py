@@ -1,0 +1,224 @@
+# GENERATED from tests/_async/test_semaphore.py by tools/unasync.py: edit that file, not this one.
+"""Semaphore: twins of Redisson's RedissonSemaphoreTest scenarios, the wire layout read with
+raw redis-py, wake-up latency, and waiting that sends no command."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import tenure
+from support.twins import Event, gather, sleep, spawn, wait_until
+from support.wire import max_concurrency, pubsub_clients
+
+
+def test_wire_layout_is_redissons(client, r):
+    sem = client.semaphore("pool")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_sc:{pool}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    assert sem.try_set_permits(3)
+    assert r.type("pool") == b"string" and r.get("pool") == b"3"
+    assert r.ttl("pool") == -1
+    assert pubsub.get_message(timeout=2)["data"] == b"3"
+    assert sem.acquire(2)
+    assert r.get("pool") == b"1"
+    sem.release()
+    assert pubsub.get_message(timeout=2)["data"] == b"2"  # the new count
+    assert r.keys("*") == [b"pool"]
+    pubsub.close()
+
+
+def test_redisson_written_count_is_read(client, r):
+    r.set("shared", 2)  # as a Redisson client's trySetPermits(2) leaves it
+    sem = client.semaphore("shared")
+    assert sem.available_permits() == 2
+    assert sem.acquire(2, blocking=False)
+    assert r.get("shared") == b"0"
+
+
+def test_name_prefix_is_prepended(make_client, r):
+    sem = make_client(name_prefix="app:").semaphore("s")
+    sem.set_permits(1)
+    assert sem.name == "s" and r.get("app:s") == b"1" and not r.exists("s")
+
+
+def test_acquire_without_permits_set_waits(client, r):
+    # Redisson testAcquireWithoutSetPermits: a count never set has no permits.
+    sem = client.semaphore("unset")
+    assert not sem.acquire(blocking=False)
+    assert not sem.acquire(timeout=0.2)
+    job = spawn(sem.acquire)
+    assert wait_until(lambda: r.pubsub_channels() == [b"redisson_sc:{unset}"], 5)
+    assert not job.done()
+    sem.release()  # any caller may add permits by releasing
+    assert job.result(10) is True
+    assert sem.available_permits() == 0
+
+
+def test_try_set_permits_only_once(client):
+    sem = client.semaphore("once")
+    assert sem.try_set_permits(10)
+    assert not sem.try_set_permits(15)
+    assert sem.available_permits() == 10
+
+
+def test_zero_permits(client):
+    sem = client.semaphore("zero")
+    assert sem.try_set_permits(0)
+    assert not sem.acquire(blocking=False)
+    assert sem.available_permits() == 0
+
+
+def test_add_and_reduce_permits(client):
+    # Redisson testAddPermits / testReducePermits.
+    sem = client.semaphore("add")
+    sem.try_set_permits(10)
+    sem.add_permits(5)
+    assert sem.available_permits() == 15
+    sem.add_permits(-20)
+    assert sem.available_permits() == -5
+    assert not sem.acquire(blocking=False)
+    sem.add_permits(6)
+    assert sem.acquire(blocking=False)
+
+
+def test_set_permits_overrides(client):
+    sem = client.semaphore("set")
+    sem.try_set_permits(3)
+    assert sem.acquire(3)
+    sem.set_permits(5)
+    assert sem.available_permits() == 5
+
+
+def test_drain_permits(client):
+    sem = client.semaphore("drain")
+    assert sem.drain_permits() == 0
+    sem.try_set_permits(10)
+    assert sem.acquire(3)
+    assert sem.drain_permits() == 7
+    assert sem.available_permits() == 0
+
+
+def test_release_without_acquire_adds_permits(client):
+    sem = client.semaphore("rel")
+    sem.release()
+    sem.release(2)
+    assert sem.available_permits() == 3
+
+
+def test_acquire_n_waits_for_enough(client):
+    # Redisson testBlockingNAcquire: a waiter for 3 permits is not served by 2.
+    sem = client.semaphore("n")
+    sem.try_set_permits(1)
+    job = spawn(sem.acquire, 3)
+    sem.release()
+    assert not job.join(0.5)
+    sem.release()
+    assert job.result(10) is True
+    assert sem.available_permits() == 0
+
+
+def test_mixed_waiters_of_one_client_are_all_served(client, r):
+    # One release message wakes every waiter of the client: a waiter for 1 permit is not
+    # left asleep because a waiter for 3 took the wake-up.
+    sem = client.semaphore("mixed")
+    sem.try_set_permits(0)
+    big = spawn(sem.acquire, 3)
+    small = spawn(sem.acquire, 1)
+    assert wait_until(lambda: r.pubsub_numsub("redisson_sc:{mixed}")[0][1] == 1, 5)
+    sleep(0.2)  # both waiters past their second attempt, asleep
+    sem.release(1)
+    assert small.result(5) is True
+    assert not big.done()
+    sem.release(3)
+    assert big.result(5) is True
+
+
+def test_with_block_and_timeout(client):
+    sem = client.semaphore("with")
+    sem.try_set_permits(1)
+    with sem:
+        assert sem.available_permits() == 0
+        with pytest.raises(tenure.LockTimeout):
+            with sem(timeout=0.1):
+                pass
+    assert sem.available_permits() == 1
+
+
+def test_bad_arguments_raise_before_io(client, r):
+    sem = client.semaphore("bad")
+    for call, error in [
+        (lambda: sem.acquire(0), ValueError),
+        (lambda: sem.acquire(-1), ValueError),
+        (lambda: sem.acquire(1.5), TypeError),
+        (lambda: sem.acquire(True), TypeError),
+        (lambda: sem.acquire(timeout=float("nan")), ValueError),
+        (lambda: sem.acquire(timeout=-2), ValueError),
+        (lambda: sem.release(0), ValueError),
+        (lambda: sem.try_set_permits(-1), ValueError),
+        (lambda: sem.set_permits("3"), TypeError),
+        (lambda: sem.add_permits(None), TypeError),
+    ]:
+        with pytest.raises(error):
+            call()
+    assert r.keys("*") == []
+    with pytest.raises(ValueError):
+        client.semaphore("")
+
+
+def test_concurrency_never_exceeds_permits(make_client):
+    # Redisson testConcurrency_MultiInstance: 3 clients x 4 tasks on 2 permits.
+    clients = [make_client() for _ in range(3)]
+    clients[0].semaphore("conc").try_set_permits(2)
+    spans: list[tuple[int, int]] = []
+
+    def work(client: tenure.Client) -> None:
+        sem = client.semaphore("conc")
+        for _ in range(5):
+            with sem:
+                enter = time.monotonic_ns()
+                sleep(0.005)
+                spans.append((enter, time.monotonic_ns()))
+
+    gather(*[lambda c=c: work(c) for c in clients for _ in range(4)])
+    assert len(spans) == 60
+    assert max_concurrency(spans) == 2
+    assert clients[0].semaphore("conc").available_permits() == 2
+
+
+def test_blocked_acquire_wakes_soon_after_release(make_client, r):
+    holder = make_client().semaphore("wake")
+    holder.try_set_permits(1)
+    assert holder.acquire()
+    waiter = make_client().semaphore("wake")
+    got = Event()
+    woke: list[float] = []
+
+    def wait() -> None:
+        assert waiter.acquire(timeout=20)
+        woke.append(time.monotonic())
+        got.set()
+
+    job = spawn(wait)
+    assert wait_until(lambda: r.pubsub_channels() == [b"redisson_sc:{wake}"], 5)
+    sleep(0.2)  # past its second attempt: asleep on the channel
+    released = time.monotonic()
+    holder.release()
+    assert got.wait(5)
+    job.result()
+    assert woke[0] - released < 0.1, f"woke {woke[0] - released:.3f} s after the release"
+
+
+def test_waiters_share_one_pubsub_connection(make_client, r):
+    client = make_client()
+    sems = [client.semaphore(f"share{i % 2}") for i in range(10)]
+    jobs = [spawn(sem.acquire) for sem in sems]
+    assert wait_until(lambda: len(r.pubsub_channels()) == 2, 5)
+    assert pubsub_clients(r) == 1
+    make_client().semaphore("share0").release(5)
+    make_client().semaphore("share1").release(5)
+    for job in jobs:
+        assert job.result(10) is True
+    assert wait_until(lambda: r.pubsub_channels() == [], 5)

@@ -1,0 +1,199 @@
+"""Semaphore, PermitExpirableSemaphore and CountDownLatch flows, driven by scripted replies."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tenure import keys
+from tenure.core.context import Context
+from tenure.core.effects import Command, KeepRenewed, Subscribe, Unsubscribe, Wait
+from tenure.core.latch import LatchCore
+from tenure.core.parking import WAKE_ANY, Parking
+from tenure.core.semaphore import PermitCore, SemaphoreCore
+from tenure.errors import BackendError, LockLostError, NotOwnedError
+
+from .scripted import Clock, drive, fails
+
+ACQ, PACQ, PREL = "semaphore_acquire", "permit_acquire", "permit_release"
+
+
+def test_semaphore_one_attempt_never_subscribes(ctx: Context) -> None:
+    sem = SemaphoreCore(ctx, "s")
+    run = drive(sem.acquire(2, False, None), [(ACQ, 0)])
+    assert run.result is False
+    (call,) = run.effects
+    assert call.keys == ["s"] and call.args == [2] and call.changes
+
+
+def test_semaphore_waiter_subscribes_retries_and_sleeps_until_a_message(
+    ctx: Context, clock: Clock
+) -> None:
+    sem = SemaphoreCore(ctx, "s")
+    run = drive(
+        sem.acquire(1, True, None),
+        [(ACQ, 0), (Subscribe, None), (ACQ, 0), (Wait, True), (ACQ, 1), (Unsubscribe, None)],
+    )
+    assert run.result is True
+    subscribe, wait = run.of(Subscribe)[0], run.of(Wait)[0]
+    assert subscribe.channel == "redisson_sc:{s}" and WAKE_ANY in subscribe.wake_all
+    assert wait.seconds == float("inf")  # only a message (no expiry) can help
+    assert not run.extra  # no KeepRenewed: semaphore permits have no owner to renew
+
+
+def test_semaphore_wait_runs_out(ctx: Context, clock: Clock) -> None:
+    sem = SemaphoreCore(ctx, "s")
+    run = drive(
+        sem.acquire(1, True, 2.0),
+        [(ACQ, 0), (Subscribe, None), (ACQ, 0), (Wait, False), (ACQ, 0), (Unsubscribe, None)],
+        clock=clock,
+    )
+    assert run.result is False and run.of(Wait)[0].seconds == pytest.approx(2.0)
+
+
+def test_semaphore_error_while_waiting_passes_the_wake_up_on(ctx: Context) -> None:
+    sem = SemaphoreCore(ctx, "s")
+    run = fails(
+        sem.acquire(1, True, None),
+        [(ACQ, 0), (Subscribe, None), (ACQ, BackendError("down")), (Unsubscribe, None)],
+    )
+    assert isinstance(run.error, BackendError) and run.of(Unsubscribe)[0].pass_on
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda s: s.acquire(0, True, None), ValueError),
+        (lambda s: s.acquire(2**53, True, None), ValueError),
+        (lambda s: s.acquire(1, "yes", None), TypeError),
+        (lambda s: s.release(-1), ValueError),
+        (lambda s: s.set_permits(True), TypeError),
+        (lambda s: s.try_set_permits(-1), ValueError),
+    ],
+)
+def test_semaphore_bad_arguments_raise_at_the_call(ctx: Context, call, error) -> None:
+    with pytest.raises(error):
+        call(SemaphoreCore(ctx, "s"))
+
+
+def test_permit_count_scripts_get_the_permit_zset(ctx: Context) -> None:
+    sem = PermitCore(ctx, "p")
+    run = drive(sem.add_permits(-2), [("semaphore_add", -2)])
+    assert run.effects[0].keys == ["p", "redisson_sc:{p}", "{p}:timeout"]
+
+
+def test_permit_waiter_sleeps_until_the_earliest_expiry(ctx: Context, clock: Clock) -> None:
+    sem = PermitCore(ctx, "p")
+    run = drive(
+        sem.acquire_permit(True, None, 5),
+        [
+            (PACQ, 700),
+            (Subscribe, None),
+            (PACQ, 650),
+            (Wait, False),
+            (PACQ, None),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    permit = run.result
+    assert isinstance(permit, str) and len(permit) == 32
+    assert run.of(Wait)[0].seconds == pytest.approx(0.65)
+    first = run.calls(PACQ)[0]
+    assert first.args == [permit, 5000] and first.keys == ["p", "redisson_sc:{p}", "{p}:timeout"]
+    assert all(c.args[0] == permit for c in run.calls(PACQ))  # one id for every attempt
+    hold = ctx.holds.get("{p}:timeout", permit)
+    assert hold is not None and not hold.watchdog  # leased: recorded, never renewed
+    assert not any(isinstance(e, KeepRenewed) for e in run.extra)
+
+
+def test_permit_without_lease_is_renewed_by_the_watchdog(ctx: Context) -> None:
+    sem = PermitCore(ctx, "p")
+    run = drive(sem.acquire_permit(True, None, None), [(PACQ, None)])
+    assert run.effects[0].args[1] == 30000
+    assert any(isinstance(e, KeepRenewed) for e in run.extra)
+    (hold,) = ctx.holds.watchdog_holds()
+    assert hold.renewal.name == "permit_renew" and hold.renewal_keys() == ["{p}:timeout"]
+
+
+@pytest.mark.parametrize("failure", [BackendError("timed out"), asyncio.CancelledError()])
+def test_failed_or_cancelled_permit_acquire_gives_its_id_back(
+    ctx: Context, failure: BaseException
+) -> None:
+    sem = PermitCore(ctx, "p")
+    run = fails(sem.acquire_permit(True, None, None), [(PACQ, failure), (PREL, 0)])
+    assert run.error is failure
+    assert run.calls(PREL)[0].args == run.calls(PACQ)[0].args[:1]
+    assert ctx.holds.watchdog_holds() == []
+
+
+def test_release_of_a_lost_permit_reports_it(ctx: Context) -> None:
+    seen: list[str] = []
+    sem = PermitCore(ctx, "p", on_lost=seen.append)
+    permit = drive(sem.acquire_permit(True, None, None), [(PACQ, None)]).result
+    run = fails(sem.release_permit(permit), [(PREL, 0)])
+    assert isinstance(run.error, LockLostError)
+    assert seen == [permit] and sem.is_lost(permit)
+    other = "ab" * 16
+    run = fails(sem.release_permit(other), [(PREL, 0)])
+    assert type(run.error) is NotOwnedError and not sem.is_lost(other)
+    assert drive(sem.try_release_permit(other), [(PREL, 0)]).result is False
+
+
+def test_update_lease_time_takes_the_permit_off_the_watchdog(ctx: Context) -> None:
+    sem = PermitCore(ctx, "p")
+    permit = drive(sem.acquire_permit(True, None, None), [(PACQ, None)]).result
+    run = drive(sem.update_lease_time(permit, 2.5), [("permit_update", 1)])
+    assert run.result is True and run.effects[0].args == [permit, 2500]
+    assert ctx.holds.watchdog_holds() == []
+    assert ctx.holds.get("{p}:timeout", permit) is not None
+
+
+def test_remaining_lease_of_permits(ctx: Context) -> None:
+    sem = PermitCore(ctx, "p")
+    assert drive(sem.remaining_lease("0" * 32), [("permit_lease", 1500)]).result == 1.5
+    assert drive(sem.remaining_lease("0" * 32), [("permit_lease", -2)]).result is None
+    assert drive(sem.remaining_lease("0" * 32), [("permit_lease", -1)]).result == float("inf")
+    with pytest.raises(ValueError):
+        sem.remaining_lease("0" * 32 + "0")
+
+
+def test_latch_wait_subscribes_rereads_and_wakes_on_zero(ctx: Context) -> None:
+    latch = LatchCore(ctx, "{t}x")
+    assert latch.channel == "redisson_countdownlatch__channel__{{t}x}"
+    run = drive(
+        latch.wait(None),
+        [
+            (Command, b"2"),
+            (Subscribe, None),
+            (Command, b"1"),
+            (Wait, True),
+            (Command, None),
+            (Unsubscribe, None),
+        ],
+    )
+    assert run.result is True
+    assert run.of(Subscribe)[0].wake_all == frozenset({keys.LATCH_ZERO_MESSAGE})
+
+
+def test_latch_wait_at_zero_sends_one_read(ctx: Context) -> None:
+    assert drive(LatchCore(ctx, "l").wait(None), [(Command, None)]).result is True
+    assert drive(LatchCore(ctx, "l").wait(0), [(Command, b"1")]).result is False
+
+
+def test_latch_channel_is_an_argument_not_a_key(ctx: Context) -> None:
+    latch = LatchCore(ctx, "l")
+    run = drive(latch.count_down(), [("latch_count_down", 0)])
+    assert run.effects[0].keys == ["l"]
+    assert run.effects[0].args == ["redisson_countdownlatch__channel__{l}", "0"]
+
+
+def test_wake_any_wakes_every_waiter_on_any_message() -> None:
+    parking = Parking()
+    entry, first = parking.join("c", frozenset({WAKE_ANY}), object)
+    parking.join("c", frozenset({WAKE_ANY}), object)
+    parking.join("c", frozenset({WAKE_ANY}), object)
+    assert first
+    assert parking.received("message", "c", "1") is entry
+    assert entry.permits == 3
