@@ -8,7 +8,7 @@ import pytest
 
 from tenure import keys
 from tenure.core.context import Context
-from tenure.core.effects import Command, KeepRenewed, Subscribe, Unsubscribe, Wait
+from tenure.core.effects import WATCH_HOLDS, Command, Subscribe, Unsubscribe, Wait, WatchHolds
 from tenure.core.latch import LatchCore
 from tenure.core.parking import WAKE_ANY, Parking
 from tenure.core.semaphore import PermitCore, SemaphoreCore
@@ -39,7 +39,7 @@ def test_semaphore_waiter_subscribes_retries_and_sleeps_until_a_message(
     subscribe, wait = run.of(Subscribe)[0], run.of(Wait)[0]
     assert subscribe.channel == "redisson_sc:{s}" and WAKE_ANY in subscribe.wake_all
     assert wait.seconds == float("inf")  # only a message (no expiry) can help
-    assert not run.extra  # no KeepRenewed: semaphore permits have no owner to renew
+    assert not run.extra  # no WatchHolds: semaphore permits have no owner to renew
 
 
 def test_semaphore_wait_runs_out(ctx: Context, clock: Clock) -> None:
@@ -105,14 +105,14 @@ def test_permit_waiter_sleeps_until_the_earliest_expiry(ctx: Context, clock: Clo
     assert all(c.args[0] == permit for c in run.calls(PACQ))  # one id for every attempt
     hold = ctx.holds.get("{p}:timeout", permit)
     assert hold is not None and not hold.watchdog  # leased: recorded, never renewed
-    assert not any(isinstance(e, KeepRenewed) for e in run.extra)
+    assert run.extra == [WATCH_HOLDS]  # but watched: its loss is reported on the clock
 
 
 def test_permit_without_lease_is_renewed_by_the_watchdog(ctx: Context) -> None:
     sem = PermitCore(ctx, "p")
     run = drive(sem.acquire_permit(True, None, None), [(PACQ, None)])
     assert run.effects[0].args[1] == 30000
-    assert any(isinstance(e, KeepRenewed) for e in run.extra)
+    assert any(isinstance(e, WatchHolds) for e in run.extra)
     (hold,) = ctx.holds.watchdog_holds()
     assert hold.renewal.name == "permit_renew" and hold.renewal_keys() == ["{p}:timeout"]
 

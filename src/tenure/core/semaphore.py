@@ -24,10 +24,12 @@ Rules (DESIGN §4 "Semaphores and latches"):
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +37,7 @@ from tenure import keys, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
-    KEEP_RENEWED,
+    WATCH_HOLDS,
     Call,
     Deadline,
     Flow,
@@ -197,11 +199,11 @@ class PermitCore(SemaphoreCore):
     def hold_lost(self, permit_id: str) -> None:
         """Report ``permit_id`` lost: :meth:`is_lost`, then the ``on_lost`` callback."""
         self._lost.add(permit_id)
-        if self.on_lost is not None:
-            try:
-                self.on_lost(permit_id)
-            except Exception:  # a failing callback must not hide the loss or stop renewal
-                log.exception("on_lost callback of semaphore %r failed", self.name)
+        if self.on_lost is not None:  # apart from the renewal loop, as for locks
+            self.ctx.deliver(
+                functools.partial(self.on_lost, permit_id),
+                f"on_lost callback of semaphore {self.name!r}",
+            )
 
     def is_lost(self, permit_id: object) -> bool:
         return check_permit_id(permit_id) in self._lost
@@ -222,7 +224,11 @@ class PermitCore(SemaphoreCore):
             scripts.get("permit_acquire"), self.count_keys(), [permit, lease_ms], changes=True
         )
 
+        sent = 0.0
+
         def attempt() -> Flow[int | None]:
+            nonlocal sent
+            sent = time.monotonic()  # the permit's lease counts from here
             reply = yield call
             return None if reply is None else int(reply)
 
@@ -238,11 +244,12 @@ class PermitCore(SemaphoreCore):
         if not granted:
             return None
         self._lost.discard(permit)
+        applied = lease if lease is not None else self.ctx.watchdog_timeout
+        renewal = scripts.get("permit_renew")
         self.ctx.holds.push(
-            self, self.timeout_key, permit, permit, scripts.get("permit_renew"), lease
+            self, self.timeout_key, permit, permit, renewal, lease, applied=applied, sent=sent
         )
-        if lease is None:
-            yield KEEP_RENEWED
+        yield WATCH_HOLDS  # renewed without a lease; its loss is seen on the clock either way
         return permit
 
     def _give_back(self, permit: str) -> Flow[None]:
@@ -303,15 +310,20 @@ class PermitCore(SemaphoreCore):
         call = Call(
             scripts.get("permit_update"), self.count_keys(), [permit, to_ms(lease)], changes=True
         )
+        sent = time.monotonic()
         try:
             updated = int((yield call)) == 1
         except BaseException:
             if hold is not None:  # unknown outcome: keep renewing under the watchdog
-                self.ctx.holds.push(self, self.timeout_key, permit, permit, hold.renewal, None)
+                self.ctx.holds.push(
+                    self, self.timeout_key, permit, permit, hold.renewal, None,
+                    applied=hold.lease, sent=hold.confirmed,
+                )
             raise
         if updated:
+            renewal = scripts.get("permit_renew")
             self.ctx.holds.push(
-                self, self.timeout_key, permit, permit, scripts.get("permit_renew"), lease
+                self, self.timeout_key, permit, permit, renewal, lease, applied=lease, sent=sent
             )
         elif hold is not None:
             self.hold_lost(permit)
