@@ -1,5 +1,7 @@
 """tenure: distributed locks on Redis and Valkey, sync and asyncio (Redisson-compatible)."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from tenure.aio.client import AsyncClient
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
 from tenure.aio.fair import AsyncFairLock
@@ -23,6 +25,12 @@ from tenure.sync.fenced import FencedLock
 from tenure.sync.lock import Lock
 from tenure.sync.rwlock import ReadWriteLock
 
+try:
+    __version__: str = version("tenure")
+    """The installed distribution's version (PEP 440 string)."""
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "AsyncClient",
     "AsyncFairLock",
@@ -45,6 +53,7 @@ __all__ = [
     "ReadWriteLock",
     "RedLock",
     "ReplicationError",
+    "__version__",
     "fenced_read",
     "fenced_write",
 ]

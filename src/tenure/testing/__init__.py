@@ -1,0 +1,1 @@
+"""tenure.testing: a pytest plugin for testing code that uses tenure (work in progress)."""
