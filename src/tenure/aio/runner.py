@@ -13,6 +13,7 @@ import logging
 from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
+from tenure import observe
 from tenure._concurrency import (
     AsyncEvent,
     AsyncMutex,
@@ -74,6 +75,19 @@ class AsyncDriver:
     async def perform(self, effect: Any) -> Any:
         raise NotImplementedError
 
+    async def acquire(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
+        (:mod:`tenure.observe`)."""
+        with observe.acquiring(lock, owner) as outcome:
+            result = await self.run(flow)
+            outcome.append(result)
+        return result
+
+    async def release(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
+        with observe.releasing(lock, owner):
+            return await self.run(flow)
+
 
 class AsyncRunner(AsyncDriver):
     """Runs the flows of one client, and renews its watchdog holds."""
@@ -129,11 +143,12 @@ class AsyncRunner(AsyncDriver):
         interval = self.ctx.watchdog_timeout / 3
         while not await self._stopping.wait(interval):
             try:
-                lost = await self.run(renew(self.ctx))
+                lost = await self.run(observe.renewal(renew(self.ctx)))
             except Exception:  # never let the renewal loop die
                 log.exception("tenure watchdog pass failed")
                 continue
             for hold in lost:
+                observe.hold_lost(hold)
                 hold.lock.hold_lost(hold.owner)
 
     async def close(self) -> None:

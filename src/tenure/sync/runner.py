@@ -13,6 +13,7 @@ import logging
 from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
+from tenure import observe
 from tenure._concurrency import (
     Event,
     Mutex,
@@ -74,6 +75,19 @@ class Driver:
     def perform(self, effect: Any) -> Any:
         raise NotImplementedError
 
+    def acquire(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
+        (:mod:`tenure.observe`)."""
+        with observe.acquiring(lock, owner) as outcome:
+            result = self.run(flow)
+            outcome.append(result)
+        return result
+
+    def release(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
+        with observe.releasing(lock, owner):
+            return self.run(flow)
+
 
 class Runner(Driver):
     """Runs the flows of one client, and renews its watchdog holds."""
@@ -129,11 +143,12 @@ class Runner(Driver):
         interval = self.ctx.watchdog_timeout / 3
         while not self._stopping.wait(interval):
             try:
-                lost = self.run(renew(self.ctx))
+                lost = self.run(observe.renewal(renew(self.ctx)))
             except Exception:  # never let the renewal loop die
                 log.exception("tenure watchdog pass failed")
                 continue
             for hold in lost:
+                observe.hold_lost(hold)
                 hold.lock.hold_lost(hold.owner)
 
     def close(self) -> None:
