@@ -2,9 +2,8 @@
 
 import threading
 
-from tenure.testing import EmbeddedServer, IntervalRecorder
-
 import tenure
+from tenure.testing import EmbeddedServer, IntervalRecorder
 
 
 def test_counter_survives_a_server_pause(
