@@ -1,5 +1,7 @@
 """tenure: distributed locks on Redis and Valkey, sync and asyncio (Redisson-compatible)."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from tenure.aio.client import AsyncClient
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
 from tenure.aio.fair import AsyncFairLock
@@ -26,6 +28,12 @@ from tenure.sync.latch import CountDownLatch
 from tenure.sync.lock import Lock
 from tenure.sync.rwlock import ReadWriteLock
 from tenure.sync.semaphore import PermitExpirableSemaphore, Semaphore
+
+try:
+    __version__: str = version("tenure")
+    """The installed distribution's version (PEP 440 string)."""
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AsyncClient",
@@ -55,6 +63,7 @@ __all__ = [
     "RedLock",
     "ReplicationError",
     "Semaphore",
+    "__version__",
     "fenced_read",
     "fenced_write",
 ]

@@ -1,4 +1,4 @@
-"""Using fencing tokens: a fenced value stored in Redis (DESIGN §2, §4 "Fencing").
+"""Using fencing tokens: a fenced value stored in Redis.
 
 A :class:`tenure.FencedLock` hands out tokens that strictly increase per lock name. The lock
 alone cannot stop a holder that was paused past its lease; the *resource* must check tokens

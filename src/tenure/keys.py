@@ -1,6 +1,6 @@
 """Every key, channel and owner-field name tenure writes, in one place.
 
-The layout is Redisson's (DESIGN §3), so tenure and Redisson clients can share locks:
+The layout is Redisson's (docs: "Wire layout"), so tenure and Redisson clients can share locks:
 ``prefix_name(p, n)`` is ``p:{n}`` (``p:n`` when ``n`` already holds a ``{``) and
 ``suffix_name(n, s)`` is ``{n}:s`` (``n:s`` when ``n`` holds a ``{``). Either way every key of
 one lock carries the same hash tag, so all of them land in one cluster slot.

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
+from tenure import observe
 from tenure._concurrency import (
     AsyncEvent,
     AsyncMutex,
@@ -76,6 +77,19 @@ class AsyncDriver:
 
     async def perform(self, effect: Any) -> Any:
         raise NotImplementedError
+
+    async def acquire(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
+        (:mod:`tenure.observe`)."""
+        with observe.acquiring(lock, owner) as outcome:
+            result = await self.run(flow)
+            outcome.append(result)
+        return result
+
+    async def release(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
+        with observe.releasing(lock, owner):
+            return await self.run(flow)
 
 
 class AsyncRunner(AsyncDriver):
@@ -170,7 +184,7 @@ class AsyncRunner(AsyncDriver):
 
     async def _renewal_pass(self) -> None:
         try:
-            self._report(await self.run(renew(self.ctx)))
+            self._report(await self.run(observe.renewal(renew(self.ctx))))
         except Exception:  # the next pass retries; the clock still reports expiries
             if not self.closed:
                 log.exception("tenure watchdog pass failed")
@@ -184,7 +198,7 @@ class AsyncRunner(AsyncDriver):
 
     def _report(self, lost: list[Hold]) -> None:
         for hold in lost:
-            log.warning("lock %r: the hold of %s was lost", hold.key, hold.owner)
+            observe.hold_lost(hold)  # logged (WARNING) and counted
             hold.lock.hold_lost(hold.owner)
 
     def _dispatch(self, callback: Callable[[], None], what: str) -> None:

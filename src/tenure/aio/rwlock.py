@@ -46,10 +46,11 @@ class AsyncReadWriteLock:
     """Many readers or one writer (Redisson ``RReadWriteLock``).
 
     Made by ``client.read_write_lock(name)``. ``read_lock()`` and ``write_lock()`` return
-    the two sides, lock objects with every member of :class:`tenure.Lock`. Wire layout:
-    DESIGN §3 (one hash with a ``mode`` field, a timeout key per read hold, channel
-    ``redisson_rwlock:{<name>}``). Waiters sleep on the channel: a read release wakes one,
-    a write release all. ``on_lost(side)`` is called with the side whose hold was lost.
+    the two sides, lock objects with every member of :class:`tenure.Lock`. Wire layout
+    ("Wire layout" in the docs): one hash with a ``mode`` field, a timeout key per read
+    hold, channel ``redisson_rwlock:{<name>}``. Waiters sleep on the channel: a read
+    release wakes one, a write release all. ``on_lost(side)`` is called with the side
+    whose hold was lost.
 
     Example::
 

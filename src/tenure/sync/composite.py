@@ -55,11 +55,13 @@ class _AsyncComposite(LockContext):
     def acquire(
         self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
     ) -> bool:
-        runner = self.runner
-        return runner.run(self.core.acquire(runner.owners(), blocking, timeout, lease_time))
+        runner, owners = self.runner, self.runner.owners()
+        flow = self.core.acquire(owners, blocking, timeout, lease_time)
+        return runner.acquire(self, owners, flow)
 
     def release(self) -> None:
-        return self.runner.run(self.core.release(self.runner.owners()))
+        runner, owners = self.runner, self.runner.owners()
+        return runner.release(self, owners, self.core.release(owners))
 
     def owned(self) -> bool:
         return self.runner.run(self.core.owned(self.runner.owners()))

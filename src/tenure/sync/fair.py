@@ -16,8 +16,8 @@ class FairLock(Lock):
     ``timeout``, or 300 s when it waits forever): a head that does not take the lock within
     its allowance after it became free is dropped as dead, so a crashed waiter delays the
     queue by at most that. A waiter that times out, is cancelled or fails leaves the queue
-    (when the server can be reached). Wire layout: DESIGN §3 (hash, queue list, timeout
-    zset, one channel per waiter).
+    (when the server can be reached). Wire layout ("Wire layout" in the docs): hash, queue list,
+    timeout zset, one channel per waiter.
 
     Example::
 

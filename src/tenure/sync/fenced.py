@@ -51,6 +51,6 @@ class FencedLock(Lock):
 
         Arguments and errors as :meth:`tenure.Lock.acquire`.
         """
-        runner = self.runner
-        flow = self.core.acquire_token(runner.owner(), blocking, timeout, lease_time)
-        return runner.run(flow)
+        runner, owner = self.runner, self.runner.owner()
+        flow = self.core.acquire_token(owner, blocking, timeout, lease_time)
+        return runner.acquire(self, owner, flow)

@@ -80,8 +80,8 @@ class Lock(LockContext):
                 in the background as soon as the server answers (a cancelled or
                 interrupted acquire too), so the caller holds exactly what it held before.
         """
-        runner = self.runner
-        return runner.run(self.core.acquire(runner.owner(), blocking, timeout, lease_time))
+        runner, owner = self.runner, self.runner.owner()
+        return runner.acquire(self, owner, self.core.acquire(owner, blocking, timeout, lease_time))
 
     def release(self) -> None:
         """Give back one hold; the lock is free once the caller's hold count reaches 0.
@@ -94,8 +94,8 @@ class Lock(LockContext):
             BackendError: the server failed; the hold is given up here and expires with
                 its lease on the server.
         """
-        runner = self.runner
-        return runner.run(self.core.release(runner.owner()))
+        runner, owner = self.runner, self.runner.owner()
+        return runner.release(self, owner, self.core.release(owner))
 
     def locked(self) -> bool:
         """True if any owner holds the lock. Raises BackendError."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
+from tenure import observe
 from tenure._concurrency import (
     Event,
     Mutex,
@@ -76,6 +77,19 @@ class Driver:
 
     def perform(self, effect: Any) -> Any:
         raise NotImplementedError
+
+    def acquire(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
+        (:mod:`tenure.observe`)."""
+        with observe.acquiring(lock, owner) as outcome:
+            result = self.run(flow)
+            outcome.append(result)
+        return result
+
+    def release(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
+        """:meth:`run` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
+        with observe.releasing(lock, owner):
+            return self.run(flow)
 
 
 class Runner(Driver):
@@ -170,7 +184,7 @@ class Runner(Driver):
 
     def _renewal_pass(self) -> None:
         try:
-            self._report(self.run(renew(self.ctx)))
+            self._report(self.run(observe.renewal(renew(self.ctx))))
         except Exception:  # the next pass retries; the clock still reports expiries
             if not self.closed:
                 log.exception("tenure watchdog pass failed")
@@ -184,7 +198,7 @@ class Runner(Driver):
 
     def _report(self, lost: list[Hold]) -> None:
         for hold in lost:
-            log.warning("lock %r: the hold of %s was lost", hold.key, hold.owner)
+            observe.hold_lost(hold)  # logged (WARNING) and counted
             hold.lock.hold_lost(hold.owner)
 
     def _dispatch(self, callback: Callable[[], None], what: str) -> None:

