@@ -137,6 +137,16 @@ class ReadLockCore(_SideCore):
     renewal_script = scripts.get("rw_read_renew")
     unlock_message = keys.READ_UNLOCK_MESSAGE
 
+    def locked(self) -> Flow[bool]:
+        """True when any owner holds a read hold (Redisson ``RReadLock.isLocked``): the lock
+        is in read mode, or in write mode with read holds (the writer's own) in the hash."""
+        reply = yield Command(("HGETALL", self.key))
+        fields = _pairs(reply)
+        mode = fields.get(keys.RW_MODE_FIELD)
+        if mode == keys.RW_READ_MODE:
+            return True
+        return mode == keys.RW_WRITE_MODE and any(keys.rw_is_reader_field(f) for f in fields)
+
     def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
         lease_ms = self.lease_ms(lease)
 
@@ -237,6 +247,14 @@ class WriteLockCore(_SideCore):
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(reply: object) -> dict[str, str]:
+    """An HGETALL reply (a flat list in RESP2, a dict in RESP3) as text field -> value."""
+    if isinstance(reply, dict):
+        return {_text(k): _text(v) for k, v in reply.items()}
+    items = list(reply) if isinstance(reply, list) else []
+    return {_text(k): _text(v) for k, v in zip(items[::2], items[1::2], strict=True)}
 
 
 def _send(call: Call) -> Flow[Any]:
