@@ -1,8 +1,9 @@
 -- Delete a lock whoever holds it and wake its waiters.
 -- KEYS[1] lock hash   KEYS[2] channel   ARGV[1] unlock message
--- Returns 1 when something was held, else 0.
-if redis.call('del', KEYS[1]) == 1 then
-    redis.call('publish', KEYS[2], ARGV[1])
-    return 1
+-- Returns 1 when something was held, else 0. Publishes before deleting (see lock_release.lua).
+if redis.call('exists', KEYS[1]) == 0 then
+    return 0
 end
-return 0
+redis.call('publish', KEYS[2], ARGV[1])
+redis.call('del', KEYS[1])
+return 1
