@@ -6,9 +6,11 @@ The caller is a task here and a thread in the generated sync twin (tests/_sync).
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 import tenure
+from support.twins import async_spawn, async_wait_until
 
 
 # ------------------------------------------------------------------ item 16
@@ -26,3 +28,101 @@ async def test_read_side_is_locked_while_the_writer_holds_reads(
     assert not await read.locked()
     await write.release()
     assert not await read.locked() and not await write.locked()
+
+
+# ------------------------------------------------------------------ item 19: extend
+def side(client: tenure.AsyncClient, kind: str, name: str) -> tenure.AsyncLock:
+    if kind == "lock":
+        return client.lock(name)
+    if kind == "fenced":
+        return client.fenced_lock(name)
+    if kind == "fair":
+        return client.fair_lock(name)
+    rw = client.read_write_lock(name)
+    return rw.read_lock() if kind == "read" else rw.write_lock()
+
+
+KINDS = ["lock", "fenced", "fair", "read", "write"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_extend_adds_to_the_remaining_lease(
+    async_client: tenure.AsyncClient, r: redis.Redis, kind: str
+) -> None:
+    lock = side(async_client, kind, "ext")
+    assert await lock.acquire(lease_time=2)
+    assert await lock.acquire(lease_time=2)  # every hold of the caller shares the expiry
+    await lock.extend(20)
+    assert 20 < await lock.remaining_lease() <= 24  # a write re-entry adds its lease
+    if kind == "read":  # each read hold's own timeout key was extended too
+        timeouts = r.keys("{ext}:*:rwlock_timeout:*")
+        assert len(timeouts) == 2 and all(20_000 < r.pttl(k) <= 22_000 for k in timeouts)
+    # the client's record follows: its newest lease now counts from the extension
+    hold = async_client._runner.ctx.holds.get(lock.core.key, lock.core.field(lock.runner.owner()))
+    assert hold is not None and 20 < hold.leases[-1] <= 24
+    await lock.release()
+    await lock.release()
+    assert r.keys("*") == [] or kind == "fenced"  # a fenced lock keeps its token counter
+
+
+async def test_extend_moves_the_fair_waiters_deadlines(
+    async_client: tenure.AsyncClient, async_make_client, r: redis.Redis
+) -> None:
+    fair = async_client.fair_lock("ext-fair")
+    assert await fair.acquire(lease_time=5)
+    other = async_make_client().fair_lock("ext-fair")
+    waiting = async_spawn(lambda: other.acquire(timeout=30))
+    assert await async_wait_until(lambda: r.zcard("redisson_lock_timeout:{ext-fair}") == 1)
+    [(_, before)] = r.zrange("redisson_lock_timeout:{ext-fair}", 0, -1, withscores=True)
+    await fair.extend(10)
+    [(_, after)] = r.zrange("redisson_lock_timeout:{ext-fair}", 0, -1, withscores=True)
+    assert 9_000 < after - before <= 10_000
+    await fair.release()
+    assert await waiting.result() is True
+
+
+async def test_extend_errors_are_those_of_release(
+    async_client: tenure.AsyncClient, async_make_client
+) -> None:
+    lock = async_client.lock("ext-err")
+    with pytest.raises(tenure.NotOwnedError) as not_owned:
+        await lock.extend(1)
+    assert not isinstance(not_owned.value, tenure.LockLostError)
+    for bad in (0, -1, float("nan"), float("inf"), 2e12):
+        with pytest.raises(ValueError, match="additional_time"):
+            lock.extend(bad)
+    with pytest.raises(TypeError, match="additional_time"):
+        lock.extend("1")  # type: ignore[arg-type]
+    assert await lock.acquire()  # renewed by the watchdog: an extension would be undone
+    with pytest.raises(tenure.LockError, match="watchdog") as watchdog:
+        await lock.extend(1)
+    assert not isinstance(watchdog.value, tenure.NotOwnedError)
+    await lock.release()
+    lost: list[object] = []
+    taken = async_client.lock("ext-lost", on_lost=lost.append)
+    assert await taken.acquire(lease_time=30)
+    assert await async_make_client().lock("ext-lost").force_release()
+    with pytest.raises(tenure.LockLostError):
+        await taken.extend(1)
+    assert taken.lost and lost == [taken]
+    with pytest.raises(tenure.NotOwnedError):
+        await taken.release()
+
+
+async def test_multi_lock_and_red_lock_extend_every_member(
+    async_client: tenure.AsyncClient, r: redis.Redis
+) -> None:
+    multi = async_client.multi_lock(async_client.lock("m1"), async_client.lock("m2"))
+    assert await multi.acquire(lease_time=2)
+    await multi.extend(20)
+    assert all(20_000 < r.pttl(k) <= 22_000 for k in ("m1", "m2"))
+    await multi.release()
+    red = async_client.red_lock(*(async_client.lock(f"r{i}") for i in range(3)))
+    assert await red.acquire(lease_time=2)
+    await red.extend(20)  # the members held (a quorum at least; the last may come late)
+    assert sum(20_000 < r.pttl(f"r{i}") <= 22_000 for i in range(3)) >= 2
+    await red.release()
+    with pytest.raises(tenure.NotOwnedError):
+        await red.extend(1)
+    red.close()
+    multi.close()

@@ -6,9 +6,11 @@ The caller is a task here and a thread in the generated sync twin (tests/_sync).
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 import tenure
+from support.twins import spawn, wait_until
 
 
 # ------------------------------------------------------------------ item 16
@@ -26,3 +28,101 @@ def test_read_side_is_locked_while_the_writer_holds_reads(
     assert not read.locked()
     write.release()
     assert not read.locked() and not write.locked()
+
+
+# ------------------------------------------------------------------ item 19: extend
+def side(client: tenure.Client, kind: str, name: str) -> tenure.Lock:
+    if kind == "lock":
+        return client.lock(name)
+    if kind == "fenced":
+        return client.fenced_lock(name)
+    if kind == "fair":
+        return client.fair_lock(name)
+    rw = client.read_write_lock(name)
+    return rw.read_lock() if kind == "read" else rw.write_lock()
+
+
+KINDS = ["lock", "fenced", "fair", "read", "write"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_extend_adds_to_the_remaining_lease(
+    client: tenure.Client, r: redis.Redis, kind: str
+) -> None:
+    lock = side(client, kind, "ext")
+    assert lock.acquire(lease_time=2)
+    assert lock.acquire(lease_time=2)  # every hold of the caller shares the expiry
+    lock.extend(20)
+    assert 20 < lock.remaining_lease() <= 24  # a write re-entry adds its lease
+    if kind == "read":  # each read hold's own timeout key was extended too
+        timeouts = r.keys("{ext}:*:rwlock_timeout:*")
+        assert len(timeouts) == 2 and all(20_000 < r.pttl(k) <= 22_000 for k in timeouts)
+    # the client's record follows: its newest lease now counts from the extension
+    hold = client._runner.ctx.holds.get(lock.core.key, lock.core.field(lock.runner.owner()))
+    assert hold is not None and 20 < hold.leases[-1] <= 24
+    lock.release()
+    lock.release()
+    assert r.keys("*") == [] or kind == "fenced"  # a fenced lock keeps its token counter
+
+
+def test_extend_moves_the_fair_waiters_deadlines(
+    client: tenure.Client, make_client, r: redis.Redis
+) -> None:
+    fair = client.fair_lock("ext-fair")
+    assert fair.acquire(lease_time=5)
+    other = make_client().fair_lock("ext-fair")
+    waiting = spawn(lambda: other.acquire(timeout=30))
+    assert wait_until(lambda: r.zcard("redisson_lock_timeout:{ext-fair}") == 1)
+    [(_, before)] = r.zrange("redisson_lock_timeout:{ext-fair}", 0, -1, withscores=True)
+    fair.extend(10)
+    [(_, after)] = r.zrange("redisson_lock_timeout:{ext-fair}", 0, -1, withscores=True)
+    assert 9_000 < after - before <= 10_000
+    fair.release()
+    assert waiting.result() is True
+
+
+def test_extend_errors_are_those_of_release(
+    client: tenure.Client, make_client
+) -> None:
+    lock = client.lock("ext-err")
+    with pytest.raises(tenure.NotOwnedError) as not_owned:
+        lock.extend(1)
+    assert not isinstance(not_owned.value, tenure.LockLostError)
+    for bad in (0, -1, float("nan"), float("inf"), 2e12):
+        with pytest.raises(ValueError, match="additional_time"):
+            lock.extend(bad)
+    with pytest.raises(TypeError, match="additional_time"):
+        lock.extend("1")  # type: ignore[arg-type]
+    assert lock.acquire()  # renewed by the watchdog: an extension would be undone
+    with pytest.raises(tenure.LockError, match="watchdog") as watchdog:
+        lock.extend(1)
+    assert not isinstance(watchdog.value, tenure.NotOwnedError)
+    lock.release()
+    lost: list[object] = []
+    taken = client.lock("ext-lost", on_lost=lost.append)
+    assert taken.acquire(lease_time=30)
+    assert make_client().lock("ext-lost").force_release()
+    with pytest.raises(tenure.LockLostError):
+        taken.extend(1)
+    assert taken.lost and lost == [taken]
+    with pytest.raises(tenure.NotOwnedError):
+        taken.release()
+
+
+def test_multi_lock_and_red_lock_extend_every_member(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    multi = client.multi_lock(client.lock("m1"), client.lock("m2"))
+    assert multi.acquire(lease_time=2)
+    multi.extend(20)
+    assert all(20_000 < r.pttl(k) <= 22_000 for k in ("m1", "m2"))
+    multi.release()
+    red = client.red_lock(*(client.lock(f"r{i}") for i in range(3)))
+    assert red.acquire(lease_time=2)
+    red.extend(20)  # the members held (a quorum at least; the last may come late)
+    assert sum(20_000 < r.pttl(f"r{i}") <= 22_000 for i in range(3)) >= 2
+    red.release()
+    with pytest.raises(tenure.NotOwnedError):
+        red.extend(1)
+    red.close()
+    multi.close()

@@ -36,6 +36,7 @@ class FairLockCore(LockCore):
     force_release_script = scripts.get("fair_force_release")
     renewal_script = scripts.get("fair_renew")
     give_up_script = scripts.get("fair_give_up")
+    extend_script = scripts.get("fair_extend")
 
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
@@ -97,6 +98,15 @@ class FairLockCore(LockCore):
             self.release_script,
             [self.key, self.queue_key, self.timeout_key],
             [self.unlock_message, self.lease_ms(lease), self.field(owner), self.waiter_prefix],
+            changes=True,
+        )
+
+    def extend_call(self, owner: str, add_ms: int) -> Call:
+        # fair_extend.lua moves the waiters' deadlines with the lease: it needs the ZSET too.
+        return Call(
+            self.extend_script,
+            [self.key, self.timeout_key],
+            [self.field(owner), add_ms, to_ms(MAX_SECONDS)],
             changes=True,
         )
 

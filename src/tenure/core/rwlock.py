@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from tenure import keys, scripts
+from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
 from tenure.core.lock import LockCore, LossCallback
@@ -169,6 +170,16 @@ class ReadLockCore(_SideCore):
             return int(reply)
         self.granted(owner, lease)
         return None
+
+    extend_script = scripts.get("rw_read_extend")
+
+    def extend_call(self, owner: str, add_ms: int) -> Call:
+        return Call(
+            self.extend_script,
+            self.renewal_keys(owner, self.read_holds(owner)),
+            [owner, add_ms, to_ms(MAX_SECONDS)],
+            changes=True,
+        )
 
     def renewal_keys(self, owner: str, holds: int) -> list[str]:
         # See rw_read_renew.lua for why the client's own count of holds is the right one.
