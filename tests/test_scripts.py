@@ -233,6 +233,10 @@ def scenario(make_client: object, name: str) -> None:
     read.release()
     assert read.acquire() and read.force_release()
     assert write.acquire() and write.force_release()
+    writer = a.read_write_lock(f"rx{name}").write_lock()
+    assert writer.acquire(lease_time=5)
+    writer.extend(1)
+    writer.release()
 
 
 @pytest.mark.parametrize("name", ["plain", "{tag}ged"])

@@ -9,6 +9,7 @@ from tenure.aio.rwlock import AsyncReadWriteLock
 from tenure.errors import (
     BackendError,
     LockError,
+    LockKindError,
     LockLostError,
     LockTimeout,
     LockUpgradeError,
@@ -37,6 +38,7 @@ __all__ = [
     "FencedLock",
     "Lock",
     "LockError",
+    "LockKindError",
     "LockLostError",
     "LockTimeout",
     "LockUpgradeError",

@@ -126,3 +126,73 @@ async def test_multi_lock_and_red_lock_extend_every_member(
         await red.extend(1)
     red.close()
     multi.close()
+
+
+# ------------------------------------------------------------------ item 12: kinds
+FAMILY = {"lock": "plain", "fenced": "plain", "fair": "plain", "read": "rw", "write": "rw"}
+
+
+@pytest.mark.parametrize("holder", KINDS)
+@pytest.mark.parametrize("other", KINDS)
+async def test_a_name_held_by_another_kind(
+    async_client: tenure.AsyncClient, async_make_client, r: redis.Redis, holder: str, other: str
+) -> None:
+    """Lock, FairLock and FencedLock share one hash and exclude one another (as held);
+    a ReadWriteLock's hash is another family: each refuses the other's with LockKindError,
+    changing nothing (also for the very owner that holds the other kind)."""
+    held = side(async_client, holder, "kind")
+    assert await held.acquire(lease_time=30)
+    before = r.hgetall("kind")
+    same_family = FAMILY[holder] == FAMILY[other]
+    if same_family:
+        if holder == "read" and other == "read":
+            pytest.skip("readers share")
+        contender = side(async_make_client(), other, "kind")
+        assert await contender.acquire(blocking=False) is False
+        if "read" not in (holder, other):
+            assert await contender.acquire(timeout=0.2) is False
+    else:
+        mine, theirs = side(async_client, other, "kind"), side(async_make_client(), other, "kind")
+        for contender in (mine, theirs):
+            with pytest.raises(tenure.LockKindError, match="kind"):
+                await contender.acquire(timeout=5)
+            with pytest.raises(tenure.LockKindError):
+                await contender.release()
+            if other in ("read", "write"):  # per side, as in Redisson: not in its mode
+                assert await contender.force_release() is False
+            else:
+                with pytest.raises(tenure.LockKindError):
+                    await contender.force_release()
+    assert r.hgetall("kind") == before
+    await held.release()
+    assert not r.exists("kind")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "kind",
+        "redisson_lock_queue:{kind}",
+        "redisson_lock_timeout:{kind}",
+        "redisson_lock_token:{kind}",
+    ],
+)
+async def test_keys_of_a_wrong_type_are_refused(
+    async_client: tenure.AsyncClient, r: redis.Redis, kind: str, junk: str
+) -> None:
+    r.set(junk, "junk")
+    uses = {
+        "kind": KINDS,
+        "redisson_lock_queue:{kind}": ["fair"],
+        "redisson_lock_timeout:{kind}": ["fair"],
+        "redisson_lock_token:{kind}": ["fenced"],
+    }
+    lock = side(async_client, kind, "kind")
+    if kind not in uses[junk]:
+        assert await lock.acquire(lease_time=5)  # a key this kind does not use
+        await lock.release()
+        return
+    with pytest.raises(tenure.LockKindError, match=junk.replace("{", r"\{")):
+        await lock.acquire(timeout=5)
+    assert r.keys("*") == [junk.encode()] and r.get(junk) == b"junk"

@@ -22,6 +22,12 @@ class AsyncLock(AsyncLockContext):
     unlock or when the holder's lease ends, never by polling. Every member is a coroutine in
     the asyncio API.
 
+    A Lock, FairLock and FencedLock of one name share its hash and exclude one another; a
+    ReadWriteLock of that name is refused with :class:`tenure.LockKindError` while either
+    holds it (and the other way round). The names ``x`` and ``{x}`` share their channel and
+    other derived keys (Redisson's naming): use one of them only (see
+    :func:`tenure.keys.brace_twin`).
+
     Example::
 
         lock = client.lock("orders:42")

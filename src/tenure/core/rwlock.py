@@ -216,6 +216,7 @@ class WriteLockCore(_SideCore):
     acquire_script = scripts.get("rw_write_acquire")
     release_script = scripts.get("rw_write_release")
     unlock_message = keys.WRITE_UNLOCK_MESSAGE
+    extend_script = scripts.get("rw_write_extend")
 
     def field(self, owner: str) -> str:
         return keys.rw_writer_field(owner)

@@ -11,6 +11,13 @@
 -- Returns nil when acquired, else the ms to sleep before trying again (-1: until woken).
 -- @include server_time
 -- @include fair_shift
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'list')
+    or type_error(KEYS[3], 'zset')
+if wrong then
+    return wrong
+end
 
 local now = now_ms()
 local lease = tonumber(ARGV[1])

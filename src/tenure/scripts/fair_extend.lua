@@ -5,6 +5,12 @@
 -- Returns nil when the owner holds nothing, else the new remaining lease in ms (capped at
 -- ARGV[3]); -1 when the key has no expiry (left as it is).
 -- @include fair_shift
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'zset')
+if wrong then
+    return wrong
+end
 
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return nil

@@ -8,6 +8,13 @@
 -- @include server_time
 -- @include fair_shift
 -- @include fair_wake_head
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'list')
+    or type_error(KEYS[3], 'zset')
+if wrong then
+    return wrong
+end
 
 if redis.call('exists', KEYS[1]) == 0 then
     return 0

@@ -3,6 +3,13 @@
 -- KEYS[1] lock hash   ARGV[1] owner field   ARGV[2] ms to add   ARGV[3] longest lease ms
 -- Returns nil when the owner holds nothing (expired or taken), else the new remaining lease
 -- in ms (capped at ARGV[3]); -1 when the key has no expiry (left as it is).
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], false)
+if wrong then
+    return wrong
+end
+
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return nil
 end

@@ -4,6 +4,13 @@
 -- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
 -- The PUBLISH (which an ACL can refuse) comes before the DEL: a refused one changes nothing,
 -- and as the script is atomic nobody is woken before the key is gone.
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], false)
+if wrong then
+    return wrong
+end
+
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
 end

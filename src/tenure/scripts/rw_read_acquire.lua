@@ -7,6 +7,12 @@
 -- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
 -- reach the new hold (nothing changed), else the lock's PTTL in ms.
 -- @include rw_readers
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], true)
+if wrong then
+    return wrong
+end
 
 local readers, stale = declared_readers(KEYS[1], 4, 2, false, 1)
 if not readers then

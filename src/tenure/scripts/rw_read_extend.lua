@@ -5,6 +5,13 @@
 -- ARGV[1] owner (reader field)   ARGV[2] ms to add   ARGV[3] longest lease ms
 -- Returns nil when the owner holds no live read hold, else the newest hold's new remaining
 -- lease in ms.
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], true)
+if wrong then
+    return wrong
+end
+
 if not tonumber(redis.call('hget', KEYS[1], ARGV[1])) then
     return nil
 end

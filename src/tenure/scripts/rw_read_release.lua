@@ -10,6 +10,12 @@
 -- Everything is decided before the first write, and the PUBLISH (which an ACL can refuse)
 -- is the first write: a refused one changes nothing.
 -- @include rw_readers
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], true)
+if wrong then
+    return wrong
+end
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then

@@ -11,6 +11,12 @@
 -- The PUBLISH (which an ACL can refuse) comes before the writes it announces: a refused
 -- one changes nothing.
 -- @include rw_readers
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], true)
+if wrong then
+    return wrong
+end
 
 if redis.call('hget', KEYS[1], 'mode') ~= 'write'
         or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
