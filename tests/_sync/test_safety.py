@@ -6,10 +6,13 @@ The caller is a task here and a thread in the generated sync twin (tests/_sync).
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import redis
 
 import tenure
+from support.servers import Server, valkey_binary
 from support.twins import spawn, wait_until
 
 
@@ -196,3 +199,44 @@ def test_keys_of_a_wrong_type_are_refused(
     with pytest.raises(tenure.LockKindError, match=junk.replace("{", r"\{")):
         lock.acquire(timeout=5)
     assert r.keys("*") == [junk.encode()] and r.get(junk) == b"junk"
+
+
+# ------------------------------------------------------------------ item 18
+def persistence_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        rec.getMessage()
+        for rec in caplog.records
+        if rec.name == "tenure"
+        and rec.levelno == logging.WARNING
+        and "persists" in rec.getMessage()
+    ]
+
+
+def test_fenced_acquire_warns_once_per_client_without_persistence(
+    make_client, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the session servers run with --save '' --appendonly no
+    caplog.set_level(logging.WARNING, logger="tenure")
+    first = make_client()
+    assert first.fenced_lock("f18").acquire_token() is not None
+    first.fenced_lock("f18").release()
+    assert first.fenced_lock("f18-other").acquire(lease_time=5)
+    warnings = persistence_warnings(caplog)
+    assert len(warnings) == 1 and "go backwards" in warnings[0]
+    second = make_client()
+    assert second.fenced_lock("f18").acquire(lease_time=5)
+    assert len(persistence_warnings(caplog)) == 2  # once per client
+    assert second.lock("plain18").acquire(lease_time=5)  # plain locks never check
+    assert len(persistence_warnings(caplog)) == 2
+
+
+def test_no_warning_with_aof(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="tenure")
+    srv = Server(valkey_binary(), "--appendonly", "yes").start()
+    try:
+        client = tenure.Client(srv.url)
+        assert client.fenced_lock("f18").acquire(lease_time=5)
+        client.close()
+    finally:
+        srv.stop()
+    assert persistence_warnings(caplog) == []

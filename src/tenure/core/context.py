@@ -28,6 +28,8 @@ class Context:
         self.replica_timeout = replica_timeout
         self.identity = Identity()
         self.holds = HoldTable()
+        self.persistence_checked = False
+        """True once a FencedLock checked the server's persistence (one warning per client)."""
 
     def forked(self) -> bool:
         """True once in a forked child, after giving it a fresh identity and hold table."""

@@ -110,7 +110,9 @@ class Client:
     def fenced_lock(self, name: str, *, on_lost: OnLost | None = None) -> FencedLock:
         """A :class:`tenure.FencedLock` named ``name`` (Redisson ``getFencedLock``).
 
-        Arguments and errors as :meth:`lock`.
+        Arguments and errors as :meth:`lock`. Fencing tokens go backwards after a restart
+        of a server without persistence (no RDB save points, AOF off): the first fenced
+        acquire of this client logs a WARNING then (see :class:`tenure.FencedLock`).
         """
         return FencedLock(self._runner, name, on_lost)
 
