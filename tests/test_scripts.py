@@ -197,6 +197,10 @@ def scenario(make_client: object, name: str) -> None:
     lock.release()
     lock.release()
     assert lock.acquire() and lock.force_release()
+    leased = a.lock(f"lx{name}")
+    assert leased.acquire(lease_time=5)
+    leased.extend(1)
+    leased.release()
 
     fenced = a.fenced_lock(f"fe{name}")
     assert fenced.acquire()
@@ -211,6 +215,9 @@ def scenario(make_client: object, name: str) -> None:
     renewed()
     t.join()
     fair.release()
+    assert fair.acquire(lease_time=5)
+    fair.extend(1)
+    fair.release()
     assert fair.acquire()
     waiter = threading.Thread(target=lambda: b.fair_lock(f"fa{name}").acquire(timeout=2))
     waiter.start()
@@ -221,6 +228,10 @@ def scenario(make_client: object, name: str) -> None:
 
     rw, other = a.read_write_lock(f"rw{name}"), b.read_write_lock(f"rw{name}")
     read, write = rw.read_lock(), rw.write_lock()
+    assert read.acquire(lease_time=5) and read.acquire(lease_time=5)
+    read.extend(1)
+    read.release()
+    read.release()
     assert read.acquire() and read.acquire(lease_time=5)
     assert other.read_lock().acquire()  # another reader: declarations of all readers
     renewed()
@@ -234,6 +245,10 @@ def scenario(make_client: object, name: str) -> None:
     read.release()
     assert read.acquire() and read.force_release()
     assert write.acquire() and write.force_release()
+    writer = a.read_write_lock(f"rx{name}").write_lock()
+    assert writer.acquire(lease_time=5)
+    writer.extend(1)
+    writer.release()
 
     for sem in (a.semaphore(f"se{name}"), a.permit_expirable_semaphore(f"ps{name}")):
         assert sem.try_set_permits(2)

@@ -13,6 +13,7 @@ from tenure.aio.semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
 from tenure.errors import (
     BackendError,
     LockError,
+    LockKindError,
     LockLostError,
     LockTimeout,
     LockUpgradeError,
@@ -53,6 +54,7 @@ __all__ = [
     "FencedLock",
     "Lock",
     "LockError",
+    "LockKindError",
     "LockLostError",
     "LockTimeout",
     "LockUpgradeError",

@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.retry import Retry
 
-from tenure.errors import BackendError
+from tenure.errors import BackendError, LockError, LockKindError
 
 __all__ = [
     "AsyncBlockingPool",
@@ -73,9 +73,20 @@ def resolve_redis(
     )
 
 
-def backend_error(error: Exception) -> BackendError:
-    """A redis-py error as tenure's :class:`BackendError`, the original chained as cause."""
-    wrapped = BackendError(f"{type(error).__name__}: {error}")
+KIND_ERROR = "TENURE_KIND "
+"""Start of a script's error reply refusing a key of another kind (``scripts/_kinds.lua``)."""
+
+
+def backend_error(error: Exception) -> LockError:
+    """A redis-py error as tenure's :class:`BackendError`, the original chained as cause;
+    a script's refusal of a key of another kind as :class:`LockKindError`."""
+    wrapped: LockError
+    message = str(error)
+    if isinstance(error, ResponseError) and KIND_ERROR in message:
+        detail = message[message.index(KIND_ERROR) + len(KIND_ERROR) :]
+        wrapped = LockKindError(detail.split(" script: ")[0])
+    else:
+        wrapped = BackendError(f"{type(error).__name__}: {error}")
     wrapped.__cause__ = error
     return wrapped
 

@@ -41,6 +41,17 @@ class LockUpgradeError(LockError):
     """
 
 
+class LockKindError(LockError):
+    """The name's keys were written by another kind of primitive, or hold the wrong type.
+
+    Lock, FairLock and FencedLock share one hash layout and exclude one another on the same
+    name (as in Redisson); a ReadWriteLock's hash (with its ``mode`` field) is another
+    family. A script refuses, before any write, a key of the other family or of a wrong
+    type (say a STRING where a lock hash belongs), and the operation raises this at once,
+    never waiting (the other kind publishes on another channel). Nothing was changed.
+    """
+
+
 class ReplicationError(BackendError):
     """Fewer replicas than ``wait_for_replicas`` acknowledged a lock change in time.
 

@@ -43,6 +43,32 @@ def suffix_name(name: str, suffix: str) -> str:
     return f"{{{name}}}:{suffix}"
 
 
+def brace_twin(key: str) -> str | None:
+    """The other wire name whose derived keys and channels are ``key``'s, or None.
+
+    Redisson's naming rules (kept for interop) make ``x`` and ``{x}`` share every derived
+    name: ``prefix_name(p, "x") == prefix_name(p, "{x}") == "p:{x}"`` and likewise for
+    :func:`suffix_name`. So locks named ``x`` and ``{x}`` have different hashes but share
+    their channel, fencing token counter, fair queue and deadlines, and read-hold timeout
+    keys: a read hold of one can keep the other's writer out or let it in early. The twin of
+    a key without ``{`` is ``{key}``; the twin of ``{inner}`` (``inner`` without ``{``) is
+    ``inner``; any other key has none. For ``tenure doctor`` and users' own checks: never
+    use both names of a pair.
+    """
+    if "{" not in key:
+        return f"{{{key}}}"
+    inner = key[1:-1]
+    if len(key) > 2 and key[0] == "{" and key[-1] == "}" and "{" not in inner:
+        return inner
+    return None
+
+
+def derived_names_collide(a: str, b: str) -> bool:
+    """True when distinct wire names ``a`` and ``b`` share their derived keys and channels
+    (see :func:`brace_twin`)."""
+    return a != b and brace_twin(a) == b
+
+
 def owner_field(client_id: str, number: int) -> str:
     """The hash field naming one owner: ``<client uuid>:<number>``."""
     return f"{client_id}:{number}"

@@ -14,6 +14,7 @@ import tenure
 from support.proxy import Proxy
 from support.servers import Server
 from support.twins import AsyncEvent, AsyncRedis, async_spawn, async_wait_until
+from tenure import keys
 
 
 @pytest.fixture
@@ -152,4 +153,33 @@ async def test_acquire_that_timed_out_leaves_no_hold_once_the_server_answers(own
     finally:
         own_server.resume()
         await client.close()
+        r.close()
+
+
+async def test_fair_waiter_whose_server_timed_out_leaves_the_queue(own_server):
+    """The server paused past the socket timeout while a fair waiter waited: its give-up
+    failed too, and is retried in the background until the server answers (issue 9
+    item 6; the old code left the queue entry, blocking the queue until its deadline)."""
+    client = tenure.AsyncClient(own_server.url, socket_timeout=0.3)
+    holder = tenure.AsyncClient(own_server.url)
+    r = own_server.client()
+    queue = keys.fair_queue_key("fair-timeout")
+    try:
+        held = holder.fair_lock("fair-timeout")
+        assert await held.acquire(lease_time=30)
+        waiter = client.fair_lock("fair-timeout")
+        job = async_spawn(lambda: waiter.acquire(timeout=2))
+        assert await async_wait_until(lambda: r.llen(queue) == 1)
+        own_server.pause()
+        error = await job.outcome(10)
+        assert isinstance(error, tenure.BackendError)
+        own_server.resume()
+        answered = time.monotonic()
+        assert await async_wait_until(lambda: r.llen(queue) == 0, timeout=5)
+        assert time.monotonic() - answered < 0.5 + 1.0  # one retry pause (<= 1 s) at most
+        await held.release()
+    finally:
+        own_server.resume()
+        await client.close()
+        await holder.close()
         r.close()

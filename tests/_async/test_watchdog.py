@@ -73,3 +73,19 @@ async def test_release_cancels_renewal(async_make_client, r):
     await async_sleep(0.4)  # more than one renewal tick
     assert not lost.is_set()
     assert not r.exists("quick")
+
+
+async def test_watchdog_keeps_a_write_hold_past_three_leases(async_make_client, r):
+    """The write side renews through the plain lock's renewal script, on a read-write hash
+    (which the kind checks must not take for another kind's key)."""
+    rw = async_make_client(watchdog_timeout=0.6).read_write_lock("kept-rw")
+    write, read = rw.write_lock(), rw.read_lock()
+    assert await write.acquire() and await read.acquire()
+    start = time.monotonic()
+    while time.monotonic() - start < 2.0:
+        assert r.exists("kept-rw"), "the watchdog let the write hold expire"
+        await async_sleep(0.1)
+    assert not write.lost and not read.lost
+    await write.release()  # downgrade: the read hold remains
+    await read.release()
+    assert not r.exists("kept-rw")

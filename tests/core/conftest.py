@@ -32,7 +32,11 @@ def new_context(**options: object) -> Context:
         "replica_timeout": 1.0,
     }
     settings.update(options)
-    return make_context(**settings)
+    ctx = make_context(**settings)
+    # A FencedLock's first acquire checks the server's persistence first; that check has
+    # its own tests (test_fenced_persistence.py), the other flows start at their script.
+    ctx.persistence_checked = True
+    return ctx
 
 
 @pytest.fixture

@@ -296,14 +296,32 @@ def test_upgrade_error_on_a_retry_unsubscribes(ctx: Context, owner: str) -> None
 
 
 @pytest.mark.parametrize(
-    ("mode", "read", "write"),
-    [(None, False, False), (b"read", True, False), (b"write", False, True), ("write", False, True)],
+    ("mode", "write"),
+    [(None, False), (b"read", False), (b"write", True), ("write", True)],
 )
-def test_locked_is_per_side(ctx: Context, mode: object, read: bool, write: bool) -> None:
-    for side, expected in ((ReadLockCore, read), (WriteLockCore, write)):
-        run = drive(side(ctx, "rw").locked(), [(Command, mode)])
-        assert run.result is expected
-        assert run.effects[0].args == ("HGET", "rw", "mode")
+def test_write_side_locked_is_write_mode(ctx: Context, mode: object, write: bool) -> None:
+    run = drive(WriteLockCore(ctx, "rw").locked(), [(Command, mode)])
+    assert run.result is write
+    assert run.effects[0].args == ("HGET", "rw", "mode")
+
+
+@pytest.mark.parametrize(
+    ("fields", "read"),
+    [
+        ([], False),
+        ([b"mode", b"read", b"u:1", b"1"], True),
+        ([b"mode", b"write", b"u:1:write", b"1"], False),
+        # Redisson: the writer's own read holds make the read side locked too
+        ([b"mode", b"write", b"u:1:write", b"1", b"u:1", b"2"], True),
+        ({"mode": "write", "u:1:write": "1", "u:1": "1"}, True),  # a RESP3 map
+    ],
+)
+def test_read_side_locked_counts_the_writers_reads(
+    ctx: Context, fields: object, read: bool
+) -> None:
+    run = drive(ReadLockCore(ctx, "rw").locked(), [(Command, fields)])
+    assert run.result is read
+    assert run.effects[0].args == ("HGETALL", "rw")
 
 
 @pytest.mark.parametrize(("side", "mode"), [(ReadLockCore, "read"), (WriteLockCore, "write")])

@@ -30,7 +30,8 @@ class AsyncClient:
     Args:
         url_or_redis: a ``redis://`` / ``rediss://`` / ``unix://`` URL, or a redis-py client
             (``redis.Redis`` for ``Client``, ``redis.asyncio.Redis`` for ``AsyncClient``)
-            whose connection pool tenure borrows; its own timeouts and retries then apply.
+            whose connection pool tenure borrows; its own timeouts and retries then apply
+            (see below to turn its connect retries off).
         watchdog_timeout: lease in seconds (float, above 0.1) of holds taken without
             ``lease_time``; the watchdog renews them every ``watchdog_timeout / 3`` seconds.
             Default 30.
@@ -47,6 +48,17 @@ class AsyncClient:
     ``os.fork()`` the child is a new owner with no holds.
 
     Every time in seconds is at most 1e12 (its milliseconds stay exact on the wire).
+
+    A passed-in redis-py client keeps its own settings, retries included. tenure sends each
+    lock command once itself, but redis-py still retries *connecting* with the client's
+    ``retry`` policy (by default retries with exponential backoff and jitter; redis-py 8.1:
+    10 retries, 10 ms doubling up to 1 s): against a server that does not answer, one call
+    can then take many connect timeouts plus backoff (seen: 8.7 s and 11 connections with
+    ``socket_timeout=0.5``) before ``BackendError``. Turn it off as tenure does for URL
+    clients: build the client with ``retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0)``,
+    or call
+    ``r.set_retry(Retry(NoBackoff(), 0))`` on an existing one (it also updates the pool's
+    connections); give it a ``socket_timeout`` and ``socket_connect_timeout`` too.
 
     Raises:
         TypeError, ValueError: for a bad argument, before any I/O.
@@ -108,7 +120,9 @@ class AsyncClient:
     def fenced_lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncFencedLock:
         """A :class:`tenure.FencedLock` named ``name`` (Redisson ``getFencedLock``).
 
-        Arguments and errors as :meth:`lock`.
+        Arguments and errors as :meth:`lock`. Fencing tokens go backwards after a restart
+        of a server without persistence (no RDB save points, AOF off): the first fenced
+        acquire of this client logs a WARNING then (see :class:`tenure.FencedLock`).
         """
         return AsyncFencedLock(self._runner, name, on_lost)
 

@@ -17,8 +17,14 @@ class AsyncFencedLock(AsyncLock):
     included). A lease cannot stop a holder that was paused past it from acting on a stale
     belief that it holds the lock; the protected resource must compare tokens and refuse the
     lower one (Kleppmann, "How to do distributed locking", 2016). :func:`tenure.fenced_write`
-    does that for a value stored in Redis. Tokens come from a Redis counter: a server that
-    restarts without persistence starts them over.
+    does that for a value stored in Redis.
+
+    Tokens come from a Redis counter (no TTL): a server that restarts without persistence
+    (no RDB save points and AOF off) forgets it, and tokens start over from 1 — they go
+    backwards, so a resource that saw a higher token refuses every new holder, and one that
+    was reset accepts stale ones. Run fenced locks on a server with AOF (``appendfsync
+    everysec`` or ``always``) or RDB snapshots; the client's first fenced acquire logs a
+    WARNING on the ``tenure`` logger (once per client) when the server reports neither.
 
     Every member of :class:`tenure.Lock`, plus :attr:`token` and :meth:`acquire_token`.
 

@@ -22,6 +22,12 @@ class AsyncLock(AsyncLockContext):
     unlock or when the holder's lease ends, never by polling. Every member is a coroutine in
     the asyncio API.
 
+    A Lock, FairLock and FencedLock of one name share its hash and exclude one another; a
+    ReadWriteLock of that name is refused with :class:`tenure.LockKindError` while either
+    holds it (and the other way round). The names ``x`` and ``{x}`` share their channel and
+    other derived keys (Redisson's naming): use one of them only (see
+    :func:`tenure.keys.brace_twin`).
+
     Example::
 
         lock = client.lock("orders:42")
@@ -96,6 +102,30 @@ class AsyncLock(AsyncLockContext):
         """
         runner, owner = self.runner, self.runner.owner()
         return runner.release(self, owner, self.core.release(owner))
+
+    def extend(self, additional_time: float) -> Awaitable[None]:
+        """Add ``additional_time`` seconds to the caller's hold taken with ``lease_time``.
+
+        On the server, atomically and only while the caller's owner field is still in the
+        lock: the key's expiry becomes its remaining lease (PTTL) plus ``additional_time``
+        (at most 1e12 s from now). Every hold the caller has on this lock shares that
+        expiry. A FairLock moves its waiters' deadlines by as much; a read hold extends each
+        of the caller's read holds, and the lock lives at least as long as the longest.
+
+        Args:
+            additional_time: seconds (float, > 0, at most 1e12) to add.
+
+        Raises:
+            TypeError, ValueError: a bad ``additional_time``, before any I/O.
+            LockError: the caller's hold is renewed by the watchdog (taken without
+                ``lease_time``): the next renewal would undo the extension. Nothing sent.
+            LockLostError: the caller's hold expired or was taken since it was acquired
+                (also reported through ``lost`` and ``on_lost``).
+            NotOwnedError: the caller holds no hold on this lock.
+            BackendError: the server failed (the extension may or may not have happened).
+        """
+        runner = self.runner
+        return runner.run(self.core.extend(runner.owner(), additional_time))
 
     def locked(self) -> Awaitable[bool]:
         """True if any owner holds the lock. Raises BackendError."""

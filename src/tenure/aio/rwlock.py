@@ -13,8 +13,9 @@ class AsyncReadLock(AsyncLock):
     """The read side of a read-write lock: shared by any number of owners (of any client)
     while no other owner holds the write side. Reentrant.
 
-    Members as :class:`tenure.Lock`, except: ``locked()`` is True while the lock is in read
-    mode; ``force_release()`` deletes the lock (every read hold) only when it is in read
+    Members as :class:`tenure.Lock`, except: ``locked()`` is True while any owner holds a
+    read hold (the lock is in read mode, or in write mode with the writer's own read holds,
+    as Redisson); ``force_release()`` deletes the lock (every read hold) only when it is in read
     mode and wakes every waiter, returning False otherwise; ``remaining_lease()`` is the
     lock's, which lives as long as its longest read hold. Each read hold expires on its own
     lease, so a dead reader's hold ends without waiting for the others; the watchdog renews

@@ -204,6 +204,24 @@ class CompositeCore:
     def owned(self, owners: Caller) -> CompositeFlow[bool]:
         raise NotImplementedError
 
+    def extend(self, owners: Caller, additional_time: object) -> CompositeFlow[None]:
+        """Add ``additional_time`` seconds to every member hold of the caller's latest
+        acquisition (each member as :meth:`LockCore.extend`). Checked now, before any I/O."""
+        add = check_positive(additional_time, "additional_time")
+        return self._extend(owners, add)
+
+    def _extend(self, owners: Caller, add: float) -> CompositeFlow[None]:
+        raise NotImplementedError
+
+    def _held_members(self, owners: Caller) -> dict[int, str]:
+        acq = self.current(owners)
+        if acq is None:
+            if self.is_lost(owners):
+                raise LockLostError(f"{self.name}: the caller's acquisition was lost")
+            raise NotOwnedError(f"{self.name} is not held by the caller")
+        with self._mutex:
+            return dict(acq.members)
+
     def release_member(self, index: int, owner: str, quiet: bool = True) -> Flow[None]:
         """Release one member hold; with ``quiet``, a failure is only logged (the hold
         expires with its lease)."""
@@ -300,6 +318,19 @@ class MultiLockCore(CompositeCore):
         for index, owner in enumerate(owners):
             try:
                 yield OnMember(index, self.release_member(index, owner, quiet=False))
+            except Exception as error:
+                errors.append(error)
+        first = release_outcome(self.kind, errors)
+        if first is not None:
+            raise first
+
+    def _extend(self, owners: Caller, add: float) -> CompositeFlow[None]:
+        """Extend every member, even if some fail; raise the first failure (the others
+        attached as notes)."""
+        errors: list[BaseException] = []
+        for index, owner in sorted(self._held_members(owners).items()):
+            try:
+                yield OnMember(index, self.cores[index].extend(owner, add))
             except Exception as error:
                 errors.append(error)
         first = release_outcome(self.kind, errors)
@@ -418,6 +449,29 @@ class RedLockCore(CompositeCore):
             if lost:
                 raise LockLostError(f"{self.name}: every member hold was lost") from lost[0]
             raise NotOwnedError(f"{self.name}: no member was held")
+
+    def _extend(self, owners: Caller, add: float) -> CompositeFlow[None]:
+        """Extend every member held, concurrently, for ``node_timeout``; a quorum of
+        extended members is success. Else LockLostError (a member's own error other than a
+        server failure or a lost hold, say a watchdog hold, is raised as it is)."""
+        tasks = []
+        for index, owner in sorted(self._held_members(owners).items()):
+            tasks.append((yield Spawn(index, self.cores[index].extend(owner, add))))
+        pending = yield Join(tasks, self.node_timeout)
+        extended = 0
+        for task in tasks:
+            if task in pending:
+                continue
+            error = task.exception()
+            if error is None:
+                extended += 1
+            elif not isinstance(error, BackendError | NotOwnedError):
+                raise error
+        if extended < self.needed:
+            raise LockLostError(
+                f"{self.name}: only {extended} of {len(self.cores)} members were extended, "
+                f"fewer than the quorum of {self.needed}"
+            )
 
     def owned(self, owners: Caller) -> CompositeFlow[bool]:
         """True if the caller holds a majority of the members (dead nodes: not held)."""

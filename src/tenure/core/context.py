@@ -43,6 +43,8 @@ class Context:
         self.dispatch: Callable[[Callable[[], None], str], None] = call_now
         """How :meth:`deliver` runs a user callback; the runner sets one that runs it away
         from its renewal loop, so a slow callback cannot delay the renewal of other holds."""
+        self.persistence_checked = False
+        """True once a FencedLock checked the server's persistence (one warning per client)."""
 
     def deliver(self, callback: Callable[[], None], what: str) -> None:
         """Run user ``callback`` (an ``on_lost``) through :attr:`dispatch`; ``what`` names it

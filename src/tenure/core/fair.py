@@ -18,14 +18,19 @@ long renewed hold skews them); the scripts use server time, not client clocks.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
 
 from tenure import keys, scripts
 from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
-from tenure.core.effects import Call, Flow
-from tenure.core.lock import LockCore, LossCallback
+from tenure.core.effects import Background, Call, Flow, Sleep
+from tenure.core.lock import RECONCILE_PAUSE, LockCore, LossCallback
+from tenure.errors import BackendError
+
+log = logging.getLogger("tenure")
 
 
 class FairLockCore(LockCore):
@@ -36,6 +41,7 @@ class FairLockCore(LockCore):
     force_release_script = scripts.get("fair_force_release")
     renewal_script = scripts.get("fair_renew")
     give_up_script = scripts.get("fair_give_up")
+    extend_script = scripts.get("fair_extend")
 
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
@@ -85,18 +91,54 @@ class FairLockCore(LockCore):
             allowance = self._queued.pop(owner, None)
         if allowance is None:
             return
-        yield Call(
+        try:
+            yield self.give_up_call(owner, allowance)
+        except BackendError:
+            # The entry would block the queue until its deadline: retry in the background.
+            until = time.monotonic() + allowance / 1000 + self.ctx.watchdog_timeout
+            yield Background(self._give_up_later(owner, allowance, until))
+            raise
+
+    def give_up_call(self, owner: str, allowance: int) -> Call:
+        return Call(
             self.give_up_script,
             [self.key, self.queue_key, self.timeout_key],
             [owner, allowance, self.waiter_prefix, self.unlock_message],
             changes=True,
         )
 
+    def _give_up_later(self, owner: str, allowance: int, until: float) -> Flow[None]:
+        """Retry leaving the queue while the server does not answer, until the entry's
+        deadline has surely passed (other waiters then drop it themselves), or until the
+        same owner queues again (its new entry is its own)."""
+        pause = RECONCILE_PAUSE[0]
+        while time.monotonic() < until:
+            yield Sleep(pause)
+            pause = min(2 * pause, RECONCILE_PAUSE[1])
+            with self._mutex:
+                if owner in self._queued:
+                    return
+            try:
+                yield self.give_up_call(owner, allowance)
+                return
+            except BackendError:
+                continue
+        log.warning("fair lock %r: could not leave the queue for %s", self.name, owner)
+
     def release_call(self, owner: str, lease: float | None) -> Call:
         return Call(
             self.release_script,
             [self.key, self.queue_key, self.timeout_key],
             [self.unlock_message, self.lease_ms(lease), self.field(owner), self.waiter_prefix],
+            changes=True,
+        )
+
+    def extend_call(self, owner: str, add_ms: int) -> Call:
+        # fair_extend.lua moves the waiters' deadlines with the lease: it needs the ZSET too.
+        return Call(
+            self.extend_script,
+            [self.key, self.timeout_key],
+            [self.field(owner), add_ms, to_ms(MAX_SECONDS)],
             changes=True,
         )
 

@@ -11,11 +11,15 @@ script, and so does tenure (key ``redisson_lock_token:{<name>}``, DESIGN §3).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 from tenure import keys, scripts
-from tenure.core.effects import Call, Flow
+from tenure.core.effects import Call, Command, Flow
 from tenure.core.lock import LockCore
+from tenure.errors import BackendError
+
+log = logging.getLogger("tenure")
 
 
 class FencedLockCore(LockCore):
@@ -45,6 +49,42 @@ class FencedLockCore(LockCore):
     def per_owner(self) -> list[dict[str, Any] | set[str]]:
         return [*super().per_owner(), self._tokens]
 
+    def acquire(
+        self, owner: str, blocking: object, timeout: object, lease_time: object
+    ) -> Flow[bool]:
+        acquiring = super().acquire(owner, blocking, timeout, lease_time)  # checks now
+        return self._checked_first(acquiring)
+
+    def _checked_first(self, acquiring: Flow[bool]) -> Flow[bool]:
+        if not self.ctx.persistence_checked:
+            self.ctx.persistence_checked = True
+            yield from self.check_persistence()
+        return (yield from acquiring)
+
+    def check_persistence(self) -> Flow[None]:
+        """Log a WARNING when the server persists nothing (no RDB save points, AOF off): a
+        restart then starts the token counter over and tokens go backwards. Done at the
+        client's first fenced acquire; a server that refuses INFO or CONFIG GET (ACL) is
+        not checked."""
+        try:
+            info = yield Command(("INFO", "persistence"))
+            save = yield Command(("CONFIG", "GET", "save"))
+        except BackendError as error:
+            log.debug("fenced lock %r: persistence not checked: %s", self.name, error)
+            return
+        aof = "aof_enabled:1" in _text(info)
+        if isinstance(save, dict):
+            points = "".join(_text(v) for v in save.values())
+        else:
+            points = "".join(_text(v) for v in list(save or [])[1::2])
+        if not aof and not points.strip():
+            log.warning(
+                "fenced lock %r: the server persists nothing (no RDB save points, AOF off): "
+                "after a restart its fencing tokens start over and go backwards, so a "
+                "resource that compares tokens would accept stale writers",
+                self.name,
+            )
+
     def is_grant(self, reply: Any) -> bool:
         return reply is not None and int(reply[0]) == 1
 
@@ -63,3 +103,7 @@ class FencedLockCore(LockCore):
     def token(self, owner: str) -> int | None:
         """The token of ``owner``'s latest acquisition, None if it never acquired."""
         return self._tokens.get(owner)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -191,6 +191,15 @@ class HoldTable:
                 del self._holds[key, field]
             return hold
 
+    def extended(self, hold: Hold, lease: float, at: float) -> None:
+        """The server set ``hold``'s expiry to ``lease`` seconds after monotonic time ``at``
+        (``extend()``): its newest lease is now ``lease``, counted from ``at``. Ignored when
+        the hold was released or replaced meanwhile."""
+        with self._mutex:
+            if self._holds.get((hold.key, hold.field)) is hold and hold.leases:
+                hold.leases[-1] = lease
+                hold.lease, hold.confirmed = lease, at
+
     def discard(self, key: str, field: str) -> Hold | None:
         """Forget every hold on (key, field)."""
         with self._mutex:

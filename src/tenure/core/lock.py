@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from tenure import keys, scripts
-from tenure.core.args import check_lease, check_name, check_wait, to_ms
+from tenure.core.args import MAX_SECONDS, check_lease, check_name, check_positive, check_wait, to_ms
 from tenure.core.clock import validity
 from tenure.core.context import Context
 from tenure.core.effects import (
@@ -34,7 +34,14 @@ from tenure.core.effects import (
     wait_for,
 )
 from tenure.core.holds import Hold
-from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
+from tenure.errors import (
+    BackendError,
+    LockError,
+    LockKindError,
+    LockLostError,
+    NotOwnedError,
+    ReplicationError,
+)
 
 log = logging.getLogger("tenure")
 
@@ -72,6 +79,7 @@ class LockCore:
     release_script: ClassVar[scripts.Script] = scripts.get("lock_release")
     force_release_script: ClassVar[scripts.Script] = scripts.get("lock_force_release")
     renewal_script: ClassVar[scripts.Script] = scripts.get("lock_renew")
+    extend_script: ClassVar[scripts.Script] = scripts.get("lock_extend")
     wake_all: ClassVar[frozenset[str]] = frozenset()
     unlock_message: ClassVar[str] = keys.UNLOCK_MESSAGE
 
@@ -133,7 +141,7 @@ class LockCore:
             if self.is_grant(error.reply):
                 yield from self.undo_grant(owner)
             raise
-        except GeneratorExit:
+        except (GeneratorExit, LockKindError):  # the script refused before writing
             raise
         except BaseException:
             # Timeout, lost connection, cancellation, KeyboardInterrupt: the script may have
@@ -193,6 +201,8 @@ class LockCore:
                 lease = hold.leases[-1] if hold is not None and hold.leases else None
                 try:
                     reply = yield from self.send_release(owner, lease, recorded)
+                except LockKindError:  # another kind's key: nothing of ours to undo
+                    return
                 except BackendError as error:
                     if isinstance(error, ReplicationError):
                         reply = error.reply
@@ -430,6 +440,44 @@ class LockCore:
     def force_release(self) -> Flow[bool]:
         reply = yield from self.send_force_release()
         return int(reply) == 1
+
+    # ----------------------------------------------------------------- extend
+    def extend_call(self, owner: str, add_ms: int) -> Call:
+        """The script call adding ``add_ms`` to ``owner``'s hold. Reply: nil when it holds
+        nothing, else the new remaining lease in ms (-1: the key has no expiry)."""
+        return Call(
+            self.extend_script,
+            [self.key],
+            [self.field(owner), add_ms, to_ms(MAX_SECONDS)],
+            changes=True,
+        )
+
+    def extend(self, owner: str, additional_time: object) -> Flow[None]:
+        """Add ``additional_time`` seconds to ``owner``'s leased hold; see
+        :meth:`tenure.Lock.extend`. The argument is checked now, before any I/O."""
+        add = check_positive(additional_time, "additional_time")
+        return self._extend(owner, to_ms(add))
+
+    def _extend(self, owner: str, add_ms: int) -> Flow[None]:
+        field = self.field(owner)
+        hold = self.ctx.holds.get(self.key, field)
+        if hold is None:
+            self.not_owned(owner, None)  # LockLostError if a loss was reported, else NotOwned
+            return
+        if hold.watchdog:
+            raise LockError(
+                f"lock {self.name!r}: the caller's hold is renewed by the watchdog (taken "
+                "without lease_time); extend() applies to holds taken with lease_time"
+            )
+        sent = time.monotonic()
+        reply = yield self.extend_call(owner, add_ms)
+        if reply is None:
+            if self.ctx.holds.get(self.key, field) is hold:
+                self.ctx.holds.discard(self.key, field)
+            self.not_owned(owner, hold)
+            return
+        if int(reply) >= 0:
+            self.ctx.holds.extended(hold, int(reply) / 1000, sent)
 
     def expire(self, lease: float) -> Flow[None]:
         """Set the lock's expiry to ``lease`` seconds from now (MultiLock, once all are held)."""

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from tenure import keys, scripts
+from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
 from tenure.core.lock import LockCore, LossCallback, guard
@@ -137,6 +138,16 @@ class ReadLockCore(_SideCore):
     renewal_script = scripts.get("rw_read_renew")
     unlock_message = keys.READ_UNLOCK_MESSAGE
 
+    def locked(self) -> Flow[bool]:
+        """True when any owner holds a read hold (Redisson ``RReadLock.isLocked``): the lock
+        is in read mode, or in write mode with read holds (the writer's own) in the hash."""
+        reply = yield Command(("HGETALL", self.key))
+        fields = _pairs(reply)
+        mode = fields.get(keys.RW_MODE_FIELD)
+        if mode == keys.RW_READ_MODE:
+            return True
+        return mode == keys.RW_WRITE_MODE and any(keys.rw_is_reader_field(f) for f in fields)
+
     def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
         lease_ms = self.lease_ms(lease)
 
@@ -159,6 +170,16 @@ class ReadLockCore(_SideCore):
             return int(reply)
         self.granted(owner, lease)
         return None
+
+    extend_script = scripts.get("rw_read_extend")
+
+    def extend_call(self, owner: str, add_ms: int) -> Call:
+        return Call(
+            self.extend_script,
+            self.renewal_keys(owner, self.read_holds(owner)),
+            [owner, add_ms, to_ms(MAX_SECONDS)],
+            changes=True,
+        )
 
     def renewal_keys(self, owner: str, holds: int) -> list[str]:
         # See rw_read_renew.lua for why the client's own count of holds is the right one.
@@ -197,6 +218,7 @@ class WriteLockCore(_SideCore):
     acquire_script = scripts.get("rw_write_acquire")
     release_script = scripts.get("rw_write_release")
     unlock_message = keys.WRITE_UNLOCK_MESSAGE
+    extend_script = scripts.get("rw_write_extend")
 
     def field(self, owner: str) -> str:
         return keys.rw_writer_field(owner)
@@ -241,6 +263,14 @@ class WriteLockCore(_SideCore):
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(reply: object) -> dict[str, str]:
+    """An HGETALL reply (a flat list in RESP2, a dict in RESP3) as text field -> value."""
+    if isinstance(reply, dict):
+        return {_text(k): _text(v) for k, v in reply.items()}
+    items = list(reply) if isinstance(reply, list) else []
+    return {_text(k): _text(v) for k, v in zip(items[::2], items[1::2], strict=True)}
 
 
 def _send(call: Call) -> Flow[Any]:

@@ -11,6 +11,13 @@
 -- Returns nil when acquired, else the ms to sleep before trying again (-1: until woken).
 -- @include server_time
 -- @include fair_shift
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'list')
+    or type_error(KEYS[3], 'zset')
+if wrong then
+    return wrong
+end
 
 local now = now_ms()
 local lease = tonumber(ARGV[1])
@@ -35,35 +42,43 @@ end
 
 local head = redis.call('lindex', KEYS[2], 0)
 if redis.call('exists', KEYS[1]) == 0 then
-    -- The lock is free: drop heads that missed their deadline (dead or gone).
-    local dropped = false
+    -- The lock is free: heads that missed their deadline (dead or gone) are dropped, after
+    -- the wake-ups (a PUBLISH an ACL refuses must fail before any write).
+    local dead = 0
     while head do
         local deadline = redis.call('zscore', KEYS[3], head)
         if deadline and tonumber(deadline) > now then
             break
         end
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
-        dropped = true
-        head = redis.call('lindex', KEYS[2], 0)
+        dead = dead + 1
+        head = redis.call('lindex', KEYS[2], dead)
+    end
+    local function drop_dead()
+        for _ = 1, dead do
+            redis.call('zrem', KEYS[3], redis.call('lpop', KEYS[2]))
+        end
     end
     if not head or head == owner then
         if head then
             -- Leave the queue; re-anchor the deadlines behind on this lease's end.
+            wake(redis.call('lindex', KEYS[2], dead + 1))
+            drop_dead()
             local own = tonumber(redis.call('zscore', KEYS[3], owner))
             redis.call('lpop', KEYS[2])
             redis.call('zrem', KEYS[3], owner)
             shift(KEYS[3], now + lease - own)
-            wake(redis.call('lindex', KEYS[2], 0))
+        else
+            drop_dead()
         end
         redis.call('hset', KEYS[1], owner, 1)
         redis.call('pexpire', KEYS[1], lease)
         return nil
     end
-    if dropped then
+    if dead > 0 then
         -- the new head may take the free lock; the one behind must re-read its wait
         wake(head)
-        wake(redis.call('lindex', KEYS[2], 1))
+        wake(redis.call('lindex', KEYS[2], dead + 1))
+        drop_dead()
     end
 end
 

@@ -6,6 +6,8 @@
 -- The waiters behind move ahead by its allowance, so deadlines never drift; if it was the
 -- head (or second), the new front of the queue is woken to re-read its wait.
 -- Returns 1 if the waiter was queued, else 0.
+-- The wake-ups (PUBLISH, which an ACL can refuse) come before the writes: a refused one
+-- changes nothing.
 local queue = redis.call('lrange', KEYS[2], 0, -1)
 local at = nil
 for i, waiter in ipairs(queue) do
@@ -14,14 +16,10 @@ for i, waiter in ipairs(queue) do
         break
     end
 end
-redis.call('zrem', KEYS[3], ARGV[1])
 if not at then
+    redis.call('zrem', KEYS[3], ARGV[1])
     return 0
 end
-for i = at + 1, #queue do
-    redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[i])
-end
-redis.call('lrem', KEYS[2], 0, ARGV[1])
 if at <= 2 then
     -- a new head (it may take a free lock) or a new second: they re-read their waits
     for i = 2, 3 do
@@ -30,4 +28,9 @@ if at <= 2 then
         end
     end
 end
+redis.call('zrem', KEYS[3], ARGV[1])
+for i = at + 1, #queue do
+    redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[i])
+end
+redis.call('lrem', KEYS[2], 0, ARGV[1])
 return 1

@@ -5,10 +5,13 @@
 -- Returns a list: 1 for a hold still present (lease renewed), 0 for a hold that is gone.
 -- @include fair_shift
 -- @include renew_batch
+-- @include kinds
 
 local lease = tonumber(ARGV[1])
 return renew_batch(function(hold, field)
-    if redis.call('hexists', hold[1], field) == 0 then
+    -- a key of another kind (a read-write lock's hash, any other type; a wrong ZSET) is not this hold
+    if kind_error(hold[1], false) or type_error(hold[2], 'zset')
+            or redis.call('hexists', hold[1], field) == 0 then
         return false
     end
     local pttl = redis.call('pttl', hold[1])

@@ -3,9 +3,23 @@
 -- ARGV[1] lease ms   ARGV[2] owner field
 -- Returns {1, token} when acquired (the counter is incremented on every acquisition,
 -- re-entries included), else {0, the holder's remaining lease in ms (-1: no expiry)}.
+-- The INCR (which fails on a counter that is not an integer) comes before the grant, so a
+-- failed one grants nothing; a token drawn for a grant that then failed is only skipped.
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'string')
+if not wrong and redis.call('exists', KEYS[2]) == 1
+        and not tonumber(redis.call('get', KEYS[2])) then
+    wrong = redis.error_reply('TENURE_KIND key ' .. KEYS[2] .. ' is not a fencing token counter')
+end
+if wrong then
+    return wrong
+end
+
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local token = redis.call('incr', KEYS[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, redis.call('incr', KEYS[2])}
+    return {1, token}
 end
 return {0, redis.call('pttl', KEYS[1])}

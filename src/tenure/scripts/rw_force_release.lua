@@ -13,11 +13,12 @@ local readers, stale = declared_readers(KEYS[1], 3, 3, true, 0)
 if not readers then
     return stale
 end
+-- Publish first (an ACL may refuse it): a refused PUBLISH changes nothing.
+redis.call('publish', KEYS[2], ARGV[1])
 for _, reader in pairs(readers) do
     for n = 1, reader[2] do
         redis.call('del', KEYS[reader[1] + n - 1])
     end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
 return 1

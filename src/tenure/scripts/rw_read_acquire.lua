@@ -7,6 +7,12 @@
 -- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
 -- reach the new hold (nothing changed), else the lock's PTTL in ms.
 -- @include rw_readers
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], true)
+if wrong then
+    return wrong
+end
 
 local readers, stale = declared_readers(KEYS[1], 4, 2, false, 1)
 if not readers then
@@ -17,12 +23,13 @@ local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return redis.call('pttl', KEYS[1])
 end
+-- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.
+local own = readers[ARGV[2]]
+redis.call('set', KEYS[own[1] + own[2]], 1, 'px', lease) -- hold count + 1
+redis.call('hincrby', KEYS[1], ARGV[2], 1)
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
-local own = readers[ARGV[2]]
-redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('set', KEYS[own[1] + own[2]], 1, 'px', lease) -- hold count + 1
 local pttl = redis.call('pttl', KEYS[1])
 if mode == false or (pttl >= 0 and pttl < lease) then
     redis.call('pexpire', KEYS[1], lease)

@@ -9,10 +9,12 @@
 -- leases).
 -- Returns a list: 1 for an owner still holding read holds (renewed), 0 for one that is gone.
 -- @include renew_batch
+-- @include kinds
 
 local lease = tonumber(ARGV[1])
 return renew_batch(function(hold, owner)
-    if not tonumber(redis.call('hget', hold[1], owner)) then
+    -- a key of another kind (a plain lock's hash, any other type) is not this hold
+    if kind_error(hold[1], true) or not tonumber(redis.call('hget', hold[1], owner)) then
         return false
     end
     for i = 2, #hold do

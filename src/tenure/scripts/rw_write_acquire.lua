@@ -3,6 +3,13 @@
 -- Granted when nobody holds the lock, or on re-entry by the writer (which adds the lease to
 -- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
 -- caller holds read holds only (it would wait on itself forever), else the lock's PTTL.
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], true)
+if wrong then
+    return wrong
+end
+
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)

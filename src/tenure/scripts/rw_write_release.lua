@@ -8,7 +8,15 @@
 -- Returns nil when the caller holds no write hold, the stale-declaration reply when n is
 -- below the owner's read count (nothing changed), 0 when write holds remain, 1 when the caller's
 -- last write hold is gone.
+-- The PUBLISH (which an ACL can refuse) comes before the writes it announces: a refused
+-- one changes nothing.
 -- @include rw_readers
+-- @include kinds
+
+local wrong = kind_error(KEYS[1], true)
+if wrong then
+    return wrong
+end
 
 if redis.call('hget', KEYS[1], 'mode') ~= 'write'
         or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
@@ -18,26 +26,28 @@ local readers, stale = declared_readers(KEYS[1], 5, 3, false, 0)
 if not readers then
     return stale
 end
-if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+if (tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end
-redis.call('hdel', KEYS[1], ARGV[3])
-if redis.call('hlen', KEYS[1]) == 1 then
+if redis.call('hlen', KEYS[1]) == 2 then -- only mode and the writer: free
+    redis.call('publish', KEYS[2], ARGV[1])
     redis.call('del', KEYS[1])
-else
-    redis.call('hset', KEYS[1], 'mode', 'read')
-    local longest = redis.call('pttl', KEYS[1])
-    local own = readers[ARGV[4]]
-    for n = 1, own[2] do
-        local pttl = redis.call('pttl', KEYS[own[1] + n - 1])
-        if pttl > longest then
-            longest = pttl
-        end
-    end
-    if longest > 0 then
-        redis.call('pexpire', KEYS[1], longest)
+    return 1
+end
+local longest = redis.call('pttl', KEYS[1])
+local own = readers[ARGV[4]]
+for n = 1, own[2] do
+    local pttl = redis.call('pttl', KEYS[own[1] + n - 1])
+    if pttl > longest then
+        longest = pttl
     end
 end
 redis.call('publish', KEYS[2], ARGV[1])
+redis.call('hdel', KEYS[1], ARGV[3])
+redis.call('hset', KEYS[1], 'mode', 'read')
+if longest > 0 then
+    redis.call('pexpire', KEYS[1], longest)
+end
 return 1

@@ -63,6 +63,23 @@ class _AsyncComposite(LockContext):
         runner, owners = self.runner, self.runner.owners()
         return runner.release(self, owners, self.core.release(owners))
 
+    def extend(self, additional_time: float) -> None:
+        """Add ``additional_time`` seconds to every member hold of the caller's latest
+        acquisition (each as :meth:`tenure.Lock.extend`, so members taken with
+        ``lease_time`` only). A MultiLock extends each member in order and raises the first
+        failure (others as notes); a RedLock extends its held members concurrently and
+        raises LockLostError when fewer than a quorum were extended (``validity`` keeps
+        its value from the acquisition).
+
+        Raises:
+            TypeError, ValueError: a bad ``additional_time``, before any I/O.
+            NotOwnedError: the caller holds no acquisition (LockLostError once it was
+                reported lost).
+            LockError, LockLostError, BackendError: as :meth:`tenure.Lock.extend`.
+        """
+        runner = self.runner
+        return runner.run(self.core.extend(runner.owners(), additional_time))
+
     def owned(self) -> bool:
         return self.runner.run(self.core.owned(self.runner.owners()))
 
