@@ -6,6 +6,7 @@ from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.lock import AsyncLock
 from tenure.aio.rwlock import AsyncReadWriteLock
+from tenure.core.inspect import Holder, LockInfo, Permit, QueuedWaiter
 from tenure.errors import (
     BackendError,
     LockError,
@@ -35,13 +36,17 @@ __all__ = [
     "Client",
     "FairLock",
     "FencedLock",
+    "Holder",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockLostError",
     "LockTimeout",
     "LockUpgradeError",
     "MultiLock",
     "NotOwnedError",
+    "Permit",
+    "QueuedWaiter",
     "ReadWriteLock",
     "RedLock",
     "ReplicationError",

@@ -141,3 +141,28 @@ def key_slot(key: str) -> int:
             crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
             crc &= 0xFFFF
     return crc % 16384
+
+
+# ---------------------------------------------------------------- semaphores and latches
+# (DESIGN §3; read by ``inspect``. The primitives themselves use the same names.)
+SEMAPHORE_CHANNEL = "redisson_sc"
+LATCH_CHANNEL = "redisson_countdownlatch__channel__"
+PERMIT_NO_LEASE_MS = 922337203685477
+"""Expiry score of a permit taken without a lease (Redisson's "never")."""
+
+
+def semaphore_channel(key: str) -> str:
+    """Channel of a Semaphore / PermitExpirableSemaphore: ``redisson_sc:{<name>}``."""
+    return prefix_name(SEMAPHORE_CHANNEL, key)
+
+
+def latch_channel(key: str) -> str:
+    """Channel of a CountDownLatch: ``redisson_countdownlatch__channel__{<name>}``, always
+    braced (also when the name has a hash tag)."""
+    return f"{LATCH_CHANNEL}{{{key}}}"
+
+
+def permit_timeout_key(key: str) -> str:
+    """ZSET of a PermitExpirableSemaphore's permits scored by their expiry (epoch ms):
+    ``{<name>}:timeout``."""
+    return suffix_name(key, "timeout")
