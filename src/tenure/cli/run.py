@@ -145,7 +145,7 @@ class Runner:
         self.lost_reason: str | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.own_group = not sys.stdin.isatty()
-        self.err = Console(stderr=True, highlight=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def say(self, text: str) -> None:
         self.err.print(f"tenure: {text}", markup=False)
