@@ -413,8 +413,8 @@ def _probe_in_multi(
         sub = pool.get_connection()
         try:
             sub.send_command(*sample(command, key, channel))
-            try:
-                sub.read_response()
+            try:  # success is a push reply in RESP3: ask for it
+                sub.read_response(push_request=True)
             except redis.ResponseError:
                 denied.append(command)
         finally:
