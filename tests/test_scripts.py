@@ -234,6 +234,7 @@ def scenario(make_client: object, name: str) -> None:
     read.release()
     assert read.acquire() and read.acquire(lease_time=5)
     assert other.read_lock().acquire()  # another reader: declarations of all readers
+    assert a.inspect(f"rw{name}").kind == "rw"  # read-only, read-hold keys declared
     renewed()
     read.release()
     read.release()

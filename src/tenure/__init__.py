@@ -10,6 +10,7 @@ from tenure.aio.latch import AsyncCountDownLatch
 from tenure.aio.lock import AsyncLock
 from tenure.aio.rwlock import AsyncReadWriteLock
 from tenure.aio.semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
+from tenure.core.inspect import Holder, LockInfo, Permit, QueuedWaiter
 from tenure.errors import (
     BackendError,
     LockError,
@@ -52,15 +53,19 @@ __all__ = [
     "CountDownLatch",
     "FairLock",
     "FencedLock",
+    "Holder",
     "Lock",
     "LockError",
+    "LockInfo",
     "LockKindError",
     "LockLostError",
     "LockTimeout",
     "LockUpgradeError",
     "MultiLock",
     "NotOwnedError",
+    "Permit",
     "PermitExpirableSemaphore",
+    "QueuedWaiter",
     "ReadWriteLock",
     "RedLock",
     "ReplicationError",

@@ -18,6 +18,7 @@ from tenure.sync.semaphore import (
 )
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.holds import OnLost
+from tenure.core.inspect import LockInfo, inspect
 from tenure.core.options import check_timeouts, make_context
 
 
@@ -187,6 +188,26 @@ class Client:
         Raises TypeError/ValueError for a bad name.
         """
         return CountDownLatch(self._runner, name)
+
+    def inspect(self, name: str) -> LockInfo:
+        """What the server holds under ``name``, read without changing anything.
+
+        Args:
+            name: a lock or synchronizer name, as given to the factories (this client's
+                ``name_prefix`` is prepended on the wire).
+
+        Returns:
+            A :class:`tenure.LockInfo`: kind (``lock``, ``fair``, ``rw``, ``fenced``,
+            ``semaphore``, ``permit_expirable_semaphore``, ``latch``, ``free``, ``unknown``),
+            holders with owner field, client id, thread/task number and hold count, remaining
+            lease, fair queue with deadlines, read-write mode, fencing token, permits, latch
+            count and the number of waiting clients.
+
+        Raises:
+            TypeError, ValueError: a bad name, before any I/O.
+            BackendError: the server failed or did not answer.
+        """
+        return self._runner.run(inspect(self._runner.ctx, name))
 
     def close(self) -> None:
         """Stop the watchdog and the listener. Holds are not released: they expire.

@@ -1,4 +1,5 @@
-"""The ``tenure`` command line: ``tenure demo``."""
+"""The ``tenure`` command group and ``tenure demo``; the operator commands live in the
+sibling modules and are added to the group at the end of this file."""
 
 from __future__ import annotations
 
@@ -11,13 +12,24 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 
 from tenure import demo as demo_module
+from tenure.cli.common import Group
 from tenure.embedded import embedded_servers
 
 
-@click.group()
+@click.group(cls=Group)
 @click.version_option(package_name="tenure")
 def main() -> None:
-    """tenure: distributed locks on Redis and Valkey."""
+    """tenure: distributed locks on Redis and Valkey.
+
+    Every operator command takes --url (default $TENURE_URL, else redis://127.0.0.1:6379/0).
+
+    \b
+    Examples:
+      tenure demo                        contending processes on an embedded server
+      tenure status orders:42            who holds a lock, who waits
+      tenure run nightly -- ./backup.sh  run a job while holding a lock
+      tenure doctor                      is this server safe for locks?
+    """
 
 
 @main.command()
@@ -61,6 +73,10 @@ def demo(
     Every section does a non-atomic GET, +1, SET of a counter. The report shows lost updates
     and overlapping sections (both must be 0; exit status 1 otherwise), throughput, handoff
     latency and how the acquisitions spread over the workers.
+
+    \b
+    Example:
+      tenure demo --kind fair -p 4 -t 2 -k 200
     """
     if kind != "red" and len(urls) > 1:
         raise click.UsageError(f"--kind {kind} runs on one server: give --url at most once")
@@ -135,5 +151,17 @@ def _flag(value: int) -> str:
     return f"[green]{value}[/]" if value == 0 else f"[bold red]{value}[/]"
 
 
-if __name__ == "__main__":
-    main()
+def _add_commands() -> None:
+    from tenure.cli import doctor, inspecting, run
+
+    for command in (
+        inspecting.status,
+        inspecting.list_names,
+        inspecting.force_release,
+        run.run,
+        doctor.doctor,
+    ):
+        main.add_command(command)
+
+
+_add_commands()

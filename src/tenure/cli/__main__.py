@@ -1,0 +1,5 @@
+"""``python -m tenure.cli``: the same command line as the ``tenure`` entry point."""
+
+from tenure.cli import main
+
+main()

@@ -1,0 +1,246 @@
+"""``tenure status``, ``tenure list``, ``tenure force-release``: what a server holds."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import tenure
+from tenure import keys
+from tenure.cli.common import client, json_option, print_json, seconds, url_option
+
+SCAN_COUNT = 1000
+"""Keys the server looks at per SCAN step (never KEYS: it blocks the server)."""
+
+AUX_PREFIXES = (keys.LOCK_TOKEN, keys.FAIR_QUEUE, keys.FAIR_TIMEOUT)
+READ_TIMEOUT = re.compile(r"^(.*):[0-9a-fA-F-]{36}:\d+:rwlock_timeout:\d+$")
+PERMIT_TIMEOUT = re.compile(r"^(.*):timeout$")
+
+
+# ------------------------------------------------------------------ status
+@click.command()
+@click.argument("name")
+@url_option
+@json_option
+def status(name: str, url: str, as_json: bool) -> None:
+    """Show what the server holds under NAME: kind, holders (owner, client id, thread or
+    task number, hold count, remaining lease), fair queue with deadlines, read-write mode,
+    fencing token, permits, latch count and waiting clients. Changes nothing.
+
+    --json prints LockInfo.to_dict(): name, key, kind (lock | fair | rw | fenced |
+    semaphore | permit_expirable_semaphore | latch | free | unknown), exists, held, holders
+    [{owner, client_id, number, hold_count, mode, remaining_lease}], remaining_lease
+    (seconds; null without expiry or key), mode, queue [{owner, client_id, number, deadline,
+    remaining}], fencing_token, permits, permit_leases [{permit_id, remaining_lease}], count,
+    waiters, server_time (epoch seconds), notes.
+
+    \b
+    Example:
+      tenure status orders:42 --url redis://10.0.0.5:6379/0
+    """
+    with client(url) as c:
+        info = c.inspect(name)
+    if as_json:
+        print_json(info.to_dict())
+        return
+    Console().print(status_table(info))
+
+
+def status_table(info: tenure.LockInfo) -> Table:
+    """The information of one name as a rich table."""
+    table = Table(title=f"{info.name}", show_header=False, title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    held = "held" if info.held else ("free" if info.kind not in SYNCHRONIZERS else "-")
+    table.add_row("kind", info.kind)
+    if info.key != info.name:
+        table.add_row("key", info.key)
+    table.add_row("state", held if info.exists or info.kind == "free" else f"{held} (no key)")
+    if info.mode is not None:
+        table.add_row("mode", info.mode)
+    if info.exists:
+        table.add_row("remaining lease", seconds(info.remaining_lease))
+    for holder in info.holders:
+        mode = f" {holder.mode}" if holder.mode else ""
+        table.add_row(
+            f"holder{mode}",
+            f"{holder.owner}  x{holder.hold_count}  lease {seconds(holder.remaining_lease)}",
+        )
+    for position, waiter in enumerate(info.queue, 1):
+        table.add_row(
+            f"queued #{position}", f"{waiter.owner}  deadline in {seconds(waiter.remaining)}"
+        )
+    if info.fencing_token is not None:
+        table.add_row("fencing token", str(info.fencing_token))
+    if info.permits is not None:
+        table.add_row("available permits", str(info.permits))
+    for permit in info.permit_leases:
+        table.add_row("permit", f"{permit.permit_id}  lease {seconds(permit.remaining_lease)}")
+    if info.count is not None:
+        table.add_row("count", str(info.count))
+    table.add_row("waiting clients", str(info.waiters))
+    for note in info.notes:
+        table.add_row("note", note)
+    return table
+
+
+SYNCHRONIZERS = ("semaphore", "permit_expirable_semaphore", "latch")
+
+
+# ------------------------------------------------------------------ list
+def name_of(key: str) -> str:
+    """The name a key belongs to: a token, queue, deadline, read-hold or permit key gives
+    its lock's name (DESIGN §3), any other key is a name itself."""
+    for prefix in AUX_PREFIXES:
+        if key.startswith(prefix + ":"):
+            return _unbrace(key[len(prefix) + 1 :])
+    for pattern in (READ_TIMEOUT, PERMIT_TIMEOUT):
+        match = pattern.match(key)
+        if match is not None:
+            return _unbrace(match.group(1))
+    return key
+
+
+def _unbrace(name: str) -> str:
+    if name.startswith("{") and name.endswith("}") and "{" not in name[1:]:
+        return name[1:-1]
+    return name
+
+
+def scan_names(c: tenure.Client, pattern: str) -> Iterator[str]:
+    """Names with keys matching ``pattern`` (SCAN ... COUNT, never KEYS), each once; also
+    the names whose token or fair queue alone matches (a free fenced or fair lock)."""
+    patterns = [pattern]
+    if "{" not in pattern and pattern != "*":
+        patterns += [f"{prefix}:{{{pattern}}}" for prefix in AUX_PREFIXES]
+    seen: set[str] = set()
+    for match in patterns:
+        for raw in c.redis.scan_iter(match=match, count=SCAN_COUNT):
+            name = name_of(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+            if name not in seen:
+                seen.add(name)
+                yield name
+
+
+@click.command("list")
+@click.argument("pattern", default="*")
+@url_option
+@json_option
+def list_names(pattern: str, url: str, as_json: bool) -> None:
+    """List the locks and synchronizers whose names match PATTERN (a Redis glob, default
+    *): one line each with kind, holders and remaining lease. Keys tenure did not write
+    are left out. Uses SCAN with a COUNT, never KEYS.
+
+    --json prints a list of the objects `tenure status --json` prints.
+
+    \b
+    Example:
+      tenure list 'orders:*'
+    """
+    infos: list[tenure.LockInfo] = []
+    with client(url) as c:
+        for name in sorted(scan_names(c, pattern)):
+            info = c.inspect(name)
+            if info.kind not in ("free", "unknown"):
+                infos.append(info)
+    if as_json:
+        print_json([info.to_dict() for info in infos])
+        return
+    table = Table(show_header=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("kind", no_wrap=True)
+    table.add_column("holders", overflow="fold")
+    for column in ("lease", "waiting", "details"):
+        table.add_column(column)
+    for info in infos:
+        table.add_row(
+            info.name,
+            info.kind,
+            ", ".join(
+                f"{_short(h)}{' ' + h.mode if h.mode else ''} x{h.hold_count}" for h in info.holders
+            )
+            or "-",
+            seconds(info.remaining_lease) if info.holders else "-",
+            str(info.waiters),
+            _details(info),
+        )
+    console = Console()
+    console.print(table)
+    console.print(f"{len(infos)} {'name' if len(infos) == 1 else 'names'} matching {pattern!r}")
+
+
+def _short(holder: tenure.Holder) -> str:
+    """``1a2b3c4d…:7``: enough of the client id to tell clients apart in a list."""
+    if holder.client_id is None:
+        return holder.owner
+    return f"{holder.client_id[:8]}…:{holder.number}"
+
+
+def _details(info: tenure.LockInfo) -> str:
+    parts = []
+    if info.queue:
+        parts.append(f"{len(info.queue)} queued")
+    if info.fencing_token is not None:
+        parts.append(f"token {info.fencing_token}")
+    if info.permits is not None:
+        parts.append(f"{info.permits} permits")
+    if info.permit_leases:
+        parts.append(f"{len(info.permit_leases)} taken")
+    if info.count is not None:
+        parts.append(f"count {info.count}")
+    return ", ".join(parts)
+
+
+# ------------------------------------------------------------------ force-release
+@click.command("force-release")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@url_option
+def force_release(name: str, yes: bool, url: str) -> None:
+    """Release the lock NAME whoever holds it and wake its waiters. The former holder
+    finds out at its next renewal or release (LockLostError). Asks first unless --yes.
+
+    \b
+    Example:
+      tenure force-release orders:42 --yes
+    """
+    with client(url) as c:
+        info = c.inspect(name)
+        if not info.held:
+            if info.kind in SYNCHRONIZERS:
+                raise click.ClickException(f"{name!r} is a {info.kind}: it has no holder")
+            click.echo(f"{name!r} is not held ({info.kind}): nothing to release")
+            return
+        who = "; ".join(
+            f"{h.owner}{' (' + h.mode + ')' if h.mode else ''} x{h.hold_count}"
+            for h in info.holders
+        )
+        if not yes:
+            if not sys.stdin.isatty():
+                raise click.UsageError("not a terminal: confirm with --yes")
+            click.confirm(f"Release {info.kind} {name!r} held by {who}?", abort=True)
+        released = _release(c, info)
+    if not released:
+        click.echo(f"{name!r} was released by its holder in the meantime: nothing to release")
+        return
+    click.echo(
+        f"released {info.kind} {name!r} held by {who}; "
+        f"{info.waiters} waiting {'client' if info.waiters == 1 else 'clients'} woken"
+    )
+
+
+def _release(c: tenure.Client, info: tenure.LockInfo) -> bool:
+    if info.kind == "fair":
+        return c.fair_lock(info.name).force_release()
+    if info.kind == "fenced":
+        return c.fenced_lock(info.name).force_release()
+    if info.kind == "rw":
+        rw = c.read_write_lock(info.name)
+        side = rw.write_lock() if info.mode == "write" else rw.read_lock()
+        return side.force_release()
+    return c.lock(info.name).force_release()

@@ -1,0 +1,328 @@
+"""``tenure run NAME -- CMD ...``: flock(1) for a fleet.
+
+Acquire the lock (the watchdog renews it unless ``--lease`` is given), run CMD with
+``TENURE_LOCK_NAME`` (and ``TENURE_FENCING_TOKEN`` with ``--fenced``) in its environment,
+forward signals to it, release when it exits and exit with its status. When the lock is lost
+while CMD runs (the watchdog finds the hold gone, or a ``--lease`` runs out), CMD is
+terminated: SIGTERM, then SIGKILL after ``--grace`` seconds.
+
+Exit statuses: CMD's own (128 + N when a signal N ended it); 75 (EX_TEMPFAIL) when the wait
+ran out; 1 with a one-line message for a server error or a lost lock; 126/127 when CMD
+cannot be run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import nullcontext, suppress
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console
+
+import tenure
+from tenure.cli.common import client, is_tty, one_line, url_option
+
+EXIT_TIMEOUT = 75
+"""EX_TEMPFAIL: the lock stayed held by someone else for the whole --timeout."""
+EXIT_ERROR = 1
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+
+
+def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise click.BadParameter("must be above 0 seconds")
+    return value
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Seconds to wait for the lock (default: forever; 0: one attempt). "
+    "Exit status 75 when it runs out.",
+)
+@click.option(
+    "--lease",
+    type=float,
+    default=None,
+    metavar="S",
+    callback=_positive,
+    help="Fixed lease in seconds instead of the watchdog; CMD is terminated when it runs out.",
+)
+@click.option(
+    "--watchdog-timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="S",
+    callback=_positive,
+    help="Watchdog lease in seconds; renewed every third of it. A loss is noticed "
+    "within one renewal period.",
+)
+@click.option("--fair", is_flag=True, help="Use a FairLock (first come, first served).")
+@click.option(
+    "--fenced", is_flag=True, help="Use a FencedLock; CMD gets the token in TENURE_FENCING_TOKEN."
+)
+@click.option(
+    "--grace",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between SIGTERM and SIGKILL when the lock is lost.",
+)
+@url_option
+def run(
+    name: str,
+    command: tuple[str, ...],
+    timeout: float | None,
+    lease: float | None,
+    watchdog_timeout: float,
+    fair: bool,
+    fenced: bool,
+    grace: float,
+    url: str,
+) -> None:
+    """Run COMMAND while holding the lock NAME; at most one such COMMAND runs at a time
+    across every host using the same server.
+
+    COMMAND gets TENURE_LOCK_NAME (and TENURE_FENCING_TOKEN with --fenced) in its
+    environment; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 are forwarded to it. If the
+    lock is lost while it runs, it gets SIGTERM, then SIGKILL after --grace seconds.
+    Exit status: COMMAND's (128+N if signal N ended it), 75 when --timeout ran out, 1 for a
+    server error or a lost lock.
+
+    \b
+    Example:
+      tenure run nightly-backup --timeout 60 --fenced -- ./backup.sh --full
+    """
+    if fair and fenced:
+        raise click.UsageError("--fair and --fenced cannot be combined (no fair fenced lock)")
+    if grace < 0:
+        raise click.BadParameter("must be 0 or more seconds", param_hint="--grace")
+    sys.exit(
+        Runner(name, command, timeout, lease, watchdog_timeout, fair, fenced, grace, url).main()
+    )
+
+
+class Runner:
+    """One ``tenure run``: acquire, supervise the child, release."""
+
+    def __init__(
+        self,
+        name: str,
+        command: tuple[str, ...],
+        timeout: float | None,
+        lease: float | None,
+        watchdog_timeout: float,
+        fair: bool,
+        fenced: bool,
+        grace: float,
+        url: str,
+    ) -> None:
+        self.name, self.command, self.timeout, self.lease = name, command, timeout, lease
+        self.grace, self.fair, self.fenced = grace, fair, fenced
+        self.client = client(url, watchdog_timeout=watchdog_timeout)
+        self.stop = threading.Event()  # the child exited, or the lock was lost
+        self.lost_reason: str | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.own_group = not sys.stdin.isatty()
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def say(self, text: str) -> None:
+        self.err.print(f"tenure: {text}", markup=False)
+
+    # ---------------------------------------------------------------- main
+    def main(self) -> int:
+        with self.client:
+            return self._main()
+
+    def _main(self) -> int:
+        lock: Any
+        if self.fenced:
+            lock = self.client.fenced_lock(self.name, on_lost=self._on_lost)
+        elif self.fair:
+            lock = self.client.fair_lock(self.name, on_lost=self._on_lost)
+        else:
+            lock = self.client.lock(self.name, on_lost=self._on_lost)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            started = time.monotonic()
+            token = self._acquire(lock)
+        except tenure.BackendError as error:
+            self.say(f"error: {one_line(error)}")
+            return EXIT_ERROR
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        if token is None:
+            holder = self._holder()
+            self.say(f"timed out after {self.timeout} s waiting for {self.name!r}{holder}")
+            return EXIT_TIMEOUT
+        if self.lease is not None:  # the hold ends at its lease: so must the child
+            ends = started + self.lease
+            timer = threading.Timer(ends - time.monotonic(), self._lease_ran_out)
+            timer.daemon = True
+            timer.start()
+        try:
+            status = self._supervise(token)
+        finally:
+            released_ok = self._release(lock)
+        if self.lost_reason is not None or not released_ok:
+            return EXIT_ERROR
+        return status
+
+    def _acquire(self, lock: Any) -> int | bool | None:
+        """The fencing token (or True) once held; None when the wait ran out. On a TTY a
+        spinner shows who holds the lock meanwhile (read with ``inspect`` each second)."""
+        waited = threading.Event()
+        spinner = self.err.status(f"waiting for {self.name!r}") if is_tty() else nullcontext()
+        with spinner as status:
+            if status is not None:
+                threading.Thread(
+                    target=self._show_holder, args=(status, waited), daemon=True
+                ).start()
+            try:
+                result: int | bool | None
+                if self.fenced:
+                    result = lock.acquire_token(timeout=self.timeout, lease_time=self.lease)
+                else:
+                    result = lock.acquire(timeout=self.timeout, lease_time=self.lease) or None
+                return result
+            finally:
+                waited.set()
+
+    def _show_holder(self, status: Any, waited: threading.Event) -> None:
+        while not waited.is_set():
+            status.update(f"waiting for {self.name!r}{self._holder()}")
+            waited.wait(1.0)
+
+    def _holder(self) -> str:
+        try:
+            info = self.client.inspect(self.name)
+        except tenure.LockError:
+            return ""
+        if not info.holders:
+            return ""
+        owners = ", ".join(h.owner for h in info.holders)
+        return f" (held by {owners})"
+
+    # ---------------------------------------------------------------- child
+    def _supervise(self, token: int | bool) -> int:
+        env = dict(os.environ, TENURE_LOCK_NAME=self.name)
+        if self.fenced:
+            env["TENURE_FENCING_TOKEN"] = str(token)
+        handlers = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
+        try:
+            try:
+                self.child = subprocess.Popen(
+                    self.command, env=env, process_group=0 if self.own_group else None
+                )
+            except FileNotFoundError:
+                self.say(f"command not found: {self.command[0]}")
+                return 127
+            except PermissionError:
+                self.say(f"permission denied: {self.command[0]}")
+                return 126
+            waiter = threading.Thread(target=self._wait_child, daemon=True)
+            waiter.start()
+            self.stop.wait()  # interruptible: forwarding handlers run meanwhile
+            if self.lost_reason is not None:
+                self.say(f"{self.name!r}: {self.lost_reason}")
+                if self.child.poll() is None:
+                    self._terminate()
+            code = self.child.wait()
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+        return 128 - code if code < 0 else code
+
+    def _wait_child(self) -> None:
+        assert self.child is not None
+        self.child.wait()
+        self.stop.set()
+
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
+        child = self.child
+        if child is None or child.poll() is not None:
+            return
+        if signum == signal.SIGINT and not self.own_group:
+            return  # the terminal sent it to the child's process group already
+        child.send_signal(signum)
+
+    def _on_lost(self, lock: Any) -> None:
+        self._lost("the lock was lost (its hold is gone from the server)")
+
+    def _lease_ran_out(self) -> None:
+        self._lost(f"the lease of {self.lease} s ran out")
+
+    def _lost(self, reason: str) -> None:
+        if self.lost_reason is None and not self.stop.is_set():
+            self.lost_reason = reason
+            self.stop.set()
+
+    def _terminate(self) -> None:
+        child = self.child
+        assert child is not None
+        self.say(f"terminating {self.command[0]} (pid {child.pid}): SIGTERM")
+        self._signal_child(signal.SIGTERM)
+        try:
+            child.wait(self.grace)
+        except subprocess.TimeoutExpired:
+            self.say(f"{self.command[0]} still running after {self.grace} s: SIGKILL")
+            self._signal_child(signal.SIGKILL)
+
+    def _signal_child(self, signum: int) -> None:
+        child = self.child
+        assert child is not None
+        try:
+            if self.own_group:
+                os.killpg(child.pid, signum)
+            else:
+                child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    # ---------------------------------------------------------------- release
+    def _release(self, lock: Any) -> bool:
+        """Release; False (after saying why) when the hold was found lost."""
+        if self.lost_reason is not None:
+            with suppress(tenure.LockError):
+                lock.release()
+            return False
+        try:
+            lock.release()
+        except tenure.LockLostError:
+            self.say(
+                f"{self.name!r}: the lock was lost before {self.command[0]} finished "
+                "(found at release)"
+            )
+            return False
+        except tenure.LockError as error:  # the child's work is done; the hold expires
+            self.say(
+                f"{self.name!r}: release failed: {one_line(error)} "
+                "(the hold expires with its lease)"
+            )
+        return True
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM while waiting: stop waiting (the wait cleans up after itself), exit 143."""
+    raise SystemExit(128 + signum)

@@ -1,0 +1,459 @@
+"""What ``client.inspect(name)`` reports, and how it reads it, sans I/O.
+
+Rules (DESIGN §3 is the layout read here):
+
+- One read-only script (``inspect.lua``) reads the name's key, its fencing token, its fair
+  queue and deadlines and a permit-expirable semaphore's permits in one atomic step, with the
+  server's clock. A read-write lock's per-read-hold timeout keys are named by the reader
+  fields of its hash, so for such a lock the script runs a second time with those keys
+  declared; if the hash changed in between it runs again (three reads at most).
+- Then ``PUBSUB NUMSUB`` (and ``PUBSUB SHARDNUMSUB`` where the server has it) counts the
+  connections subscribed to the kind's channels: the waiting clients (a tenure client waits
+  on one connection for all its threads or tasks).
+- The kind comes from the key types and fields alone:
+  a HASH with a ``mode`` field is a read-write lock (``rw``); another HASH with a fencing
+  token is ``fenced``, with a fair queue or deadlines ``fair``, else ``lock`` (a fair lock
+  nobody waits for looks like a plain lock; the layouts are the same then). A STRING with
+  permit expiries is a ``permit_expirable_semaphore``; another integer STRING is a
+  ``latch`` when clients wait on the latch channel and none on the semaphore channel, else
+  a ``semaphore`` (both share that layout; a note says so when nobody waits). No key: a
+  fencing token alone is a free ``fenced`` lock, a queue alone a free ``fair`` lock,
+  else ``free``. Anything else is ``unknown``.
+
+Nothing here changes a key: inspecting never disturbs holders or waiters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tenure import keys, scripts
+from tenure.core.args import check_name
+from tenure.core.context import Context
+from tenure.core.effects import Call, Command, Flow
+from tenure.errors import BackendError
+
+KINDS = (
+    "lock",
+    "fair",
+    "rw",
+    "fenced",
+    "semaphore",
+    "permit_expirable_semaphore",
+    "latch",
+    "free",
+    "unknown",
+)
+"""Every value of :attr:`LockInfo.kind`."""
+
+INSPECT_SCRIPT = scripts.get("inspect")
+OWNER = re.compile(r"^([0-9a-fA-F-]{36}):(\d+)(:write)?$")
+READS = 3
+"""Reads of a read-write lock before giving up on matching its read-hold keys."""
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """One owner holding a lock.
+
+    Attributes:
+        owner: the owner field as on the wire (``<client uuid>:<number>``; a read-write
+            lock's writer field without its ``:write`` suffix).
+        client_id: the client uuid of the owner field; None if the field has another form.
+        number: the thread (sync) or task (asyncio) number within that client; None as above.
+        hold_count: how many holds the owner has (reentrancy count).
+        mode: ``"read"`` or ``"write"`` for a read-write lock, None for other locks.
+        remaining_lease: seconds until the hold expires (a reader: its longest read hold;
+            others: the lock key's); ``math.inf`` without expiry; None if unknown.
+    """
+
+    owner: str
+    client_id: str | None
+    number: int | None
+    hold_count: int
+    mode: str | None = None
+    remaining_lease: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedWaiter:
+    """One entry of a fair lock's queue, head first.
+
+    Attributes:
+        owner, client_id, number: as in :class:`Holder`.
+        deadline: server epoch seconds by which the waiter must take the lock once its
+            turn comes, or be dropped as dead; None if it has no deadline entry.
+        remaining: seconds from the read until that deadline (negative once passed).
+    """
+
+    owner: str
+    client_id: str | None
+    number: int | None
+    deadline: float | None
+    remaining: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """One permit taken from a permit-expirable semaphore.
+
+    Attributes:
+        permit_id: 32 lower-case hex digits (what ``acquire`` returned to its taker).
+        remaining_lease: seconds until it expires; ``math.inf`` for a permit without lease.
+    """
+
+    permit_id: str
+    remaining_lease: float
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """What a name holds on the server, as read at one moment by ``client.inspect(name)``.
+
+    Attributes:
+        name: the name as given; ``key``: the key on the wire (with the client's prefix).
+        kind: one of :data:`KINDS`: ``lock``, ``fair``, ``rw``, ``fenced``, ``semaphore``,
+            ``permit_expirable_semaphore``, ``latch``, ``free`` (no key) or ``unknown``
+            (a key tenure did not write).
+        exists: True if the name's own key exists (a free fenced or fair lock may keep its
+            token or queue without it).
+        held: True if a lock kind has at least one holder.
+        holders: the holders (locks only), in the hash's order.
+        remaining_lease: seconds until the key expires; ``math.inf`` without expiry; None
+            when there is no key.
+        mode: ``"read"`` / ``"write"`` for a held read-write lock, else None.
+        queue: a fair lock's queued waiters, head first.
+        fencing_token: the last fencing token handed out for this name (None if none).
+        permits: a semaphore's available permits (None for other kinds).
+        permit_leases: a permit-expirable semaphore's taken permits.
+        count: a count-down latch's count (None for other kinds).
+        waiters: clients subscribed to the kind's channels (waiting), from ``PUBSUB NUMSUB``
+            (plus ``SHARDNUMSUB``); each client counts once however many of its threads or
+            tasks wait.
+        server_time: the server's clock at the read, epoch seconds.
+        notes: remarks on what could not be told apart or read exactly.
+    """
+
+    name: str
+    key: str
+    kind: str
+    exists: bool = False
+    held: bool = False
+    holders: tuple[Holder, ...] = ()
+    remaining_lease: float | None = None
+    mode: str | None = None
+    queue: tuple[QueuedWaiter, ...] = ()
+    fencing_token: int | None = None
+    permits: int | None = None
+    permit_leases: tuple[Permit, ...] = ()
+    count: int | None = None
+    waiters: int = 0
+    server_time: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with the attribute names as keys (the stable ``--json`` form).
+
+        Seconds stay floats; ``math.inf`` (no expiry) becomes None (``null``): with
+        ``exists`` true, a null ``remaining_lease`` means the key never expires.
+        """
+        data: dict[str, Any] = _finite(asdict(self))
+        return data
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+# ------------------------------------------------------------------- reading
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The reply of ``inspect.lua``, decoded."""
+
+    now_ms: int
+    type: str
+    pttl: int
+    hash: dict[str, str] | None
+    string: str | None
+    token: str | None
+    queue: list[str]
+    deadlines: dict[str, int]
+    permits: dict[str, int]
+    ttls: list[int]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def decode(reply: Any) -> Snapshot:
+    """The script's reply as a :class:`Snapshot`."""
+    now, kind, pttl, content, token, queue, deadlines, permits, ttls = reply
+    kind = _text(kind)
+    flat = [_text(v) for v in content] if kind == "hash" and content else []
+    return Snapshot(
+        now_ms=int(now),
+        type=kind,
+        pttl=int(pttl),
+        hash=dict(zip(flat[::2], flat[1::2], strict=True)) if kind == "hash" else None,
+        string=_text(content) if kind == "string" and content is not None else None,
+        token=_text(token) if token else None,
+        queue=[_text(v) for v in queue],
+        deadlines=_scores(deadlines),
+        permits=_scores(permits),
+        ttls=[int(t) for t in ttls],
+    )
+
+
+def _scores(flat: Any) -> dict[str, int]:
+    """ZRANGE ... WITHSCORES (member, score, ...) as member -> integer score."""
+    items = list(flat)
+    return {_text(m): int(float(_text(s))) for m, s in zip(items[::2], items[1::2], strict=True)}
+
+
+def read_call(key: str, extra: list[str]) -> Call:
+    """The read-only script call for ``key``, with ``extra`` keys whose PTTL is wanted."""
+    return Call(
+        INSPECT_SCRIPT,
+        [
+            key,
+            keys.token_key(key),
+            keys.fair_queue_key(key),
+            keys.fair_timeout_key(key),
+            keys.permit_timeout_key(key),
+            *extra,
+        ],
+        [],
+    )
+
+
+def reader_counts(snapshot: Snapshot) -> dict[str, int]:
+    """A read-write lock's reader fields and their read hold counts."""
+    if snapshot.hash is None or keys.RW_MODE_FIELD not in snapshot.hash:
+        return {}
+    return {
+        f: int(v)
+        for f, v in snapshot.hash.items()
+        if keys.rw_is_reader_field(f) and v.lstrip("-").isdigit()
+    }
+
+
+def read_timeout_keys(key: str, readers: dict[str, int]) -> list[str]:
+    """Every read-hold timeout key of ``readers``, reader after reader."""
+    return [k for owner, n in readers.items() for k in keys.rw_read_timeout_keys(key, owner, n)]
+
+
+def channels(key: str, snapshot: Snapshot) -> list[str]:
+    """Channels whose subscribers count as waiters: every kind's, and each fair waiter's."""
+    queued = list(dict.fromkeys([*snapshot.queue, *snapshot.deadlines]))
+    return [
+        keys.lock_channel(key),
+        keys.rw_channel(key),
+        keys.semaphore_channel(key),
+        keys.latch_channel(key),
+        *(keys.fair_waiter_channel(key, owner) for owner in queued),
+    ]
+
+
+def inspect(ctx: Context, name: str) -> Flow[LockInfo]:
+    """The flow behind ``client.inspect(name)``: reads, then :func:`build`.
+
+    Raises TypeError/ValueError for a bad name (before I/O); BackendError from the server.
+    """
+    check_name(name)
+    key = ctx.wire_name(name)
+    snapshot = decode((yield read_call(key, [])))
+    notes: list[str] = []
+    readers = reader_counts(snapshot)
+    for attempt in range(READS):
+        if not readers:
+            break
+        again = decode((yield read_call(key, read_timeout_keys(key, readers))))
+        if reader_counts(again) == readers:
+            snapshot = again
+            break
+        snapshot, readers = again, reader_counts(again)
+        if attempt == READS - 1:
+            notes.append("readers changed while reading: read-hold leases not shown")
+    wanted = channels(key, snapshot)
+    counts = _numsub((yield Command(("PUBSUB", "NUMSUB", *wanted))))
+    try:
+        sharded = _numsub((yield Command(("PUBSUB", "SHARDNUMSUB", *wanted))))
+    except BackendError as error:  # Redis 6.2 has no sharded pub/sub
+        if "unknown" not in str(error).lower():
+            raise
+        sharded = {}
+    for channel, n in sharded.items():
+        counts[channel] = counts.get(channel, 0) + n
+    return build(name, key, snapshot, counts, notes)
+
+
+def _numsub(reply: Any) -> dict[str, int]:
+    flat = list(reply)
+    return {_text(c): int(n) for c, n in zip(flat[::2], flat[1::2], strict=True)}
+
+
+def _owner(field: str) -> tuple[str, str | None, int | None]:
+    match = OWNER.match(field)
+    if match is None:
+        return field, None, None
+    owner = f"{match.group(1)}:{match.group(2)}"
+    return owner, match.group(1).lower(), int(match.group(2))
+
+
+def _seconds(pttl: int) -> float | None:
+    """PTTL as seconds: None when the key is missing (-2), ``math.inf`` without expiry."""
+    if pttl == -2:
+        return None
+    if pttl == -1:
+        return math.inf
+    return pttl / 1000
+
+
+def _integer(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def build(
+    name: str, key: str, snap: Snapshot, subscribers: dict[str, int], notes: list[str]
+) -> LockInfo:
+    """Decide the kind and fill a :class:`LockInfo` from one read (see the module rules)."""
+    now = snap.now_ms
+
+    def waiting(*channel: str) -> int:
+        return sum(subscribers.get(c, 0) for c in channel)
+
+    lock_ch, rw_ch = keys.lock_channel(key), keys.rw_channel(key)
+    sem_ch, latch_ch = keys.semaphore_channel(key), keys.latch_channel(key)
+    fair_chs = [keys.fair_waiter_channel(key, o) for o in {*snap.queue, *snap.deadlines}]
+    queue = tuple(
+        QueuedWaiter(
+            *_owner(o),
+            deadline=snap.deadlines[o] / 1000 if o in snap.deadlines else None,
+            remaining=(snap.deadlines[o] - now) / 1000 if o in snap.deadlines else None,
+        )
+        for o in snap.queue
+    )
+    token = _integer(snap.token)
+    common: dict[str, Any] = {
+        "name": name,
+        "key": key,
+        "exists": snap.type != "none",
+        "remaining_lease": _seconds(snap.pttl),
+        "server_time": now / 1000,
+        "fencing_token": token,
+    }
+    fair_state = bool(snap.queue or snap.deadlines)
+
+    if snap.type == "hash":
+        assert snap.hash is not None
+        lease = _seconds(snap.pttl)
+        if keys.RW_MODE_FIELD in snap.hash:
+            mode = snap.hash[keys.RW_MODE_FIELD]
+            holders: list[Holder] = []
+            ttls = iter(snap.ttls)
+            for f, v in snap.hash.items():
+                if f == keys.RW_MODE_FIELD:
+                    continue
+                count = _integer(v) or 0
+                if f.endswith(":write"):
+                    holders.append(Holder(*_owner(f), count, "write", lease))
+                    continue
+                own = [t for _, t in zip(range(count), ttls, strict=False)] if snap.ttls else []
+                longest = max((_seconds(t) or 0.0 for t in own), default=None)
+                holders.append(Holder(*_owner(f), count, "read", longest))
+            return LockInfo(
+                kind="rw",
+                held=bool(holders),
+                holders=tuple(holders),
+                mode=mode,
+                waiters=waiting(rw_ch),
+                notes=tuple(notes),
+                **common,
+            )
+        holders = [Holder(*_owner(f), _integer(v) or 0, None, lease) for f, v in snap.hash.items()]
+        if token is not None:
+            kind = "fenced"
+        elif fair_state:
+            kind = "fair"
+        else:
+            kind = "lock"
+        return LockInfo(
+            kind=kind,
+            held=bool(holders),
+            holders=tuple(holders),
+            queue=queue,
+            waiters=waiting(lock_ch, *fair_chs),
+            notes=tuple(notes),
+            **common,
+        )
+
+    if snap.type == "string":
+        value = _integer(snap.string)
+        if value is None:
+            return LockInfo(kind="unknown", notes=("a STRING that is not a count",), **common)
+        if snap.permits:
+            permits = tuple(
+                Permit(
+                    pid,
+                    math.inf if score >= keys.PERMIT_NO_LEASE_SCORE else (score - now) / 1000,
+                )
+                for pid, score in snap.permits.items()
+            )
+            return LockInfo(
+                kind="permit_expirable_semaphore",
+                permits=value,
+                permit_leases=permits,
+                waiters=waiting(sem_ch),
+                notes=tuple(notes),
+                **common,
+            )
+        on_sem, on_latch = waiting(sem_ch), waiting(latch_ch)
+        if on_latch and not on_sem:
+            return LockInfo(
+                kind="latch", count=value, waiters=on_latch, notes=tuple(notes), **common
+            )
+        if not on_sem:
+            notes.append(
+                "a Semaphore and a CountDownLatch share this layout (an integer STRING); "
+                "with nobody waiting they look alike: shown as semaphore"
+            )
+        return LockInfo(
+            kind="semaphore", permits=value, waiters=on_sem, notes=tuple(notes), **common
+        )
+
+    if snap.type == "none":
+        if token is not None:
+            kind = "fenced"
+        elif fair_state:
+            kind = "fair"
+        else:
+            kind = "free"
+        return LockInfo(
+            kind=kind,
+            queue=queue,
+            waiters=sum(subscribers.values()),
+            notes=tuple(notes),
+            **common,
+        )
+
+    return LockInfo(
+        kind="unknown",
+        waiters=sum(subscribers.values()),
+        notes=(f"a {snap.type.upper()} key, not written by tenure",),
+        **common,
+    )

@@ -1,0 +1,44 @@
+-- Read everything `inspect` reports of one name in one atomic read. Changes nothing.
+-- KEYS[1] the name's key   KEYS[2] fencing token   KEYS[3] fair queue   KEYS[4] fair deadlines
+-- KEYS[5] a permit-expirable semaphore's permit expiries   KEYS[6..] keys whose PTTL is
+-- wanted too (a read-write lock's read-hold timeout keys, declared after a first read)
+-- Returns {server time ms, TYPE of KEYS[1], PTTL of KEYS[1], content (HGETALL of a hash, the
+-- value of a string, else false), token or false, queue (LRANGE), deadlines (ZRANGE
+-- WITHSCORES), permits (ZRANGE WITHSCORES, ids as hex), {PTTL of KEYS[6], ...}}
+-- @include server_time
+
+local kind = redis.call('type', KEYS[1])['ok']
+local content = false
+if kind == 'hash' then
+    content = redis.call('hgetall', KEYS[1])
+elseif kind == 'string' then
+    content = redis.call('get', KEYS[1])
+end
+local permits = {}
+if redis.call('type', KEYS[5])['ok'] == 'zset' then
+    local raw = redis.call('zrange', KEYS[5], 0, -1, 'withscores')
+    for i = 1, #raw, 2 do
+        permits[i] = string.gsub(raw[i], '.', function(c)
+            return string.format('%02x', string.byte(c))
+        end)
+        permits[i + 1] = raw[i + 1]
+    end
+end
+local deadlines = {}
+if redis.call('type', KEYS[4])['ok'] == 'zset' then
+    deadlines = redis.call('zrange', KEYS[4], 0, -1, 'withscores')
+end
+local queue = {}
+if redis.call('type', KEYS[3])['ok'] == 'list' then
+    queue = redis.call('lrange', KEYS[3], 0, -1)
+end
+local token = false
+if redis.call('type', KEYS[2])['ok'] == 'string' then
+    token = redis.call('get', KEYS[2])
+end
+local ttls = {}
+for i = 6, #KEYS do
+    ttls[#ttls + 1] = redis.call('pttl', KEYS[i])
+end
+return {now_ms(), kind, redis.call('pttl', KEYS[1]), content, token, queue, deadlines, permits,
+        ttls}

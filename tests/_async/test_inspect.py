@@ -1,0 +1,160 @@
+# client.inspect (asyncio source of tests/_sync/test_inspect.py).
+"""client.inspect(name): kind, holders, leases, queue, token, permits, waiters; read-only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+import tenure
+from support.twins import async_spawn, async_wait_until
+from tenure import keys
+
+
+def state(r):
+    """Every key with its value dump and TTL: what inspect must leave as it found it."""
+    return {k: (r.dump(k), r.pttl(k) > 0) for k in sorted(r.keys("*"))}
+
+
+async def test_free_name(async_client, r):
+    info = await async_client.inspect("nothing")
+    assert isinstance(info, tenure.LockInfo)
+    assert info.kind == "free" and not info.exists and not info.held
+    assert info.holders == () and info.remaining_lease is None and info.waiters == 0
+
+
+async def test_lock_holders_parsed_and_nothing_changed(async_make_client, r):
+    client = async_make_client(watchdog_timeout=20)
+    lock = client.lock("orders")
+    assert await lock.acquire() and await lock.acquire()
+    before = state(r)
+    info = await client.inspect("orders")
+    assert state(r) == before
+    assert info.kind == "lock" and info.held and info.exists
+    (holder,) = info.holders
+    assert holder.client_id == client.client_id
+    assert holder.owner == f"{client.client_id}:{holder.number}"
+    assert isinstance(holder.number, int) and holder.hold_count == 2
+    assert 15 < info.remaining_lease <= 20
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.kind = "x"  # type: ignore[misc]
+    await lock.release()
+    await lock.release()
+    assert (await client.inspect("orders")).kind == "free"
+
+
+async def test_waiters_counted(async_make_client, r):
+    a, b = async_make_client(), async_make_client()
+    assert await a.lock("w").acquire(lease_time=30)
+    waiter = async_spawn(lambda: b.lock("w").acquire(timeout=30))
+    assert await async_wait_until(lambda: r.pubsub_numsub(keys.lock_channel("w"))[0][1] == 1)
+    info = await a.inspect("w")
+    assert info.waiters == 1
+    assert await a.lock("w").force_release()
+    assert await waiter.result() is True
+
+
+async def test_fenced_token(async_client, r):
+    lock = async_client.fenced_lock("ledger")
+    token = await lock.acquire_token(lease_time=10)
+    info = await async_client.inspect("ledger")
+    assert info.kind == "fenced" and info.fencing_token == token and info.held
+    await lock.release()
+    info = await async_client.inspect("ledger")
+    assert info.kind == "fenced" and not info.held and info.fencing_token == token
+
+
+async def test_fair_queue_with_deadlines(async_make_client, r):
+    a, b = async_make_client(), async_make_client()
+    assert await a.fair_lock("f").acquire(lease_time=30)
+    waiter = async_spawn(lambda: b.fair_lock("f").acquire(timeout=20))
+    assert await async_wait_until(lambda: r.llen(keys.fair_queue_key("f")) == 1)
+    before = state(r)
+    info = await a.inspect("f")
+    assert state(r) == before
+    assert info.kind == "fair" and info.held
+    (queued,) = info.queue
+    assert queued.client_id == b.client_id
+    assert queued.deadline is not None and queued.remaining is not None
+    assert 0 < queued.remaining <= 30 + 20 + 1
+    assert math.isclose(queued.deadline - info.server_time, queued.remaining, abs_tol=0.01)
+    assert info.waiters == 1
+    assert await a.fair_lock("f").force_release()
+    assert await waiter.result() is True
+
+
+async def test_read_write_modes_and_reader_leases(async_make_client, r):
+    a, b = async_make_client(), async_make_client()
+    ra, rb = a.read_write_lock("rw"), b.read_write_lock("rw")
+    assert await ra.read_lock().acquire(lease_time=50)
+    assert await ra.read_lock().acquire(lease_time=5)
+    assert await rb.read_lock().acquire(lease_time=8)
+    before = state(r)
+    info = await a.inspect("rw")
+    assert state(r) == before
+    assert info.kind == "rw" and info.mode == "read"
+    by_client = {h.client_id: h for h in info.holders}
+    assert by_client[a.client_id].hold_count == 2 and by_client[a.client_id].mode == "read"
+    assert 45 < by_client[a.client_id].remaining_lease <= 50  # its longest read hold
+    assert 3 < by_client[b.client_id].remaining_lease <= 8
+    await ra.read_lock().release()
+    await ra.read_lock().release()
+    await rb.read_lock().release()
+    assert await ra.write_lock().acquire(lease_time=10)
+    info = await a.inspect("rw")
+    (writer,) = info.holders
+    assert info.mode == "write" and writer.mode == "write" and writer.client_id == a.client_id
+
+
+async def test_semaphore_and_latch_layouts(async_client, r):
+    """Written raw as DESIGN §3 lays them out (the primitives may not exist yet)."""
+    r.set("pool", 3)
+    info = await async_client.inspect("pool")
+    assert info.kind == "semaphore" and info.permits == 3 and info.notes
+    r.set("gpus", 1)
+    r.zadd(keys.permit_timeout_key("gpus"), {bytes(range(16)): keys.PERMIT_NO_LEASE_SCORE})
+    info = await async_client.inspect("gpus")
+    assert info.kind == "permit_expirable_semaphore" and info.permits == 1
+    (permit,) = info.permit_leases
+    assert permit.permit_id == bytes(range(16)).hex() and permit.remaining_lease == math.inf
+    r.set("warmup", 2)
+    sub = r.pubsub()
+    sub.subscribe(keys.latch_channel("warmup"))
+    try:
+        assert await async_wait_until(
+            lambda: r.pubsub_numsub(keys.latch_channel("warmup"))[0][1] == 1
+        )
+        info = await async_client.inspect("warmup")
+        assert info.kind == "latch" and info.count == 2 and info.waiters == 1
+    finally:
+        sub.close()
+
+
+async def test_foreign_key_is_unknown(async_client, r):
+    r.rpush("jobs", "a")
+    r.set("text", "hello")
+    assert (await async_client.inspect("jobs")).kind == "unknown"
+    assert (await async_client.inspect("text")).kind == "unknown"
+
+
+async def test_name_prefix_and_bad_name(async_make_client, r):
+    client = async_make_client(name_prefix="app:")
+    assert await client.lock("x").acquire(lease_time=5)
+    info = await client.inspect("x")
+    assert info.key == "app:x" and info.name == "x" and info.kind == "lock"
+    with pytest.raises(ValueError, match="name"):
+        await client.inspect("")
+    with pytest.raises(TypeError, match="name"):
+        await client.inspect(3)  # type: ignore[arg-type]
+
+
+async def test_json_form_is_plain(async_client, r):
+    assert await async_client.lock("j").acquire()
+    r.persist("j")
+    data = (await async_client.inspect("j")).to_dict()
+    text = json.dumps(data, allow_nan=False)
+    assert json.loads(text)["remaining_lease"] is None and data["exists"] is True
+    assert data["holders"][0]["hold_count"] == 1

@@ -1,0 +1,160 @@
+# GENERATED from tests/_async/test_inspect.py by tools/unasync.py: edit that file, not this one.
+"""client.inspect(name): kind, holders, leases, queue, token, permits, waiters; read-only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+import tenure
+from support.twins import spawn, wait_until
+from tenure import keys
+
+
+def state(r):
+    """Every key with its value dump and TTL: what inspect must leave as it found it."""
+    return {k: (r.dump(k), r.pttl(k) > 0) for k in sorted(r.keys("*"))}
+
+
+def test_free_name(client, r):
+    info = client.inspect("nothing")
+    assert isinstance(info, tenure.LockInfo)
+    assert info.kind == "free" and not info.exists and not info.held
+    assert info.holders == () and info.remaining_lease is None and info.waiters == 0
+
+
+def test_lock_holders_parsed_and_nothing_changed(make_client, r):
+    client = make_client(watchdog_timeout=20)
+    lock = client.lock("orders")
+    assert lock.acquire() and lock.acquire()
+    before = state(r)
+    info = client.inspect("orders")
+    assert state(r) == before
+    assert info.kind == "lock" and info.held and info.exists
+    (holder,) = info.holders
+    assert holder.client_id == client.client_id
+    assert holder.owner == f"{client.client_id}:{holder.number}"
+    assert isinstance(holder.number, int) and holder.hold_count == 2
+    assert 15 < info.remaining_lease <= 20
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.kind = "x"  # type: ignore[misc]
+    lock.release()
+    lock.release()
+    assert (client.inspect("orders")).kind == "free"
+
+
+def test_waiters_counted(make_client, r):
+    a, b = make_client(), make_client()
+    assert a.lock("w").acquire(lease_time=30)
+    waiter = spawn(lambda: b.lock("w").acquire(timeout=30))
+    assert wait_until(lambda: r.pubsub_numsub(keys.lock_channel("w"))[0][1] == 1)
+    info = a.inspect("w")
+    assert info.waiters == 1
+    assert a.lock("w").force_release()
+    assert waiter.result() is True
+
+
+def test_fenced_token(client, r):
+    lock = client.fenced_lock("ledger")
+    token = lock.acquire_token(lease_time=10)
+    info = client.inspect("ledger")
+    assert info.kind == "fenced" and info.fencing_token == token and info.held
+    lock.release()
+    info = client.inspect("ledger")
+    assert info.kind == "fenced" and not info.held and info.fencing_token == token
+
+
+def test_fair_queue_with_deadlines(make_client, r):
+    a, b = make_client(), make_client()
+    assert a.fair_lock("f").acquire(lease_time=30)
+    waiter = spawn(lambda: b.fair_lock("f").acquire(timeout=20))
+    assert wait_until(lambda: r.llen(keys.fair_queue_key("f")) == 1)
+    before = state(r)
+    info = a.inspect("f")
+    assert state(r) == before
+    assert info.kind == "fair" and info.held
+    (queued,) = info.queue
+    assert queued.client_id == b.client_id
+    assert queued.deadline is not None and queued.remaining is not None
+    assert 0 < queued.remaining <= 30 + 20 + 1
+    assert math.isclose(queued.deadline - info.server_time, queued.remaining, abs_tol=0.01)
+    assert info.waiters == 1
+    assert a.fair_lock("f").force_release()
+    assert waiter.result() is True
+
+
+def test_read_write_modes_and_reader_leases(make_client, r):
+    a, b = make_client(), make_client()
+    ra, rb = a.read_write_lock("rw"), b.read_write_lock("rw")
+    assert ra.read_lock().acquire(lease_time=50)
+    assert ra.read_lock().acquire(lease_time=5)
+    assert rb.read_lock().acquire(lease_time=8)
+    before = state(r)
+    info = a.inspect("rw")
+    assert state(r) == before
+    assert info.kind == "rw" and info.mode == "read"
+    by_client = {h.client_id: h for h in info.holders}
+    assert by_client[a.client_id].hold_count == 2 and by_client[a.client_id].mode == "read"
+    assert 45 < by_client[a.client_id].remaining_lease <= 50  # its longest read hold
+    assert 3 < by_client[b.client_id].remaining_lease <= 8
+    ra.read_lock().release()
+    ra.read_lock().release()
+    rb.read_lock().release()
+    assert ra.write_lock().acquire(lease_time=10)
+    info = a.inspect("rw")
+    (writer,) = info.holders
+    assert info.mode == "write" and writer.mode == "write" and writer.client_id == a.client_id
+
+
+def test_semaphore_and_latch_layouts(client, r):
+    """Written raw as DESIGN §3 lays them out (the primitives may not exist yet)."""
+    r.set("pool", 3)
+    info = client.inspect("pool")
+    assert info.kind == "semaphore" and info.permits == 3 and info.notes
+    r.set("gpus", 1)
+    r.zadd(keys.permit_timeout_key("gpus"), {bytes(range(16)): keys.PERMIT_NO_LEASE_SCORE})
+    info = client.inspect("gpus")
+    assert info.kind == "permit_expirable_semaphore" and info.permits == 1
+    (permit,) = info.permit_leases
+    assert permit.permit_id == bytes(range(16)).hex() and permit.remaining_lease == math.inf
+    r.set("warmup", 2)
+    sub = r.pubsub()
+    sub.subscribe(keys.latch_channel("warmup"))
+    try:
+        assert wait_until(
+            lambda: r.pubsub_numsub(keys.latch_channel("warmup"))[0][1] == 1
+        )
+        info = client.inspect("warmup")
+        assert info.kind == "latch" and info.count == 2 and info.waiters == 1
+    finally:
+        sub.close()
+
+
+def test_foreign_key_is_unknown(client, r):
+    r.rpush("jobs", "a")
+    r.set("text", "hello")
+    assert (client.inspect("jobs")).kind == "unknown"
+    assert (client.inspect("text")).kind == "unknown"
+
+
+def test_name_prefix_and_bad_name(make_client, r):
+    client = make_client(name_prefix="app:")
+    assert client.lock("x").acquire(lease_time=5)
+    info = client.inspect("x")
+    assert info.key == "app:x" and info.name == "x" and info.kind == "lock"
+    with pytest.raises(ValueError, match="name"):
+        client.inspect("")
+    with pytest.raises(TypeError, match="name"):
+        client.inspect(3)  # type: ignore[arg-type]
+
+
+def test_json_form_is_plain(client, r):
+    assert client.lock("j").acquire()
+    r.persist("j")
+    data = (client.inspect("j")).to_dict()
+    text = json.dumps(data, allow_nan=False)
+    assert json.loads(text)["remaining_lease"] is None and data["exists"] is True
+    assert data["holders"][0]["hold_count"] == 1

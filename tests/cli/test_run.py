@@ -1,0 +1,210 @@
+"""``tenure run NAME -- CMD``: exclusion across processes, fencing tokens, exit statuses, the
+child terminated on loss, signals forwarded. The real entry point in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from support.twins import wait_until
+from support.wire import overlaps
+
+from .runner import tenure_cmd, tenure_popen
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    log = sys.argv[1]
+    mode = sys.argv[2]
+
+    def write(text):
+        with open(log, "a") as f:
+            f.write(text + "\\n")
+
+    if mode == "span":  # one critical section: record when it ran
+        start = time.monotonic()
+        time.sleep(0.2)
+        write(f"span {start} {time.monotonic()}")
+    elif mode == "env":
+        write(f"env {os.environ['TENURE_LOCK_NAME']} {os.environ.get('TENURE_FENCING_TOKEN')}")
+    elif mode == "exit":
+        sys.exit(int(sys.argv[3]))
+    elif mode == "killself":
+        os.kill(os.getpid(), signal.SIGKILL)
+    else:  # run until told: 'polite' exits on SIGTERM, 'stubborn' ignores it
+        def on_term(signum, frame):
+            write("term")
+            sys.exit(42)
+
+        signal.signal(signal.SIGUSR1, lambda s, f: write("usr1"))
+        signal.signal(signal.SIGINT, lambda s, f: write("int"))
+        if mode == "stubborn":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        else:
+            signal.signal(signal.SIGTERM, on_term)
+        write(f"ready {os.getpid()}")
+        while True:
+            time.sleep(0.05)
+    """
+)
+
+
+@pytest.fixture
+def child(tmp_path: Path) -> tuple[Path, Path]:
+    """(the child program, the log it appends to)."""
+    program = tmp_path / "child.py"
+    program.write_text(CHILD)
+    return program, tmp_path / "log"
+
+
+def lines(log: Path, word: str) -> list[list[str]]:
+    if not log.exists():
+        return []
+    return [line.split()[1:] for line in log.read_text().splitlines() if line.startswith(word)]
+
+
+def cmd(child: tuple[Path, Path], mode: str, *extra: str) -> list[str]:
+    program, log = child
+    return [sys.executable, str(program), str(log), mode, *extra]
+
+
+def test_two_runs_of_one_name_never_overlap(server, r, child):
+    procs = [
+        tenure_popen("run", "job", "--", *cmd(child, "span"), url=server.url) for _ in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    spans = [(float(a), float(b)) for a, b in lines(child[1], "span")]
+    assert len(spans) == 4
+    assert overlaps(spans) == 0, spans
+    assert not r.exists("job")  # released after each child
+
+
+def test_fencing_token_passed_and_increasing(server, r, child):
+    for _ in range(3):
+        done = tenure_cmd("run", "ledger", "--fenced", "--", *cmd(child, "env"), url=server.url)
+        assert done.returncode == 0, done.stderr
+    seen = lines(child[1], "env")
+    assert [name for name, _ in seen] == ["ledger"] * 3
+    tokens = [int(token) for _, token in seen]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+
+
+def test_lock_name_without_token_when_not_fenced(server, r, child):
+    done = tenure_cmd("run", "plain", "--", *cmd(child, "env"), url=server.url)
+    assert done.returncode == 0
+    assert lines(child[1], "env") == [["plain", "None"]]
+
+
+def test_exit_statuses(server, r, make_client, child):
+    assert tenure_cmd("run", "e", "--", *cmd(child, "exit", "3"), url=server.url).returncode == 3
+    killed = tenure_cmd("run", "e", "--", *cmd(child, "killself"), url=server.url)
+    assert killed.returncode == 128 + signal.SIGKILL
+    holder = make_client()
+    assert holder.lock("busy").acquire(lease_time=60)
+    waited = tenure_cmd("run", "busy", "--timeout", "0.3", "--", "true", url=server.url)
+    assert waited.returncode == 75 and holder.client_id in waited.stderr
+    down = tenure_cmd("run", "e", "--", "true", url="redis://127.0.0.1:1/0")
+    assert down.returncode == 1 and "Traceback" not in down.stderr
+    assert len(down.stderr.strip().splitlines()) == 1
+    missing = tenure_cmd("run", "e", "--", "/nonexistent/cmd", url=server.url)
+    assert missing.returncode == 127 and not r.exists("e")
+
+
+@pytest.mark.parametrize("how", ["delete", "force-release"])
+def test_loss_terminates_the_child_within_two_renewal_periods(server, r, child, how):
+    watchdog = 3.0  # renewal every 1 s
+    proc = tenure_popen(
+        "run",
+        "lossy",
+        "--watchdog-timeout",
+        str(watchdog),
+        "--",
+        *cmd(child, "polite"),
+        url=server.url,
+    )
+    try:
+        assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
+        lost_at = time.monotonic()
+        if how == "delete":
+            assert r.delete("lossy") == 1
+        else:
+            assert tenure_cmd("force-release", "lossy", "--yes", url=server.url).returncode == 0
+        proc.wait(timeout=30)
+        elapsed = time.monotonic() - lost_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    print(f"loss ({how}) -> tenure run exited after {elapsed:.3f} s")
+    assert proc.returncode == 1 and "lost" in err
+    assert lines(child[1], "term") == [[]]  # the child got SIGTERM
+    assert elapsed < 2 * watchdog / 3, elapsed
+
+
+def test_child_ignoring_sigterm_is_killed_after_grace(server, r, child):
+    proc = tenure_popen(
+        "run",
+        "stub",
+        "--lease",
+        "1",
+        "--grace",
+        "0.5",
+        "--",
+        *cmd(child, "stubborn"),
+        url=server.url,
+    )
+    try:
+        assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
+        (pid,) = lines(child[1], "ready")[0]
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 1 and "lease" in err and "SIGKILL" in err
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid), 0)
+
+
+def test_signals_are_forwarded(server, r, child):
+    proc = tenure_popen("run", "sig", "--", *cmd(child, "polite"), url=server.url)
+    try:
+        assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
+        proc.send_signal(signal.SIGUSR1)
+        assert wait_until(lambda: lines(child[1], "usr1"), timeout=10)
+        proc.send_signal(signal.SIGINT)
+        assert wait_until(lambda: lines(child[1], "int"), timeout=10)
+        assert r.exists("sig")  # still held while the child runs
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 42  # the child's own status
+    assert lines(child[1], "term") == [[]]
+    assert not r.exists("sig")  # released when the child exited
+
+
+def test_sigterm_while_waiting_leaves_nothing_behind(server, r, make_client):
+    holder = make_client()
+    assert holder.lock("w").acquire(lease_time=60)
+    proc = tenure_popen("run", "w", "--", "true", url=server.url)
+    try:
+        channel = "redisson_lock__channel:{w}"
+        assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1, timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    (field,) = r.hkeys("w")  # only the holder: the interrupted wait left no hold
+    assert field.decode().startswith(holder.client_id)
