@@ -14,6 +14,7 @@ import redis
 from redis.crc import key_slot as redis_py_key_slot
 
 import tenure
+from support.monitor import Monitor
 from support.servers import Server
 from tenure import fencing, keys, scripts
 from tenure.core import watchdog
@@ -132,33 +133,6 @@ class ScriptRun:
     name: str
     keys: list[str]
     inner: list[list[str]] = field(default_factory=list)
-
-
-class Monitor:
-    """MONITOR on a server in a thread, collecting every line until stopped."""
-
-    STOP = "tenure-test-monitor-stop"
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.lines: list[tuple[str, str]] = []
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(5)
-
-    def _run(self) -> None:
-        with self.server.client(decode_responses=True).monitor() as monitor:
-            self.ready.set()
-            for line in monitor.listen():
-                if self.STOP in line["command"]:
-                    return
-                self.lines.append((line["client_type"], line["command"]))
-
-    def stop(self) -> list[tuple[str, str]]:
-        self.server.client().echo(self.STOP)
-        self.thread.join(10)
-        return self.lines
 
 
 def script_runs(lines: list[tuple[str, str]]) -> Iterator[ScriptRun]:

@@ -3,44 +3,14 @@ waiter sends one attempt per permit expiry, not more."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import redis
 
 import tenure
+from support.monitor import Monitor
 from support.servers import Server
 from support.twins import spawn, wait_until
-
-
-class Monitor:
-    """MONITOR lines of the server (client type, command) until stopped."""
-
-    STOP = "tenure-semaphore-monitor-stop"
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.lines: list[tuple[str, str]] = []
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.ready.wait(5)
-
-    def _run(self) -> None:
-        with self.server.client(decode_responses=True).monitor() as monitor:
-            self.ready.set()
-            for line in monitor.listen():
-                if self.STOP in line["command"]:
-                    return
-                self.lines.append((line["client_type"], line["command"]))
-
-    def stop(self) -> list[str]:
-        """The commands seen, without scripts' inner commands and without the handshake of
-        the connection that stops the monitor (HELLO, CLIENT SETINFO)."""
-        self.server.client().echo(self.STOP)
-        self.thread.join(10)
-        handshake = ("HELLO", "CLIENT SETINFO")
-        return [c for kind, c in self.lines if kind != "lua" and not c.startswith(handshake)]
 
 
 def test_idle_waiters_send_no_command(server: Server, r: redis.Redis, make_client) -> None:
@@ -54,7 +24,7 @@ def test_idle_waiters_send_no_command(server: Server, r: redis.Redis, make_clien
     time.sleep(0.3)  # every waiter past its second attempt
     monitor = Monitor(server)
     time.sleep(1.5)
-    commands = monitor.stop()
+    commands = monitor.commands()
     assert commands == [], f"idle waiters sent {commands}"
     sem.release(5)
     latch.count_down()
@@ -73,7 +43,7 @@ def test_permit_waiter_retries_only_at_the_expiry(
     start = time.monotonic()
     assert waiter.result(10) is not None
     waited = time.monotonic() - start
-    commands = monitor.stop()
+    commands = monitor.commands()
     attempts = [c for c in commands if c.startswith("EVALSHA")]
     assert waited < 1.2 + 0.5
     assert 1 <= len(attempts) <= 2, commands  # the attempt at the expiry (and one at most early)

@@ -90,17 +90,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
     help="Seconds between SIGTERM and SIGKILL when the lock is lost.",
 )
 @url_option
-def run(
-    name: str,
-    command: tuple[str, ...],
-    timeout: float | None,
-    lease: float | None,
-    watchdog_timeout: float,
-    fair: bool,
-    fenced: bool,
-    grace: float,
-    url: str,
-) -> None:
+def run(**options: Any) -> None:
     """Run COMMAND while holding the lock NAME; at most one such COMMAND runs at a time
     across every host using the same server.
 
@@ -114,13 +104,12 @@ def run(
     Example:
       tenure run nightly-backup --timeout 60 --fenced -- ./backup.sh --full
     """
-    if fair and fenced:
+    # The options arrive by name, as Runner takes them (one list of them: Runner's).
+    if options["fair"] and options["fenced"]:
         raise click.UsageError("--fair and --fenced cannot be combined (no fair fenced lock)")
-    if grace < 0:
+    if options["grace"] < 0:
         raise click.BadParameter("must be 0 or more seconds", param_hint="--grace")
-    sys.exit(
-        Runner(name, command, timeout, lease, watchdog_timeout, fair, fenced, grace, url).main()
-    )
+    sys.exit(Runner(**options).main())
 
 
 class Runner:
@@ -128,6 +117,7 @@ class Runner:
 
     def __init__(
         self,
+        *,
         name: str,
         command: tuple[str, ...],
         timeout: float | None,

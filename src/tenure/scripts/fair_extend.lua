@@ -6,20 +6,15 @@
 -- ARGV[3]); -1 when the key has no expiry (left as it is).
 -- @include fair_shift
 -- @include kinds
+-- @include extend_hash
 
 local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'zset')
 if wrong then
     return wrong
 end
 
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-    return nil
+local ttl, pttl = extend_hash(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+if ttl and pttl >= 0 then
+    shift(KEYS[2], ttl - pttl)
 end
-local pttl = redis.call('pttl', KEYS[1])
-if pttl < 0 then
-    return pttl
-end
-local ttl = math.min(pttl + tonumber(ARGV[2]), tonumber(ARGV[3]))
-redis.call('pexpire', KEYS[1], ttl)
-shift(KEYS[2], ttl - pttl)
 return ttl
