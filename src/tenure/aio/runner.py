@@ -23,9 +23,9 @@ from tenure._concurrency import (
     async_sleep,
     async_wait_any,
 )
-from tenure._redis import AsyncRedis, RedisError, backend_error
+from tenure._redis import AsyncRoute, RedisError, backend_error
 from tenure.aio.backend import AsyncBackend
-from tenure.aio.listener import AsyncListener
+from tenure.aio.listener import AsyncListeners
 from tenure.core.context import Context
 from tenure.core.effects import (
     Call,
@@ -78,16 +78,16 @@ class AsyncDriver:
 class AsyncRunner(AsyncDriver):
     """Runs the flows of one client, and renews its watchdog holds."""
 
-    def __init__(self, client: AsyncRedis, ctx: Context, timeout: float | None) -> None:
+    def __init__(self, route: AsyncRoute, ctx: Context, timeout: float | None) -> None:
         self.ctx = ctx
-        self._client = client
+        self.route = route
         self._timeout = timeout
-        self._backend = AsyncBackend(client, ctx)
+        self._backend = AsyncBackend(route, ctx)
         self._start()
         self.closed = False
 
     def _start(self) -> None:
-        self._listener = AsyncListener(self._client, self._timeout)
+        self._listener = AsyncListeners(self.route, self._timeout)
         self._renewal: AsyncTask | None = None
         self._renewal_mutex = AsyncMutex()
         self._stopping = AsyncEvent()
@@ -129,7 +129,8 @@ class AsyncRunner(AsyncDriver):
         interval = self.ctx.watchdog_timeout / 3
         while not await self._stopping.wait(interval):
             try:
-                lost = await self.run(renew(self.ctx))
+                # In a cluster one script runs on one slot: batches never mix slots.
+                lost = await self.run(renew(self.ctx, by_slot=self.route.cluster))
             except Exception:  # never let the renewal loop die
                 log.exception("tenure watchdog pass failed")
                 continue

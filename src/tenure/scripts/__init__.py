@@ -74,3 +74,19 @@ def names() -> list[str]:
 def fragments() -> list[str]:
     """Every fragment of the package, by the name ``-- @include`` uses."""
     return [f[1 : -len(".lua")] for f in _lua_files() if f.startswith("_")]
+
+
+PUBLISH = re.compile(r"redis\.call\('publish',")
+
+
+@cache
+def sharded(script: Script) -> Script:
+    """``script`` publishing with SPUBLISH instead of PUBLISH (a Redis >= 7 cluster: the
+    message goes to the shard owning the channel's slot, where its waiters SSUBSCRIBE).
+
+    One ``.lua`` per operation stays the source; this variant is derived from it at load.
+    """
+    source = PUBLISH.sub("redis.call('spublish',", script.source)
+    if source == script.source:
+        return script
+    return Script(script.name, source, hashlib.sha1(source.encode()).hexdigest())

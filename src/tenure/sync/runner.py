@@ -23,9 +23,9 @@ from tenure._concurrency import (
     sleep,
     wait_any,
 )
-from tenure._redis import Redis, RedisError, backend_error
+from tenure._redis import Route, RedisError, backend_error
 from tenure.sync.backend import Backend
-from tenure.sync.listener import Listener
+from tenure.sync.listener import Listeners
 from tenure.core.context import Context
 from tenure.core.effects import (
     Call,
@@ -78,16 +78,16 @@ class Driver:
 class Runner(Driver):
     """Runs the flows of one client, and renews its watchdog holds."""
 
-    def __init__(self, client: Redis, ctx: Context, timeout: float | None) -> None:
+    def __init__(self, route: Route, ctx: Context, timeout: float | None) -> None:
         self.ctx = ctx
-        self._client = client
+        self.route = route
         self._timeout = timeout
-        self._backend = Backend(client, ctx)
+        self._backend = Backend(route, ctx)
         self._start()
         self.closed = False
 
     def _start(self) -> None:
-        self._listener = Listener(self._client, self._timeout)
+        self._listener = Listeners(self.route, self._timeout)
         self._renewal: Task | None = None
         self._renewal_mutex = Mutex()
         self._stopping = Event()
@@ -129,7 +129,8 @@ class Runner(Driver):
         interval = self.ctx.watchdog_timeout / 3
         while not self._stopping.wait(interval):
             try:
-                lost = self.run(renew(self.ctx))
+                # In a cluster one script runs on one slot: batches never mix slots.
+                lost = self.run(renew(self.ctx, by_slot=self.route.cluster))
             except Exception:  # never let the renewal loop die
                 log.exception("tenure watchdog pass failed")
                 continue
