@@ -16,7 +16,14 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
-from redis.exceptions import AskError, MovedError, NoScriptError, RedisError, ResponseError
+from redis.exceptions import (
+    AskError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from tenure._concurrency import AsyncMutex, Mutex
@@ -36,6 +43,7 @@ __all__ = [
     "RedisError",
     "ResponseError",
     "Route",
+    "TryAgainError",
     "async_read_push",
     "backend_error",
     "listener_connection",

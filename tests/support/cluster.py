@@ -126,6 +126,15 @@ class Cluster:
                     return next(n for n in self.nodes if n.port == port)
         raise LookupError(slot)
 
+    def master_of_slot_agreed(self, slot: int, port: int) -> bool:
+        """Every running master names the node on ``port`` as the owner of ``slot``."""
+        for node in self.current_masters():
+            with node.client() as r:
+                for start, end, primary, *_ in r.execute_command("CLUSTER", "SLOTS"):
+                    if start <= slot <= end and int(primary[1]) != port:
+                        return False
+        return True
+
     def current_masters(self) -> list[ClusterNode]:
         return [n for n in self.running() if _role(n) == "master"]
 

@@ -8,7 +8,8 @@ was cancelled mid-way disconnects its socket, so a late reply is never read by t
 
 In a cluster each command goes to the node owning its first key's slot (every key of one
 script shares a slot, DESIGN §3). A MOVED or ASK reply means the command did not run, so it
-is sent again where the cluster says (MOVED also updates the slot map); a connection failure
+is sent again where the cluster says (MOVED also updates the slot map; TRYAGAIN, a script
+whose keys are split by a migration in progress, is resent shortly); a connection failure
 is not retried, but the slot map is refreshed before the next command (a replica may have
 been promoted).
 """
@@ -17,14 +18,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure._redis import AskError, Route, MovedError, NoScriptError, ResponseError
+from tenure._concurrency import sleep
+from tenure._redis import (
+    AskError,
+    Route,
+    MovedError,
+    NoScriptError,
+    ResponseError,
+    TryAgainError,
+)
 from tenure.core.context import Context
 from tenure.core.effects import Call
 from tenure.core.options import check_replicas, replica_wait
 from tenure.scripts import sharded
 
-REDIRECTS = 5
-"""MOVED/ASK replies followed for one command before giving up (a slot migrating twice)."""
+REDIRECTS = 20
+"""MOVED/ASK/TRYAGAIN replies followed for one command before giving up."""
+TRY_AGAIN = 0.05
+"""Seconds before resending after TRYAGAIN (a multi-key script while its slot migrates)."""
 
 
 class Backend:
@@ -59,6 +70,9 @@ class Backend:
                 pool, asking = self.route.pool_for(key), False
             except AskError as ask:
                 pool, asking = self.route.pool_at(ask.host, ask.port), True
+            except TryAgainError:  # did not run: the slot is half-migrated for a moment
+                sleep(TRY_AGAIN)
+                pool, asking = self.route.pool_for(key), False
         return self._on(pool, send, what, asking)
 
     def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
