@@ -33,10 +33,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
 @pytest.fixture
 def fresh(cluster: Cluster) -> Cluster:
     """The session cluster, every node running and the cluster ok, every master flushed."""
-    for node in cluster.nodes:
-        if node.proc is None or node.proc.poll() is not None:
-            node.start()
-    cluster.wait_ok()
+    cluster.restore()
     cluster.flushall()
     return cluster
 

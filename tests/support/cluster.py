@@ -52,6 +52,10 @@ class ClusterNode(Server):
             str(bus),
             "--cluster-require-full-coverage",
             "no",
+            # A replica restarted a moment ago may still be promoted (tests kill masters
+            # in a row).
+            "--cluster-replica-validity-factor",
+            "0",
         )
 
     def info(self) -> dict[str, str]:
@@ -107,6 +111,18 @@ class Cluster:
             seconds,
             "cluster_state:ok",
         )
+
+    def restore(self) -> None:
+        """Restart every killed node (it rejoins as a replica), wait for ``cluster_state:ok``
+        and for every replica's link to its master."""
+        for node in self.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                node.start()
+        self.wait_ok()
+        masters = {n.port for n in self.current_masters()}
+        for node in self.running():
+            if node.port not in masters:
+                wait_until(lambda n=node: _link_up(n), 30, "replicas to sync")
 
     def running(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]

@@ -76,7 +76,11 @@ class AsyncBackend:
         return await self._on(pool, send, what, asking)
 
     async def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
-        conn = await pool.get_connection()
+        try:
+            conn = await pool.get_connection()
+        except BaseException:  # refused: the node may be gone
+            self.route.failed()
+            raise
         try:
             if asking:
                 await conn.send_command("ASKING")

@@ -76,7 +76,11 @@ class Backend:
         return self._on(pool, send, what, asking)
 
     def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
-        conn = pool.get_connection()
+        try:
+            conn = pool.get_connection()
+        except BaseException:  # refused: the node may be gone
+            self.route.failed()
+            raise
         try:
             if asking:
                 conn.send_command("ASKING")
