@@ -51,6 +51,7 @@ class AsyncListener:
         self._sub, self._unsub = (
             ("SSUBSCRIBE", "SUNSUBSCRIBE") if sharded else ("SUBSCRIBE", "UNSUBSCRIBE")
         )
+        self._sharded = sharded
         self._on_trouble = on_trouble or (lambda: None)
         self.down = False
         """The last connection attempt failed (the server may be gone)."""
@@ -184,7 +185,11 @@ class AsyncListener:
                     self._parking.leaving.clear()
                     if self._parking.channels:
                         self._parking.subscribing(self._parking.channels)
-                        await self._send(self._sub, *self._parking.channels)
+                        if self._sharded:  # one slot per SSUBSCRIBE (else CROSSSLOT)
+                            for channel in self._parking.channels:
+                                await self._send(self._sub, channel)
+                        else:
+                            await self._send(self._sub, *self._parking.channels)
                 delay = 0.05
                 await self._read()
             except Exception as error:  # a socket closed under a read fails in many ways
