@@ -7,6 +7,7 @@ driver, by the same substitution as everything else (``tools/unasync.py``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from redis.retry import Retry
 
 from tenure._concurrency import AsyncMutex, Mutex
 from tenure.errors import BackendError
+from tenure.keys import cluster_safe
 
 __all__ = [
     "AskError",
@@ -46,6 +48,7 @@ __all__ = [
     "TryAgainError",
     "async_read_push",
     "backend_error",
+    "check_one_slot",
     "listener_connection",
     "read_push",
     "resolve_redis",
@@ -102,18 +105,44 @@ def resolve_redis(
 def cluster_from_url(
     cluster_class: type[Any], url: str, timeout: float | None, connect: float | None
 ) -> Any:
-    """A redis-py cluster client for ``url`` with tenure's timeouts and no retries."""
+    """A redis-py cluster client for ``url`` with tenure's timeouts and no retries; each
+    node's pool blocks for a free connection (as a URL client's pool on one server) instead
+    of failing when all 100 are in use (the asyncio nodes get the same from
+    :class:`_NodePool`)."""
+    extra: dict[str, Any] = {"max_connections": 100}
+    if cluster_class is RedisCluster:
+        extra.update(connection_pool_class=BlockingPool, timeout=None)
     return cluster_class.from_url(
         url,
         socket_timeout=timeout,
         socket_connect_timeout=connect,
         retry=Retry(NoBackoff(), 0),
+        **extra,
     )
 
 
 def slot_of(key: str) -> int:
     """The cluster hash slot of ``key`` (redis-py's own function)."""
     return int(key_slot(key.encode()))
+
+
+def check_one_slot(what: str, keys: Any) -> None:
+    """Raise ValueError unless every key of ``keys`` is in one cluster slot, and so is
+    every key the script's first key (the lock's) names (:func:`tenure.keys.cluster_safe`)."""
+    if not cluster_safe(keys[0]):
+        raise ValueError(
+            f"{what}: lock key {keys[0]!r} has a '{{' but no non-empty hash tag, so its keys "
+            "and channel hash to different cluster slots; in a cluster a lock name that "
+            "contains '{' must hold a non-empty hash tag ('{tag}')"
+        )
+    first = slot_of(keys[0])
+    for key in keys[1:]:
+        if slot_of(key) != first:
+            raise ValueError(
+                f"{what}: keys {keys[0]!r} and {key!r} hash to different cluster slots; in a "
+                "cluster a lock name that contains '{' must hold a non-empty hash tag "
+                "('{tag}'), or no '{' at all"
+            )
 
 
 def _parse_info(raw: Any) -> dict[str, str]:
@@ -130,16 +159,27 @@ def _sharded_pubsub(info: dict[str, str]) -> bool:
 
 
 class _NodePool:
-    """A cluster node's connections, with the pool interface the backend uses (asyncio)."""
+    """A cluster node's connections, with the pool interface the backend uses (asyncio).
 
-    def __init__(self, node: Any) -> None:
+    redis-py's asyncio cluster node fails with MaxConnectionsError when all its connections
+    are in use; tenure's callers wait for one instead (``gate``: one permit per connection).
+    """
+
+    def __init__(self, node: Any, gate: asyncio.Semaphore) -> None:
         self.node = node
+        self.gate = gate
 
     async def get_connection(self) -> Any:
-        return self.node.acquire_connection()
+        await self.gate.acquire()
+        try:
+            return self.node.acquire_connection()
+        except BaseException:
+            self.gate.release()
+            raise
 
     async def release(self, conn: Any) -> None:
         self.node.release(conn)
+        self.gate.release()
 
 
 class AsyncRoute:
@@ -161,6 +201,7 @@ class AsyncRoute:
         self._ready = False
         self._stale = False
         self._mutex = AsyncMutex()
+        self._gates: dict[str, asyncio.Semaphore] = {}
         self.built: Any = None
         """The cluster client this route built from a URL (closed by :meth:`close`)."""
 
@@ -180,7 +221,7 @@ class AsyncRoute:
                     self.client, self.cluster = self.built, True
             if self.cluster:
                 await self.client.initialize()
-                info = await self._info(_NodePool(self.client.get_default_node()), "server")
+                info = await self._info(self._pool(self.client.get_default_node()), "server")
                 self.sharded = _sharded_pubsub(info)
             self._ready = True
 
@@ -222,8 +263,14 @@ class AsyncRoute:
         if not self.cluster:
             return self.client.connection_pool
         if key is None:
-            return _NodePool(self.client.get_default_node())
-        return _NodePool(await self.node_for(key))
+            return self._pool(self.client.get_default_node())
+        return self._pool(await self.node_for(key))
+
+    def _pool(self, node: Any) -> _NodePool:
+        gate = self._gates.get(node.name)
+        if gate is None:
+            gate = self._gates[node.name] = asyncio.Semaphore(node.max_connections)
+        return _NodePool(node, gate)
 
     async def moved(self, error: MovedError) -> None:
         """The slot has a new owner: remember it (refresh the whole map if that fails)."""
@@ -241,7 +288,7 @@ class AsyncRoute:
             node = self.client.get_node(host=host, port=port)
         if node is None:
             raise BackendError(f"ASK redirection to an unknown node {host}:{port}")
-        return _NodePool(node)
+        return self._pool(node)
 
     async def listener_target(self, channel: str) -> tuple[str, Callable[[], Any]]:
         """(name of the server that carries ``channel``, a factory of pub/sub connections to it):

@@ -141,3 +141,11 @@ def key_slot(key: str) -> int:
             crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
             crc &= 0xFFFF
     return crc % 16384
+
+
+def cluster_safe(key: str) -> bool:
+    """True when every key and channel built from ``key`` by :func:`prefix_name` /
+    :func:`suffix_name` lands in ``key``'s cluster slot: ``key`` has no ``{``, or its first
+    ``{`` opens a non-empty hash tag. (A name like ``a{b`` or ``{}{x}`` keeps Redisson's
+    layout, ``p:a{b``, whose slot differs: such a name cannot be used in a cluster.)"""
+    return "{" not in key or slot_tag(key) != key

@@ -331,3 +331,25 @@ def test_master_killed_during_four_process_contention(fresh: Cluster) -> None:
     after = [enter for enter, _ in spans if enter > killed]
     assert after, "no grant after the failover"
     print(f"grants {len(spans)}; first after the kill: {(min(after) - killed) / 1e9:.2f} s")
+
+
+@pytest.mark.parametrize("name", ["a{b", "{}{x}", "x}{y"])
+def test_a_name_whose_keys_span_slots_is_refused_before_io(
+    fresh: Cluster, client: tenure.Client, name: str
+) -> None:
+    # Redisson's layout keeps such a name's lock key and channel in different slots.
+    assert client.lock("warm-up").acquire(timeout=1)  # topology known
+    with pytest.raises(ValueError, match="hash tag"):
+        client.lock(name).acquire(timeout=1)
+    raw = fresh.redis()
+    try:
+        assert not raw.exists(name)
+    finally:
+        raw.close()
+
+
+def test_url_cluster_client_pools_block_instead_of_failing(fresh: Cluster) -> None:
+    with tenure.Client(fresh.url) as c:
+        assert c.lock("p").acquire(timeout=1)
+        pool = c._route.pool_for("p")
+        assert isinstance(pool, redis.BlockingConnectionPool) and pool.max_connections == 100

@@ -60,3 +60,14 @@ def test_sharded_variants_publish_with_spublish_only() -> None:
         assert "redis.call('spublish'" in variant.source and variant.sha != script.sha
     quiet = get("lock_acquire")
     assert sharded(quiet) is quiet
+
+
+@pytest.mark.parametrize("name", ["a{b", "{}{x}", "x}{y", "{"])
+def test_names_without_a_usable_tag_are_not_cluster_safe(name: str) -> None:
+    assert not keys.cluster_safe(name)
+    assert len({key_slot(k.encode()) for k in wire(name)}) > 1  # why
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_usual_names_are_cluster_safe(name: str) -> None:
+    assert keys.cluster_safe(name)

@@ -26,6 +26,7 @@ from tenure._redis import (
     NoScriptError,
     ResponseError,
     TryAgainError,
+    check_one_slot,
 )
 from tenure.core.context import Context
 from tenure.core.effects import Call
@@ -51,7 +52,13 @@ class AsyncBackend:
         return await self._routed(key, self._command, args)
 
     async def call(self, call: Call) -> Any:
-        """One script (EVALSHA, EVAL on NOSCRIPT); then WAIT for replicas if configured."""
+        """One script (EVALSHA, EVAL on NOSCRIPT); then WAIT for replicas if configured.
+
+        Raises ValueError, before any I/O, in a cluster when the keys span slots (a name
+        with a ``{`` but no non-empty ``{tag}``: its Redisson-layout keys hash apart).
+        """
+        if self.route.cluster and call.keys:
+            check_one_slot(call.script.name, call.keys)
         reply, acknowledged = await self._routed(
             call.keys[0] if call.keys else None, self._script, call
         )
