@@ -240,12 +240,15 @@ class AsyncRoute:
         return slot_of(key)
 
     async def _refresh(self) -> None:
-        if self._stale:
-            self._stale = False
-            try:
-                await self.client.nodes_manager.initialize()
-            except RedisError:
-                self._stale = True
+        if not self._stale:
+            return
+        async with self._mutex:  # one refresh at a time
+            if self._stale:
+                self._stale = False
+                try:
+                    await self.client.nodes_manager.initialize()
+                except RedisError:
+                    self._stale = True
 
     def failed(self) -> None:
         """A connection failed: refresh the topology before the next command."""
@@ -364,12 +367,16 @@ class Route:
         return slot_of(key)
 
     def _refresh(self) -> None:
-        if self._stale:
-            self._stale = False
-            try:
-                self.client.nodes_manager.initialize()
-            except RedisError:
-                self._stale = True
+        if not self._stale:
+            return
+        with self._mutex:  # one refresh at a time
+            if self._stale:
+                self._stale = False
+                try:
+                    # Leave the nodes' pools alone: other threads' commands are in flight.
+                    self.client.nodes_manager.initialize(disconnect_startup_nodes_pools=False)
+                except RedisError:
+                    self._stale = True
 
     def failed(self) -> None:
         """A connection failed: refresh the topology before the next command."""

@@ -359,3 +359,30 @@ def test_a_reconnect_forgets_unanswered_subscribes() -> None:
     table.disconnected()
     table.subscribing([CH])  # the reconnect's SUBSCRIBE: its reply confirms
     assert table.received("subscribe", CH, "1") is entry and entry.confirmed
+
+
+def test_an_answer_after_the_last_waiter_left_is_still_counted() -> None:
+    # The waiter left before its SUBSCRIBE was answered; the answer then arrives; a new
+    # waiter joins: its own SUBSCRIBE's answer must confirm it (no stale count).
+    table = Parking()
+    table.join(CH, NOBODY, object)
+    table.subscribing([CH])
+    assert table.leave(CH, pass_on=False) == (None, True)
+    assert table.received("subscribe", CH, "1") is None
+    assert table.received("unsubscribe", CH, "0") is None
+    entry, first = table.join(CH, NOBODY, object)
+    assert first
+    table.subscribing([CH])
+    assert table.received("subscribe", CH, "1") is entry and entry.confirmed
+
+
+def test_a_refused_subscribe_marks_unconfirmed_channels_dropped() -> None:
+    table = Parking()
+    a, _ = table.join("a", NOBODY, object)
+    b, _ = table.join("b", NOBODY, object)
+    table.subscribing(["a", "b", "gone"])  # "gone": its waiter left meanwhile
+    assert table.received("ssubscribe", "a", "1") is a
+    table.subscribing(["a"])
+    assert set(map(id, table.refused())) == {id(a), id(b)}
+    assert table.dropped == {"a", "b"} and table.in_flight == {}
+    assert b.confirmed and b.permits == 1

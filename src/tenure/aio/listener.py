@@ -231,13 +231,8 @@ class AsyncListener:
         log.info("tenure pub/sub subscription refused (%s)", error)
         self._on_trouble()
         async with self._mutex:
-            for channel, entry in self._parking.channels.items():
-                if not entry.confirmed or channel in self._parking.in_flight:
-                    self._parking.in_flight.pop(channel, None)
-                    self._parking.dropped.add(channel)
-                    entry.confirmed = True
-                    entry.permits = entry.refs
-                    entry.cond.notify_all()
+            for entry in self._parking.refused():
+                entry.cond.notify_all()
 
     async def _dispatch(self, kind: str, channel: str, payload: str) -> None:
         async with self._mutex:

@@ -128,6 +128,8 @@ class Parking:
         """Apply one pub/sub reply; the entry whose waiters must be notified, if any."""
         if kind in ("unsubscribe", "sunsubscribe"):
             return self._unsubscribed(channel)
+        if kind in ("subscribe", "ssubscribe"):
+            return self._subscribed(channel)
         entry = self.channels.get(channel)
         if entry is None:
             return None
@@ -137,15 +139,34 @@ class Parking:
             else:
                 entry.permits = min(entry.permits + 1, entry.refs)
             return entry
-        if kind in ("subscribe", "ssubscribe"):
-            pending = self.in_flight.pop(channel, 0)
-            if pending > 1:  # the answer to an earlier SUBSCRIBE: wait for the last
-                self.in_flight[channel] = pending - 1
-                return None
-            if not entry.confirmed:
-                entry.confirmed = True
-                return entry
         return None
+
+    def _subscribed(self, channel: str) -> Parked | None:
+        # Counted even when nobody waits any more (the waiter left before the answer):
+        # a stale count would make a later waiter wait for an answer that never comes.
+        pending = self.in_flight.pop(channel, 0)
+        if pending > 1:  # the answer to an earlier SUBSCRIBE: wait for the last
+            self.in_flight[channel] = pending - 1
+            return None
+        entry = self.channels.get(channel)
+        if entry is not None and not entry.confirmed:
+            entry.confirmed = True
+            return entry
+        return None
+
+    def refused(self) -> list[Parked]:
+        """The server answered a SUBSCRIBE with an error (MOVED, CROSSSLOT) without saying
+        for which channel: every channel with a SUBSCRIBE in flight, or not yet confirmed,
+        is marked dropped (its waiters re-check and subscribe it again); their entries."""
+        woken = []
+        for channel, entry in self.channels.items():
+            if not entry.confirmed or channel in self.in_flight:
+                self.dropped.add(channel)
+                entry.confirmed = True
+                entry.permits = entry.refs
+                woken.append(entry)
+        self.in_flight.clear()
+        return woken
 
     def _unsubscribed(self, channel: str) -> Parked | None:
         pending = self.leaving.pop(channel, 0)
