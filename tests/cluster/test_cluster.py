@@ -353,3 +353,75 @@ def test_url_cluster_client_pools_block_instead_of_failing(fresh: Cluster) -> No
         assert c.lock("p").acquire(timeout=1)
         pool = c._route.pool_for("p")
         assert isinstance(pool, redis.BlockingConnectionPool) and pool.max_connections == 100
+
+
+def test_waiter_on_a_killed_master_gets_the_lock_from_the_promoted_replica(
+    fresh: Cluster,
+) -> None:
+    """A waiter whose shard's master dies: its listener moves to the promoted replica and
+    it gets the lock when the holder releases there, within its timeout."""
+    name = "waited-across-failover"
+    victim = fresh.master_of(name)
+    url = next(n for n in fresh.current_masters() if n.port != victim.port).url
+    holder = tenure.Client(url, socket_timeout=1, socket_connect_timeout=1)
+    waiting = tenure.Client(url, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        held = threading.Event()
+        release = threading.Event()
+        errors: list[BaseException] = []
+
+        def hold() -> None:
+            assert holder.lock(name).acquire(lease_time=30)
+            held.set()
+            release.wait(30)
+            _retry(lambda: holder.lock(name).release(), errors)
+
+        result: list[float] = []
+
+        def wait() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if waiting.lock(name).acquire(timeout=deadline - time.monotonic()):
+                        result.append(time.monotonic())
+                        waiting.lock(name).release()
+                    return
+                except tenure.BackendError:  # the dead master, until the promotion
+                    time.sleep(0.05)
+
+        holder_thread = threading.Thread(target=hold)
+        holder_thread.start()
+        assert held.wait(10)
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        channel = tenure.keys.lock_channel(name)
+        wait_until(lambda: _numsub(victim.port, channel) == 1, 5, "the waiter's subscription")
+        with victim.client() as r:
+            assert r.wait(1, 5000) == 1  # the hold is on the replica
+        victim.kill()
+        wait_until(lambda: fresh.master_of(name).port != victim.port, 20, "the promotion")
+        promoted = fresh.master_of(name)
+        wait_until(lambda: _numsub(promoted.port, channel) == 1, 15, "the resubscription")
+        released = time.monotonic()
+        release.set()
+        holder_thread.join(15)
+        waiter.join(15)
+        assert errors == [] and result, "the waiter never got the lock"
+        assert result[0] - released < 5
+        wait_until(lambda: _numsub(promoted.port, channel) == 0, 5, "0 subscriptions")
+    finally:
+        holder.close()
+        waiting.close()
+
+
+def _retry(work: Callable[[], object], errors: list[BaseException]) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            work()
+            return
+        except tenure.BackendError as error:
+            if time.monotonic() > deadline:
+                errors.append(error)
+                return
+            time.sleep(0.05)
