@@ -293,16 +293,23 @@ class AsyncRoute:
             raise BackendError(f"ASK redirection to an unknown node {host}:{port}")
         return self._pool(node)
 
-    async def listener_target(self, channel: str) -> tuple[str, Callable[[], Any]]:
-        """(name of the server that carries ``channel``, a factory of pub/sub connections to it):
-        the shard owning the channel's slot with sharded pub/sub, else the one server (in a
-        cluster without sharded pub/sub, any node: PUBLISH reaches every node)."""
+    async def listener_target(
+        self, channel: str, sharded: bool
+    ) -> tuple[str, Callable[[], Any], bool]:
+        """(name of the server that carries ``channel``, a factory of pub/sub connections to
+        it, True for sharded pub/sub): the shard owning the channel's slot with sharded
+        pub/sub (a cluster on Redis >= 7, for a channel that is ``sharded``), else the one
+        server (in a cluster, any node: a plain PUBLISH reaches every node)."""
         await self.prepare()
         if not self.cluster:
-            return "", lambda: listener_connection(self.client)
-        node = await self.node_for(channel) if self.sharded else self.client.get_default_node()
-        return node.name, lambda: _node_listener_connection(
-            node.connection_class, node.connection_kwargs
+            return "", lambda: listener_connection(self.client), False
+        sharded = sharded and self.sharded
+        node = await self.node_for(channel) if sharded else self.client.get_default_node()
+        name = node.name if sharded else f"plain:{node.name}"
+        return (
+            name,
+            lambda: _node_listener_connection(node.connection_class, node.connection_kwargs),
+            sharded,
         )
 
     async def close(self) -> None:
@@ -418,16 +425,19 @@ class Route:
             raise BackendError(f"ASK redirection to an unknown node {host}:{port}")
         return self._pool(node)
 
-    def listener_target(self, channel: str) -> tuple[str, Callable[[], Any]]:
-        """(name of the server that carries ``channel``, a factory of pub/sub connections to it):
-        the shard owning the channel's slot with sharded pub/sub, else the one server (in a
-        cluster without sharded pub/sub, any node: PUBLISH reaches every node)."""
+    def listener_target(self, channel: str, sharded: bool) -> tuple[str, Callable[[], Any], bool]:
+        """(name of the server that carries ``channel``, a factory of pub/sub connections to
+        it, True for sharded pub/sub): the shard owning the channel's slot with sharded
+        pub/sub (a cluster on Redis >= 7, for a channel that is ``sharded``), else the one
+        server (in a cluster, any node: a plain PUBLISH reaches every node)."""
         self.prepare()
         if not self.cluster:
-            return "", lambda: listener_connection(self.client)
-        node = self.node_for(channel) if self.sharded else self.client.get_default_node()
+            return "", lambda: listener_connection(self.client), False
+        sharded = sharded and self.sharded
+        node = self.node_for(channel) if sharded else self.client.get_default_node()
         redis_node = self.client.get_redis_connection(node)
-        return node.name, lambda: listener_connection(redis_node)
+        name = node.name if sharded else f"plain:{node.name}"
+        return name, lambda: listener_connection(redis_node), sharded
 
     def close(self) -> None:
         if self.built is not None:

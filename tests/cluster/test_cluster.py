@@ -425,3 +425,39 @@ def _retry(work: Callable[[], object], errors: list[BaseException]) -> None:
                 errors.append(error)
                 return
             time.sleep(0.05)
+
+
+def test_a_channel_outside_its_keys_slot_uses_plain_pubsub(
+    fresh: Cluster, client: tenure.Client
+) -> None:
+    """The latch exception (DESIGN §4 "Cluster"): Subscribe(sharded=False) listens with a
+    plain SUBSCRIBE, and a plain PUBLISH on any node reaches it."""
+    from tenure.core.effects import Subscribe, Unsubscribe, Wait
+
+    channel = "redisson_countdownlatch__channel__{{tag}latch}"
+    woke: list[bool] = []
+
+    def flow():  # type: ignore[no-untyped-def]
+        yield Subscribe(channel, sharded=False)
+        try:
+            woke.append((yield Wait(channel, 10.0)))
+        finally:
+            yield Unsubscribe(channel)
+
+    waiter = threading.Thread(target=lambda: client._runner.run(flow()))
+    waiter.start()
+    masters = fresh.current_masters()
+
+    def subscribed() -> bool:
+        total = 0
+        for m in masters:
+            with redis.Redis(port=m.port) as r:
+                total += int(dict(r.pubsub_numsub(channel)).get(channel.encode(), 0))
+        return total == 1
+
+    wait_until(subscribed, 5, "a plain subscription")
+    with redis.Redis(port=masters[-1].port) as r:
+        r.publish(channel, "0")
+    waiter.join(10)
+    assert woke == [True]
+    wait_until(lambda: not subscribed(), 5, "unsubscribed")

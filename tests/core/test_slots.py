@@ -71,3 +71,13 @@ def test_names_without_a_usable_tag_are_not_cluster_safe(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_usual_names_are_cluster_safe(name: str) -> None:
     assert keys.cluster_safe(name)
+
+
+def test_sharded_variant_keeps_an_upper_case_cluster_wide_publish() -> None:
+    from tenure.scripts import Script
+
+    source = "redis.call('publish', KEYS[2], '0')\nredis.call('PUBLISH', ARGV[1], '0')\n"
+    variant = sharded(Script("latch_like", source, "x"))
+    assert variant.source == (
+        "redis.call('spublish', KEYS[2], '0')\nredis.call('PUBLISH', ARGV[1], '0')\n"
+    )

@@ -278,29 +278,34 @@ class AsyncListeners:
         self._by_node: dict[str, AsyncListener] = {}
         self._by_channel: dict[str, AsyncListener] = {}
         self._refs: dict[str, int] = {}
+        self._sharded: dict[str, bool] = {}
         self._closed = False
 
-    async def _target(self, channel: str) -> AsyncListener:
+    async def _target(self, channel: str, sharded: bool) -> AsyncListener:
         # Under self._mutex.
-        name, connect = await self._route.listener_target(channel)
+        name, connect, sharded = await self._route.listener_target(channel, sharded)
         listener = self._by_node.get(name)
         if listener is None:
             listener = self._by_node[name] = AsyncListener(
                 connect,
                 self._timeout,
-                sharded=self._route.sharded,
+                sharded=sharded,
                 on_trouble=self._route.failed,
             )
         return listener
 
-    async def subscribe(self, channel: str, wake_all: frozenset[str]) -> None:
-        """Count the caller on ``channel``; return once the server confirmed the subscription."""
+    async def subscribe(self, channel: str, wake_all: frozenset[str], sharded: bool = True) -> None:
+        """Count the caller on ``channel``; return once the server confirmed the subscription.
+
+        ``sharded``: the channel is in its key's slot (see :class:`tenure.core.effects.Subscribe`).
+        """
         async with self._mutex:
             if self._closed:
                 raise BackendError("the client is closed")
             listener = self._by_channel.get(channel)
             if listener is None:
-                listener = self._by_channel[channel] = await self._target(channel)
+                listener = self._by_channel[channel] = await self._target(channel, sharded)
+                self._sharded[channel] = sharded
             self._refs[channel] = self._refs.get(channel, 0) + 1
         try:
             await listener.subscribe(channel, wake_all)
@@ -330,6 +335,7 @@ class AsyncListeners:
                 return
             self._refs.pop(channel, None)
             self._by_channel.pop(channel, None)
+            self._sharded.pop(channel, None)
 
     async def _move(self, channel: str, old: AsyncListener) -> bool:
         """Move ``channel`` to the listener of its current owner; True if it moved (or was
@@ -338,7 +344,7 @@ class AsyncListeners:
             if self._closed or self._by_channel.get(channel) is not old:
                 return True
             try:
-                new = await self._target(channel)
+                new = await self._target(channel, self._sharded.get(channel, True))
             except (RedisError, OSError) as error:  # no topology now: wait as things are
                 log.debug("tenure: no route for %s yet: %s", channel, error)
                 return False

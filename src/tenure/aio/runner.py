@@ -108,8 +108,8 @@ class AsyncRunner(AsyncDriver):
                 return await self._backend.execute(*args)
             case Wait(channel=channel, seconds=seconds):
                 return await self._listener.wait(channel, seconds)
-            case Subscribe(channel=channel, wake_all=wake_all):
-                return await self._listener.subscribe(channel, wake_all)
+            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
+                return await self._listener.subscribe(channel, wake_all, sharded)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return await self._listener.unsubscribe(channel, pass_on)
             case KeepRenewed():

@@ -85,6 +85,8 @@ def sharded(script: Script) -> Script:
     message goes to the shard owning the channel's slot, where its waiters SSUBSCRIBE).
 
     One ``.lua`` per operation stays the source; this variant is derived from it at load.
+    Only the lower-case ``redis.call('publish',`` is rewritten: a script that must publish
+    cluster-wide (a channel outside its keys' slot) writes ``redis.call('PUBLISH',``.
     """
     source = PUBLISH.sub("redis.call('spublish',", script.source)
     if source == script.source:

@@ -278,29 +278,34 @@ class Listeners:
         self._by_node: dict[str, Listener] = {}
         self._by_channel: dict[str, Listener] = {}
         self._refs: dict[str, int] = {}
+        self._sharded: dict[str, bool] = {}
         self._closed = False
 
-    def _target(self, channel: str) -> Listener:
+    def _target(self, channel: str, sharded: bool) -> Listener:
         # Under self._mutex.
-        name, connect = self._route.listener_target(channel)
+        name, connect, sharded = self._route.listener_target(channel, sharded)
         listener = self._by_node.get(name)
         if listener is None:
             listener = self._by_node[name] = Listener(
                 connect,
                 self._timeout,
-                sharded=self._route.sharded,
+                sharded=sharded,
                 on_trouble=self._route.failed,
             )
         return listener
 
-    def subscribe(self, channel: str, wake_all: frozenset[str]) -> None:
-        """Count the caller on ``channel``; return once the server confirmed the subscription."""
+    def subscribe(self, channel: str, wake_all: frozenset[str], sharded: bool = True) -> None:
+        """Count the caller on ``channel``; return once the server confirmed the subscription.
+
+        ``sharded``: the channel is in its key's slot (see :class:`tenure.core.effects.Subscribe`).
+        """
         with self._mutex:
             if self._closed:
                 raise BackendError("the client is closed")
             listener = self._by_channel.get(channel)
             if listener is None:
-                listener = self._by_channel[channel] = self._target(channel)
+                listener = self._by_channel[channel] = self._target(channel, sharded)
+                self._sharded[channel] = sharded
             self._refs[channel] = self._refs.get(channel, 0) + 1
         try:
             listener.subscribe(channel, wake_all)
@@ -330,6 +335,7 @@ class Listeners:
                 return
             self._refs.pop(channel, None)
             self._by_channel.pop(channel, None)
+            self._sharded.pop(channel, None)
 
     def _move(self, channel: str, old: Listener) -> bool:
         """Move ``channel`` to the listener of its current owner; True if it moved (or was
@@ -338,7 +344,7 @@ class Listeners:
             if self._closed or self._by_channel.get(channel) is not old:
                 return True
             try:
-                new = self._target(channel)
+                new = self._target(channel, self._sharded.get(channel, True))
             except (RedisError, OSError) as error:  # no topology now: wait as things are
                 log.debug("tenure: no route for %s yet: %s", channel, error)
                 return False

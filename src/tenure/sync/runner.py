@@ -108,8 +108,8 @@ class Runner(Driver):
                 return self._backend.execute(*args)
             case Wait(channel=channel, seconds=seconds):
                 return self._listener.wait(channel, seconds)
-            case Subscribe(channel=channel, wake_all=wake_all):
-                return self._listener.subscribe(channel, wake_all)
+            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
+                return self._listener.subscribe(channel, wake_all, sharded)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return self._listener.unsubscribe(channel, pass_on)
             case KeepRenewed():
