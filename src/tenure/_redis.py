@@ -7,26 +7,48 @@ driver, by the same substitution as everything else (``tools/unasync.py``).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.crc import key_slot
+from redis.exceptions import (
+    AskError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
+from tenure._concurrency import AsyncMutex, Mutex
 from tenure.errors import BackendError, LockError, LockKindError
+from tenure.keys import cluster_safe
 
 __all__ = [
+    "AskError",
     "AsyncBlockingPool",
     "AsyncRedis",
+    "AsyncRedisCluster",
+    "AsyncRoute",
     "BlockingPool",
+    "MovedError",
     "NoScriptError",
     "Redis",
+    "RedisCluster",
     "RedisError",
     "ResponseError",
+    "Route",
+    "TryAgainError",
     "async_read_push",
     "backend_error",
+    "check_one_slot",
     "listener_connection",
     "read_push",
     "resolve_redis",
@@ -37,6 +59,8 @@ Redis = redis.Redis
 AsyncRedis = redis.asyncio.Redis
 BlockingPool = redis.BlockingConnectionPool
 AsyncBlockingPool = redis.asyncio.BlockingConnectionPool
+RedisCluster = redis.cluster.RedisCluster
+AsyncRedisCluster = redis.asyncio.cluster.RedisCluster
 
 
 def resolve_redis(
@@ -67,10 +91,357 @@ def resolve_redis(
     if isinstance(url_or_redis, redis_class):
         kwargs = url_or_redis.connection_pool.connection_kwargs
         return url_or_redis, False, kwargs.get("socket_timeout")
+    cluster_class = RedisCluster if redis_class is Redis else AsyncRedisCluster
+    if isinstance(url_or_redis, cluster_class):
+        kwargs = url_or_redis.get_connection_kwargs()
+        return url_or_redis, False, kwargs.get("socket_timeout")
     raise TypeError(
-        f"url_or_redis must be a URL str or a {redis_class.__module__}.{redis_class.__name__}, "
+        f"url_or_redis must be a URL str, a {redis_class.__module__}.{redis_class.__name__} "
+        f"or a {cluster_class.__module__}.{cluster_class.__name__}, "
         f"not {type(url_or_redis).__name__}"
     )
+
+
+def cluster_from_url(
+    cluster_class: type[Any], url: str, timeout: float | None, connect: float | None
+) -> Any:
+    """A redis-py cluster client for ``url`` with tenure's timeouts and no retries; each
+    node's pool blocks for a free connection (as a URL client's pool on one server) instead
+    of failing when all 100 are in use (the asyncio nodes get the same from
+    :class:`_NodePool`)."""
+    extra: dict[str, Any] = {"max_connections": 100}
+    if cluster_class is RedisCluster:
+        extra.update(connection_pool_class=BlockingPool, timeout=None)
+    return cluster_class.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=connect,
+        retry=Retry(NoBackoff(), 0),
+        **extra,
+    )
+
+
+def slot_of(key: str) -> int:
+    """The cluster hash slot of ``key`` (redis-py's own function)."""
+    return int(key_slot(key.encode()))
+
+
+def check_one_slot(what: str, keys: Any) -> None:
+    """Raise ValueError unless every key of ``keys`` is in one cluster slot, and so is
+    every key the script's first key (the lock's) names (:func:`tenure.keys.cluster_safe`)."""
+    if not cluster_safe(keys[0]):
+        raise ValueError(
+            f"{what}: lock key {keys[0]!r} has a '{{' but no non-empty hash tag, so its keys "
+            "and channel hash to different cluster slots; in a cluster a lock name that "
+            "contains '{' must hold a non-empty hash tag ('{tag}')"
+        )
+    first = slot_of(keys[0])
+    for key in keys[1:]:
+        if slot_of(key) != first:
+            raise ValueError(
+                f"{what}: keys {keys[0]!r} and {key!r} hash to different cluster slots; in a "
+                "cluster a lock name that contains '{' must hold a non-empty hash tag "
+                "('{tag}'), or no '{' at all"
+            )
+
+
+def _parse_info(raw: Any) -> dict[str, str]:
+    lines = text(raw).splitlines()
+    return dict(line.split(":", 1) for line in lines if ":" in line and not line.startswith("#"))
+
+
+def _sharded_pubsub(info: dict[str, str]) -> bool:
+    """SPUBLISH/SSUBSCRIBE exist from Redis 7 (Valkey reports its Redis compatibility)."""
+    try:
+        return int(info.get("redis_version", "0").split(".")[0]) >= 7
+    except ValueError:
+        return False
+
+
+class _NodePool:
+    """A cluster node's connections, with the pool interface the backend uses (asyncio).
+
+    redis-py's asyncio cluster node fails with MaxConnectionsError when all its connections
+    are in use; tenure's callers wait for one instead (``gate``: one permit per connection).
+    """
+
+    def __init__(self, node: Any, gate: asyncio.Semaphore) -> None:
+        self.node = node
+        self.gate = gate
+
+    async def get_connection(self) -> Any:
+        await self.gate.acquire()
+        try:
+            return self.node.acquire_connection()
+        except BaseException:
+            self.gate.release()
+            raise
+
+    async def release(self, conn: Any) -> None:
+        self.node.release(conn)
+        self.gate.release()
+
+
+class AsyncRoute:
+    """Where a command for a key goes: the one server, or the cluster node owning its slot.
+
+    A URL client finds out on first use whether the server runs in cluster mode (INFO
+    cluster) and then builds a cluster client for the same URL by itself. Topology is
+    refreshed after a connection failure (a master may have died) and on MOVED.
+    """
+
+    def __init__(
+        self, client: Any, url: str | None, timeout: float | None, connect: float | None
+    ) -> None:
+        self.client = client
+        self.cluster = isinstance(client, AsyncRedisCluster)
+        self.sharded = False
+        """Release publishes with SPUBLISH and waiters SSUBSCRIBE (cluster on Redis >= 7)."""
+        self._url, self._timeout, self._connect = url, timeout, connect
+        self._ready = False
+        self._stale = False
+        self._mutex = AsyncMutex()
+        self._gates: dict[str, asyncio.Semaphore] = {}
+        self.built: Any = None
+        """The cluster client this route built from a URL (closed by :meth:`close`)."""
+
+    async def prepare(self) -> None:
+        """Detect cluster mode and sharded pub/sub once (first use)."""
+        if self._ready:
+            return
+        async with self._mutex:
+            if self._ready:
+                return
+            if self._url is not None and not self.cluster:
+                info = await self._info(self.client.connection_pool, "cluster")
+                if info.get("cluster_enabled") == "1":
+                    self.built = cluster_from_url(
+                        AsyncRedisCluster, self._url, self._timeout, self._connect
+                    )
+                    self.client, self.cluster = self.built, True
+            if self.cluster:
+                await self.client.initialize()
+                info = await self._info(self._pool(self.client.get_default_node()), "server")
+                self.sharded = _sharded_pubsub(info)
+            self._ready = True
+
+    async def _info(self, pool: Any, section: str) -> dict[str, str]:
+        conn = await pool.get_connection()
+        try:
+            await conn.send_command("INFO", section)
+            return _parse_info(await conn.read_response())
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+
+    def slot(self, key: str) -> int:
+        return slot_of(key)
+
+    async def _refresh(self) -> None:
+        if not self._stale:
+            return
+        async with self._mutex:  # one refresh at a time
+            if self._stale:
+                self._stale = False
+                try:
+                    await self.client.nodes_manager.initialize()
+                except RedisError:
+                    self._stale = True
+
+    def failed(self) -> None:
+        """A connection failed: refresh the topology before the next command."""
+        if self.cluster:
+            self._stale = True
+
+    async def node_for(self, key: str) -> Any:
+        await self.prepare()
+        await self._refresh()
+        return self.client.nodes_manager.get_node_from_slot(slot_of(key))
+
+    async def pool_for(self, key: str | None) -> Any:
+        """The connection pool for a command on ``key``."""
+        await self.prepare()
+        if not self.cluster:
+            return self.client.connection_pool
+        if key is None:
+            return self._pool(self.client.get_default_node())
+        return self._pool(await self.node_for(key))
+
+    def _pool(self, node: Any) -> _NodePool:
+        gate = self._gates.get(node.name)
+        if gate is None:
+            gate = self._gates[node.name] = asyncio.Semaphore(node.max_connections)
+        return _NodePool(node, gate)
+
+    async def moved(self, error: MovedError) -> None:
+        """The slot has a new owner: remember it (refresh the whole map if that fails)."""
+        try:
+            await self.client.nodes_manager.move_slot(error)
+        except Exception:
+            self._stale = True
+
+    async def pool_at(self, host: str, port: int) -> Any:
+        """The pool of the node at ``host:port`` (ASK redirection)."""
+        node = self.client.get_node(host=host, port=port)
+        if node is None:
+            self._stale = True
+            await self._refresh()
+            node = self.client.get_node(host=host, port=port)
+        if node is None:
+            raise BackendError(f"ASK redirection to an unknown node {host}:{port}")
+        return self._pool(node)
+
+    async def listener_target(
+        self, channel: str, sharded: bool
+    ) -> tuple[str, Callable[[], Any], bool]:
+        """(name of the server that carries ``channel``, a factory of pub/sub connections to
+        it, True for sharded pub/sub): the shard owning the channel's slot with sharded
+        pub/sub (a cluster on Redis >= 7, for a channel that is ``sharded``), else the one
+        server (in a cluster, any node: a plain PUBLISH reaches every node)."""
+        await self.prepare()
+        if not self.cluster:
+            return "", lambda: listener_connection(self.client), False
+        sharded = sharded and self.sharded
+        node = await self.node_for(channel) if sharded else self.client.get_default_node()
+        name = node.name if sharded else f"plain:{node.name}"
+        return (
+            name,
+            lambda: _node_listener_connection(node.connection_class, node.connection_kwargs),
+            sharded,
+        )
+
+    async def close(self) -> None:
+        if self.built is not None:
+            await self.built.aclose()
+
+
+class Route:
+    """Where a command for a key goes: the one server, or the cluster node owning its slot.
+
+    A URL client finds out on first use whether the server runs in cluster mode (INFO
+    cluster) and then builds a cluster client for the same URL by itself. Topology is
+    refreshed after a connection failure (a master may have died) and on MOVED.
+    """
+
+    def __init__(
+        self, client: Any, url: str | None, timeout: float | None, connect: float | None
+    ) -> None:
+        self.client = client
+        self.cluster = isinstance(client, RedisCluster)
+        self.sharded = False
+        """Release publishes with SPUBLISH and waiters SSUBSCRIBE (cluster on Redis >= 7)."""
+        self._url, self._timeout, self._connect = url, timeout, connect
+        self._ready = False
+        self._stale = False
+        self._mutex = Mutex()
+        self.built: Any = None
+        """The cluster client this route built from a URL (closed by :meth:`close`)."""
+
+    def prepare(self) -> None:
+        """Detect cluster mode and sharded pub/sub once (first use)."""
+        if self._ready:
+            return
+        with self._mutex:
+            if self._ready:
+                return
+            if self._url is not None and not self.cluster:
+                info = self._info(self.client.connection_pool, "cluster")
+                if info.get("cluster_enabled") == "1":
+                    self.built = cluster_from_url(
+                        RedisCluster, self._url, self._timeout, self._connect
+                    )
+                    self.client, self.cluster = self.built, True
+            if self.cluster:
+                node = self.client.get_default_node()
+                info = self._info(self.client.get_redis_connection(node).connection_pool, "server")
+                self.sharded = _sharded_pubsub(info)
+            self._ready = True
+
+    def _info(self, pool: Any, section: str) -> dict[str, str]:
+        conn = pool.get_connection()
+        try:
+            conn.send_command("INFO", section)
+            return _parse_info(conn.read_response())
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+
+    def slot(self, key: str) -> int:
+        return slot_of(key)
+
+    def _refresh(self) -> None:
+        if not self._stale:
+            return
+        with self._mutex:  # one refresh at a time
+            if self._stale:
+                self._stale = False
+                try:
+                    # Leave the nodes' pools alone: other threads' commands are in flight.
+                    self.client.nodes_manager.initialize(disconnect_startup_nodes_pools=False)
+                except RedisError:
+                    self._stale = True
+
+    def failed(self) -> None:
+        """A connection failed: refresh the topology before the next command."""
+        if self.cluster:
+            self._stale = True
+
+    def node_for(self, key: str) -> Any:
+        self.prepare()
+        self._refresh()
+        return self.client.nodes_manager.get_node_from_slot(slot_of(key))
+
+    def _pool(self, node: Any) -> Any:
+        return self.client.get_redis_connection(node).connection_pool
+
+    def pool_for(self, key: str | None) -> Any:
+        """The connection pool for a command on ``key``."""
+        self.prepare()
+        if not self.cluster:
+            return self.client.connection_pool
+        if key is None:
+            return self._pool(self.client.get_default_node())
+        return self._pool(self.node_for(key))
+
+    def moved(self, error: MovedError) -> None:
+        """The slot has a new owner: remember it (refresh the whole map if that fails)."""
+        try:
+            self.client.nodes_manager.move_slot(error)
+        except Exception:
+            self._stale = True
+
+    def pool_at(self, host: str, port: int) -> Any:
+        """The pool of the node at ``host:port`` (ASK redirection)."""
+        node = self.client.get_node(host=host, port=port)
+        if node is None:
+            self._stale = True
+            self._refresh()
+            node = self.client.get_node(host=host, port=port)
+        if node is None:
+            raise BackendError(f"ASK redirection to an unknown node {host}:{port}")
+        return self._pool(node)
+
+    def listener_target(self, channel: str, sharded: bool) -> tuple[str, Callable[[], Any], bool]:
+        """(name of the server that carries ``channel``, a factory of pub/sub connections to
+        it, True for sharded pub/sub): the shard owning the channel's slot with sharded
+        pub/sub (a cluster on Redis >= 7, for a channel that is ``sharded``), else the one
+        server (in a cluster, any node: a plain PUBLISH reaches every node)."""
+        self.prepare()
+        if not self.cluster:
+            return "", lambda: listener_connection(self.client), False
+        sharded = sharded and self.sharded
+        node = self.node_for(channel) if sharded else self.client.get_default_node()
+        redis_node = self.client.get_redis_connection(node)
+        name = node.name if sharded else f"plain:{node.name}"
+        return name, lambda: listener_connection(redis_node), sharded
+
+    def close(self) -> None:
+        if self.built is not None:
+            self.built.close()
 
 
 KIND_ERROR = "TENURE_KIND "
@@ -101,11 +472,15 @@ def listener_connection(client: Any) -> Any:
     health checks (the listener PINGs itself) and without redis-py's maintenance
     notifications, which need RESP3 or hiredis."""
     pool = client.connection_pool
-    kwargs = {
-        k: v for k, v in pool.connection_kwargs.items() if not k.startswith("maint_notifications")
-    }
+    return _node_listener_connection(pool.connection_class, pool.connection_kwargs)
+
+
+def _node_listener_connection(
+    connection_class: type[Any], connection_kwargs: dict[str, Any]
+) -> Any:
+    kwargs = {k: v for k, v in connection_kwargs.items() if not k.startswith("maint_notifications")}
     kwargs.update(health_check_interval=0, protocol=2)
-    return pool.connection_class(**kwargs)
+    return connection_class(**kwargs)
 
 
 async def async_read_push(conn: Any, timeout: float) -> Any:

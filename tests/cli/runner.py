@@ -20,16 +20,21 @@ def env(url: str | None) -> dict[str, str]:
 
 
 def tenure_cmd(
-    *args: str, url: str | None = None, stdin: str = "", timeout: float = 60, **kwargs: Any
+    *args: str,
+    url: str | None = None,
+    stdin: str = "",
+    timeout: float = 60,
+    extra_env: dict[str, str] | None = None,
+    **kwargs: Any,
 ) -> subprocess.CompletedProcess[str]:
-    """``tenure ARGS`` with ``TENURE_URL=url``; its exit status and output."""
+    """``tenure ARGS`` with ``TENURE_URL=url`` (and ``extra_env``); its exit status and output."""
     return subprocess.run(
         [ENTRY, *args],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env(url),
+        env={**env(url), **(extra_env or {})},
         **kwargs,
     )
 

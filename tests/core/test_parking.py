@@ -194,14 +194,43 @@ def test_confirmation_of_a_channel_nobody_waits_on_is_ignored() -> None:
     assert table.channels == {}
 
 
-@pytest.mark.parametrize(
-    ("kind", "payload"),
-    [("unsubscribe", "0"), ("sunsubscribe", "0"), ("pong", ""), ("psubscribe", "1")],
-)
+@pytest.mark.parametrize(("kind", "payload"), [("pong", ""), ("psubscribe", "1")])
 def test_other_replies_change_nothing(kind: str, payload: str) -> None:
     table, entry = parked(2)
     assert table.received(kind, CH, payload) is None
     assert (entry.refs, entry.permits, entry.confirmed) == (2, 0, False)
+
+
+@pytest.mark.parametrize("kind", ["unsubscribe", "sunsubscribe"])
+def test_the_answer_to_our_own_unsubscribe_changes_nothing(kind: str) -> None:
+    table, entry = parked(2)
+    table.unsubscribing(CH)  # e.g. left (UNSUBSCRIBE sent) and joined again
+    assert table.received(kind, CH, "0") is None
+    assert (entry.refs, entry.permits) == (2, 0) and CH not in table.dropped
+    assert table.leaving == {}
+
+
+@pytest.mark.parametrize("kind", ["unsubscribe", "sunsubscribe"])
+def test_an_unsubscribe_we_did_not_ask_for_wakes_all_and_marks_the_channel_dropped(
+    kind: str,
+) -> None:
+    # A cluster drops the sharded subscriptions of a slot that moved to another shard.
+    table, entry = parked(3)
+    assert table.received(kind, CH, "0") is entry
+    assert entry.permits == 3 and CH in table.dropped
+    table.resubscribing(CH)
+    assert CH not in table.dropped and table.in_flight == {CH: 1}
+
+
+def test_evicted_channel_wakes_its_waiters_and_is_adopted_elsewhere() -> None:
+    table, entry = parked(2)
+    assert table.evict(CH) is entry and CH not in table.channels
+    assert entry.permits == 2 and entry.confirmed  # a waiter awaiting its SUBSCRIBE goes on
+    other = Parking()
+    moved = other.adopt(CH, NOBODY, entry.refs, object)
+    assert moved.refs == 2 and moved.permits == 0
+    assert other.leave(CH, pass_on=False) == (None, False)
+    assert other.leave(CH, pass_on=False) == (None, True)
 
 
 # ------------------------------------------------------------------- disconnected
@@ -330,3 +359,30 @@ def test_a_reconnect_forgets_unanswered_subscribes() -> None:
     table.disconnected()
     table.subscribing([CH])  # the reconnect's SUBSCRIBE: its reply confirms
     assert table.received("subscribe", CH, "1") is entry and entry.confirmed
+
+
+def test_an_answer_after_the_last_waiter_left_is_still_counted() -> None:
+    # The waiter left before its SUBSCRIBE was answered; the answer then arrives; a new
+    # waiter joins: its own SUBSCRIBE's answer must confirm it (no stale count).
+    table = Parking()
+    table.join(CH, NOBODY, object)
+    table.subscribing([CH])
+    assert table.leave(CH, pass_on=False) == (None, True)
+    assert table.received("subscribe", CH, "1") is None
+    assert table.received("unsubscribe", CH, "0") is None
+    entry, first = table.join(CH, NOBODY, object)
+    assert first
+    table.subscribing([CH])
+    assert table.received("subscribe", CH, "1") is entry and entry.confirmed
+
+
+def test_a_refused_subscribe_marks_unconfirmed_channels_dropped() -> None:
+    table = Parking()
+    a, _ = table.join("a", NOBODY, object)
+    b, _ = table.join("b", NOBODY, object)
+    table.subscribing(["a", "b", "gone"])  # "gone": its waiter left meanwhile
+    assert table.received("ssubscribe", "a", "1") is a
+    table.subscribing(["a"])
+    assert set(map(id, table.refused())) == {id(a), id(b)}
+    assert table.dropped == {"a", "b"} and table.in_flight == {}
+    assert b.confirmed and b.permits == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -180,3 +181,30 @@ def hold_permit_forever(url: str, name: str, watchdog_timeout: float, ready: Any
     assert client.permit_expirable_semaphore(name).acquire() is not None
     ready.set()
     time.sleep(3600)
+
+def contend_through_failover(url: str, name: str, seconds: float) -> list[tuple[int, int]]:
+    """For ``seconds``, take ``name`` with ``wait_for_replicas=1`` and hold it briefly;
+    returns the (enter, exit) ns stamps of grants the replica acknowledged. Errors while the
+    shard fails over (connection refused, no replica yet) are retried."""
+    spans: list[tuple[int, int]] = []
+    end = time.monotonic() + seconds
+    with tenure.Client(
+        url, wait_for_replicas=1, replica_timeout=0.3, socket_timeout=1, socket_connect_timeout=1
+    ) as client:
+        lock = client.lock(name)
+        while time.monotonic() < end:
+            try:
+                if not lock.acquire(timeout=1, lease_time=5):
+                    continue
+            except tenure.LockError:  # BackendError, ReplicationError (grant undone)
+                time.sleep(0.02)
+                continue
+            enter = time.monotonic_ns()
+            time.sleep(0.005)
+            leave = time.monotonic_ns()
+            spans.append((enter, leave))
+            # A failed release leaves the hold until its lease ends: that only delays the
+            # others. (The span above ended before the release was sent.)
+            with contextlib.suppress(tenure.LockError):
+                lock.release()
+    return spans

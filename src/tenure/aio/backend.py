@@ -1,65 +1,123 @@
 # Source of tenure.sync.backend: run python tools/unasync.py after editing.
-"""Commands on the client's redis-py pool, once each: no hidden retries.
+"""Commands on the client's redis-py pools, once each: no hidden retries.
 
 redis-py retries a failed command on the same connection object by default, which multiplies
 the time a dead server takes to report and can send a lock script twice. tenure sends each
 command once and lets the algorithm decide what a failure means. A command that failed or
 was cancelled mid-way disconnects its socket, so a late reply is never read by the next user.
+
+In a cluster each command goes to the node owning its first key's slot (every key of one
+script shares a slot, DESIGN §3). A MOVED or ASK reply means the command did not run, so it
+is sent again where the cluster says (MOVED also updates the slot map; TRYAGAIN, a script
+whose keys are split by a migration in progress, is resent shortly); a connection failure
+is not retried, but the slot map is refreshed before the next command (a replica may have
+been promoted).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tenure._redis import AsyncRedis, NoScriptError, ResponseError
+from tenure._concurrency import async_sleep
+from tenure._redis import (
+    AskError,
+    AsyncRoute,
+    MovedError,
+    NoScriptError,
+    ResponseError,
+    TryAgainError,
+    check_one_slot,
+)
 from tenure.core.context import Context
 from tenure.core.effects import Call
 from tenure.core.options import check_replicas, replica_wait
+from tenure.scripts import sharded
+
+REDIRECTS = 20
+"""MOVED/ASK/TRYAGAIN replies followed for one command before giving up."""
+TRY_AGAIN = 0.05
+"""Seconds before resending after TRYAGAIN (a multi-key script while its slot migrates)."""
 
 
 class AsyncBackend:
-    """Sends commands and scripts over connections of one redis-py connection pool."""
+    """Sends commands and scripts over the connection pool that serves their keys."""
 
-    def __init__(self, client: AsyncRedis, ctx: Context) -> None:
-        self.pool = client.connection_pool
+    def __init__(self, route: AsyncRoute, ctx: Context) -> None:
+        self.route = route
         self.ctx = ctx
 
     async def execute(self, *args: Any) -> Any:
         """One command; its reply. Raises redis-py errors unchanged."""
-        conn = await self.pool.get_connection()
+        key = str(args[1]) if len(args) > 1 else None
+        return await self._routed(key, self._command, args)
+
+    async def call(self, call: Call) -> Any:
+        """One script (EVALSHA, EVAL on NOSCRIPT); then WAIT for replicas if configured.
+
+        Raises ValueError, before any I/O, in a cluster when the keys span slots (a name
+        with a ``{`` but no non-empty ``{tag}``: its Redisson-layout keys hash apart).
+        """
+        if self.route.cluster and call.keys:
+            check_one_slot(call.script.name, call.keys)
+        reply, acknowledged = await self._routed(
+            call.keys[0] if call.keys else None, self._script, call
+        )
+        if acknowledged is not None:
+            check_replicas(self.ctx, call, reply, acknowledged)
+        return reply
+
+    async def _routed(self, key: str | None, send: Any, what: Any) -> Any:
+        pool = await self.route.pool_for(key)
+        asking = False
+        for _ in range(REDIRECTS):
+            try:
+                return await self._on(pool, send, what, asking)
+            except MovedError as moved:
+                await self.route.moved(moved)
+                pool, asking = await self.route.pool_for(key), False
+            except AskError as ask:
+                pool, asking = await self.route.pool_at(ask.host, ask.port), True
+            except TryAgainError:  # did not run: the slot is half-migrated for a moment
+                await async_sleep(TRY_AGAIN)
+                pool, asking = await self.route.pool_for(key), False
+        return await self._on(pool, send, what, asking)
+
+    async def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
         try:
-            await conn.send_command(*args)
-            return await conn.read_response()
+            conn = await pool.get_connection()
+        except BaseException:  # refused: the node may be gone
+            self.route.failed()
+            raise
+        try:
+            if asking:
+                await conn.send_command("ASKING")
+                await conn.read_response()
+            return await send(conn, what)
         except ResponseError:
             raise
         except BaseException:  # the reply may still be on its way: never reuse this socket
             await conn.disconnect()
+            self.route.failed()
             raise
         finally:
-            await self.pool.release(conn)
+            await pool.release(conn)
 
-    async def call(self, call: Call) -> Any:
-        """One script (EVALSHA, EVAL on NOSCRIPT); then WAIT for replicas if configured."""
+    async def _command(self, conn: Any, args: Any) -> Any:
+        await conn.send_command(*args)
+        return await conn.read_response()
+
+    async def _script(self, conn: Any, call: Call) -> tuple[Any, int | None]:
         script, keys = call.script, call.keys
-        conn = await self.pool.get_connection()
+        if self.route.sharded:
+            script = sharded(script)
         try:
-            try:
-                await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *call.args)
-                reply = await conn.read_response()
-            except NoScriptError:
-                await conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
-                reply = await conn.read_response()
-            wait = replica_wait(self.ctx, call, reply)
-            if wait is None:
-                return reply
-            await conn.send_command("WAIT", *wait)
-            acknowledged = int(await conn.read_response())
-        except ResponseError:
-            raise
-        except BaseException:
-            await conn.disconnect()
-            raise
-        finally:
-            await self.pool.release(conn)
-        check_replicas(self.ctx, call, reply, acknowledged)
-        return reply
+            await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *call.args)
+            reply = await conn.read_response()
+        except NoScriptError:
+            await conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
+            reply = await conn.read_response()
+        wait = replica_wait(self.ctx, call, reply)
+        if wait is None:
+            return reply, None
+        await conn.send_command("WAIT", *wait)
+        return reply, int(await conn.read_response())

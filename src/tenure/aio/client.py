@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from tenure._redis import AsyncBlockingPool, AsyncRedis, resolve_redis
+from tenure._redis import (
+    AsyncBlockingPool,
+    AsyncRedis,
+    AsyncRedisCluster,
+    AsyncRoute,
+    resolve_redis,
+)
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
 from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
@@ -30,9 +36,14 @@ class AsyncClient:
 
     Args:
         url_or_redis: a ``redis://`` / ``rediss://`` / ``unix://`` URL, or a redis-py client
-            (``redis.Redis`` for ``Client``, ``redis.asyncio.Redis`` for ``AsyncClient``)
-            whose connection pool tenure borrows; its own timeouts and retries then apply
-            (see below to turn its connect retries off).
+            (``redis.Redis`` for ``Client``, ``redis.asyncio.Redis`` for ``AsyncClient``, a
+            Sentinel-managed one from ``Sentinel.master_for(...)`` too) whose connection pool
+            tenure borrows; its own timeouts and retries then apply (see below to turn its
+            connect retries off). A cluster client
+            (``redis.cluster.RedisCluster`` / ``redis.asyncio.cluster.RedisCluster``) is
+            used for its topology: tenure sends each script to the node owning its keys
+            itself, once, following MOVED/ASK. A URL of a cluster-mode server (found out
+            on first use with ``INFO cluster``) gives a cluster client by itself.
         watchdog_timeout: lease in seconds (float, above 0.1) of holds taken without
             ``lease_time``; the watchdog renews them every ``watchdog_timeout / 3`` seconds.
             Default 30.
@@ -73,7 +84,7 @@ class AsyncClient:
 
     def __init__(
         self,
-        url_or_redis: str | AsyncRedis,
+        url_or_redis: str | AsyncRedis | AsyncRedisCluster,
         *,
         watchdog_timeout: float = 30.0,
         name_prefix: str = "",
@@ -89,11 +100,13 @@ class AsyncClient:
             replica_timeout=replica_timeout,
         )
         check_timeouts(socket_timeout, socket_connect_timeout)
-        self.redis: AsyncRedis
+        self.redis: AsyncRedis | AsyncRedisCluster
         self.redis, self._owns_redis, timeout = resolve_redis(
             url_or_redis, AsyncRedis, AsyncBlockingPool, socket_timeout, socket_connect_timeout
         )
-        self._runner = AsyncRunner(self.redis, ctx, timeout)
+        url = url_or_redis if isinstance(url_or_redis, str) else None
+        self._route = AsyncRoute(self.redis, url, socket_timeout, socket_connect_timeout)
+        self._runner = AsyncRunner(self._route, ctx, timeout)
 
     @property
     def client_id(self) -> str:
@@ -218,6 +231,7 @@ class AsyncClient:
         if self._runner.closed:
             return
         await self._runner.close()
+        await self._route.close()
         if self._owns_redis:
             await self.redis.aclose()
 

@@ -25,9 +25,9 @@ from tenure._concurrency import (
     async_sleep,
     async_wait_any,
 )
-from tenure._redis import AsyncRedis, RedisError, backend_error
+from tenure._redis import AsyncRoute, RedisError, backend_error
 from tenure.aio.backend import AsyncBackend
-from tenure.aio.listener import AsyncListener
+from tenure.aio.listener import AsyncListeners
 from tenure.core.context import Context, call_now
 from tenure.core.effects import (
     Background,
@@ -95,16 +95,16 @@ class AsyncDriver:
 class AsyncRunner(AsyncDriver):
     """Runs the flows of one client, and renews its watchdog holds."""
 
-    def __init__(self, client: AsyncRedis, ctx: Context, timeout: float | None) -> None:
+    def __init__(self, route: AsyncRoute, ctx: Context, timeout: float | None) -> None:
         self.ctx = ctx
-        self._client = client
+        self.route = route
         self._timeout = timeout
-        self._backend = AsyncBackend(client, ctx)
+        self._backend = AsyncBackend(route, ctx)
         self._start()
         self.closed = False
 
     def _start(self) -> None:
-        self._listener = AsyncListener(self._client, self._timeout)
+        self._listener = AsyncListeners(self.route, self._timeout)
         self._keeper: AsyncTask | None = None
         self._keeper_mutex = AsyncMutex()
         self._look = AsyncEvent()  # set: the keeper looks at the holds again at once
@@ -128,8 +128,8 @@ class AsyncRunner(AsyncDriver):
                 return await self._backend.execute(*args)
             case Wait(channel=channel, seconds=seconds):
                 return await self._listener.wait(channel, seconds)
-            case Subscribe(channel=channel, wake_all=wake_all):
-                return await self._listener.subscribe(channel, wake_all)
+            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
+                return await self._listener.subscribe(channel, wake_all, sharded)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return await self._listener.unsubscribe(channel, pass_on)
             case WatchHolds():
@@ -184,7 +184,9 @@ class AsyncRunner(AsyncDriver):
 
     async def _renewal_pass(self) -> None:
         try:
-            self._report(await self.run(observe.renewal(renew(self.ctx))))
+            # In a cluster one script runs on one slot: batches never mix slots.
+            flow = renew(self.ctx, by_slot=self.route.cluster)
+            self._report(await self.run(observe.renewal(flow)))
         except Exception:  # the next pass retries; the clock still reports expiries
             if not self.closed:
                 log.exception("tenure watchdog pass failed")

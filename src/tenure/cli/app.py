@@ -65,8 +65,20 @@ def main() -> None:
     help="Critical sections per thread.",
 )
 @click.option("--asyncio", "use_asyncio", is_flag=True, help="Use the asyncio API (tasks).")
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Locks spread over every shard of a cluster (an embedded 3-master one without --url); "
+    "report per shard.",
+)
 def demo(
-    urls: tuple[str, ...], kind: str, processes: int, threads: int, rounds: int, use_asyncio: bool
+    urls: tuple[str, ...],
+    kind: str,
+    processes: int,
+    threads: int,
+    rounds: int,
+    use_asyncio: bool,
+    cluster: bool,
 ) -> None:
     """P processes x T threads each run K critical sections on one lock.
 
@@ -78,6 +90,12 @@ def demo(
     Example:
       tenure demo --kind fair -p 4 -t 2 -k 200
     """
+    if cluster:
+        if kind != "lock" or use_asyncio or len(urls) > 1:
+            raise click.UsageError("--cluster runs --kind lock with threads on one --url")
+        if not demo_module.cluster_main(urls[0] if urls else None, processes, threads, rounds):
+            sys.exit(1)
+        return
     if kind != "red" and len(urls) > 1:
         raise click.UsageError(f"--kind {kind} runs on one server: give --url at most once")
     console = Console()

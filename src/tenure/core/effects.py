@@ -51,6 +51,11 @@ class Subscribe:
 
     channel: str
     wake_all: frozenset[str] = frozenset()
+    sharded: bool = True
+    """The channel shares its key's cluster slot (DESIGN §3), so a Redis >= 7 cluster carries
+    it with sharded pub/sub. False for a channel that hashes elsewhere (Redisson's latch
+    channel of a hash-tagged name): plain SUBSCRIBE, and its script publishes with an
+    upper-case ``redis.call('PUBLISH', ...)``, which :func:`tenure.scripts.sharded` keeps."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,3 +83,20 @@ def guarded(script: Script) -> Script:
     append two ARGV: the owner's hash field and the recorded count."""
     source = fragment("reconcile_guard") + script.source
     return Script(f"{script.name}+guard", source, hashlib.sha1(source.encode()).hexdigest())
+
+PUBLISH = re.compile(r"redis\.call\('publish',")
+
+
+@cache
+def sharded(script: Script) -> Script:
+    """``script`` publishing with SPUBLISH instead of PUBLISH (a Redis >= 7 cluster: the
+    message goes to the shard owning the channel's slot, where its waiters SSUBSCRIBE).
+
+    One ``.lua`` per operation stays the source; this variant is derived from it at load.
+    Only the lower-case ``redis.call('publish',`` is rewritten: a script that must publish
+    cluster-wide (a channel outside its keys' slot) writes ``redis.call('PUBLISH',``.
+    """
+    source = PUBLISH.sub("redis.call('spublish',", script.source)
+    if source == script.source:
+        return script
+    return Script(script.name, source, hashlib.sha1(source.encode()).hexdigest())

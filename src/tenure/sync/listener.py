@@ -1,5 +1,6 @@
 # GENERATED from src/tenure/aio/listener.py by tools/unasync.py: edit that file, not this one.
-"""One pub/sub connection per client, shared by every waiting thread or task.
+"""One pub/sub connection per client (per shard in a cluster), shared by every waiting thread
+or task.
 
 The rules (who is subscribed, whom a message wakes, passing a wake-up on, waking all after a
 reconnect) are :mod:`tenure.core.parking`'s; this module owns the socket, the mutex and one
@@ -10,6 +11,8 @@ holds no pooled connection.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from tenure._concurrency import (
     Condition,
@@ -18,7 +21,7 @@ from tenure._concurrency import (
     Spawner,
     Task,
 )
-from tenure._redis import Redis, RedisError, read_push, listener_connection, text
+from tenure._redis import Route, RedisError, ResponseError, read_push, text
 from tenure.core.parking import Parked, Parking
 from tenure.errors import BackendError
 
@@ -29,10 +32,29 @@ HEALTH_INTERVAL = 30.0
 
 
 class Listener:
-    """The shared subscription of one client."""
+    """The shared subscription of one client on one server (one shard of a cluster).
 
-    def __init__(self, client: Redis, timeout: float | None) -> None:
-        self._conn = listener_connection(client)
+    ``sharded``: SSUBSCRIBE/SUNSUBSCRIBE instead of SUBSCRIBE/UNSUBSCRIBE. ``on_trouble`` is
+    called when the server refuses a subscription or the connection cannot be made (the
+    topology may have changed).
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        timeout: float | None,
+        *,
+        sharded: bool = False,
+        on_trouble: Callable[[], None] | None = None,
+    ) -> None:
+        self._conn = connect()
+        self._sub, self._unsub = (
+            ("SSUBSCRIBE", "SUNSUBSCRIBE") if sharded else ("SUBSCRIBE", "UNSUBSCRIBE")
+        )
+        self._sharded = sharded
+        self._on_trouble = on_trouble or (lambda: None)
+        self.down = False
+        """The last connection attempt failed (the server may be gone)."""
         self._timeout = timeout if timeout is not None else 5.0
         self._mutex = Mutex()
         self._parking = Parking()
@@ -54,7 +76,7 @@ class Listener:
             entry, first = self._parking.join(channel, wake_all, self._condition)
             if first and self._connected:
                 self._parking.subscribing([channel])
-                self._send("SUBSCRIBE", channel)
+                self._send(self._sub, channel)
             if self._reader is None:
                 self._reader = self._spawner.spawn(self._run)
             try:
@@ -71,8 +93,12 @@ class Listener:
     def wait(self, channel: str, seconds: float) -> bool:
         """Sleep until woken on ``channel`` (True) or ``seconds`` pass (False)."""
         with self._mutex:
-            entry = self._parking.channels[channel]
+            entry = self._parking.channels.get(channel)
+            if entry is None:  # moved to another shard's listener: re-check at once
+                return True
             entry.cond.wait_for(lambda: entry.permits > 0 or self._closed, seconds)
+            if self._parking.channels.get(channel) is not entry:  # moved while asleep
+                return True
             if self._closed:
                 raise BackendError("the client is closed")
             return self._parking.take(entry)
@@ -85,9 +111,52 @@ class Listener:
     def _leave(self, channel: str, pass_on: bool) -> None:
         entry, last = self._parking.leave(channel, pass_on)
         if last and self._connected:
-            self._send("UNSUBSCRIBE", channel)
+            self._send(self._unsub, channel)
         if entry is not None:
             entry.cond.notify_all()
+
+    # ------------------------------------------- moving channels (cluster topology)
+    def lost(self, channel: str) -> bool:
+        """True when ``channel``'s subscription is gone here: dropped by the server (its slot
+        moved) or the connection is down."""
+        return self.down or channel in self._parking.dropped
+
+    def idle(self) -> bool:
+        return not self._parking.channels
+
+    def evict(self, channel: str) -> tuple[frozenset[str], int]:
+        """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
+        every one of them here to re-check; (wake_all, number of waiters)."""
+        with self._mutex:
+            dropped = channel in self._parking.dropped
+            entry = self._parking.evict(channel)
+            if entry is None:
+                return frozenset(), 0
+            if self._connected and not dropped:
+                self._send(self._unsub, channel)
+            entry.cond.notify_all()
+            return entry.wake_all, entry.refs
+
+    def adopt(self, channel: str, wake_all: frozenset[str], refs: int) -> None:
+        """Take over ``refs`` waiters of ``channel`` from another listener and subscribe."""
+        with self._mutex:
+            if self._closed:
+                return
+            first = channel not in self._parking.channels
+            self._parking.adopt(channel, wake_all, refs, self._condition())
+            if first and self._connected:
+                self._parking.subscribing([channel])
+                self._send(self._sub, channel)
+            if self._reader is None:
+                self._reader = self._spawner.spawn(self._run)
+
+    def resubscribe(self, channel: str) -> None:
+        """Subscribe ``channel`` again after the server dropped it (its slot came back or the
+        topology was stale)."""
+        with self._mutex:
+            if channel in self._parking.dropped and self._connected:
+                self._parking.resubscribing(channel)
+                self._send(self._sub, channel)
 
     def _send(self, *args: str) -> None:
         # Under the mutex, so the server sees SUBSCRIBE/UNSUBSCRIBE in the order the
@@ -103,12 +172,24 @@ class Listener:
         delay = 0.05
         while not self._closed:
             try:
-                self._conn.connect()
+                try:
+                    self._conn.connect()
+                except Exception:
+                    self.down = True
+                    self._on_trouble()
+                    raise
                 with self._mutex:
+                    self.down = False
                     self._connected = True
+                    self._parking.dropped.clear()
+                    self._parking.leaving.clear()
                     if self._parking.channels:
                         self._parking.subscribing(self._parking.channels)
-                        self._send("SUBSCRIBE", *self._parking.channels)
+                        if self._sharded:  # one slot per SSUBSCRIBE (else CROSSSLOT)
+                            for channel in self._parking.channels:
+                                self._send(self._sub, channel)
+                        else:
+                            self._send(self._sub, *self._parking.channels)
                 delay = 0.05
                 self._read()
             except Exception as error:  # a socket closed under a read fails in many ways
@@ -126,9 +207,13 @@ class Listener:
     def _read(self) -> None:
         pinged = False
         while not self._closed:
-            reply = read_push(
-                self._conn, self._timeout if pinged else HEALTH_INTERVAL
-            )
+            try:
+                reply = read_push(
+                    self._conn, self._timeout if pinged else HEALTH_INTERVAL
+                )
+            except ResponseError as refused:  # MOVED for a slot this shard no longer owns
+                self._refused(refused)
+                continue
             if reply is None:  # nothing within the timeout
                 if pinged:
                     raise ConnectionError("no answer to PING on the pub/sub connection")
@@ -139,6 +224,15 @@ class Listener:
             pinged = False
             if isinstance(reply, list) and len(reply) >= 3:
                 self._dispatch(text(reply[0]), text(reply[1]), text(reply[2]))
+
+    def _refused(self, error: ResponseError) -> None:
+        # The reply does not say which channel: every one still unconfirmed is re-checked
+        # by its waiters, who move it to the owner the refreshed topology names.
+        log.info("tenure pub/sub subscription refused (%s)", error)
+        self._on_trouble()
+        with self._mutex:
+            for entry in self._parking.refused():
+                entry.cond.notify_all()
 
     def _dispatch(self, kind: str, channel: str, payload: str) -> None:
         with self._mutex:
@@ -165,3 +259,114 @@ class Listener:
         if self._reader is not None:
             self._reader.stop(self._timeout)
         self._conn.disconnect()
+
+
+class Listeners:
+    """Every subscription of one client: one :class:`Listener` per server that carries
+    its channels. On one server (or Sentinel) that is one listener; in a cluster with sharded
+    pub/sub, one per shard, each channel on the shard owning its slot.
+
+    When a shard's subscription is lost (the slot moved, the master died), the next
+    :meth:`wait` on the channel moves it with all its waiters to the owner the refreshed
+    topology names and returns True: the waiter re-checks the lock at once.
+    """
+
+    def __init__(self, route: Route, timeout: float | None) -> None:
+        self._route = route
+        self._timeout = timeout
+        self._mutex = Mutex()
+        self._by_node: dict[str, Listener] = {}
+        self._by_channel: dict[str, Listener] = {}
+        self._refs: dict[str, int] = {}
+        self._sharded: dict[str, bool] = {}
+        self._closed = False
+
+    def _target(self, channel: str, sharded: bool) -> Listener:
+        # Under self._mutex.
+        name, connect, sharded = self._route.listener_target(channel, sharded)
+        listener = self._by_node.get(name)
+        if listener is None:
+            listener = self._by_node[name] = Listener(
+                connect,
+                self._timeout,
+                sharded=sharded,
+                on_trouble=self._route.failed,
+            )
+        return listener
+
+    def subscribe(self, channel: str, wake_all: frozenset[str], sharded: bool = True) -> None:
+        """Count the caller on ``channel``; return once the server confirmed the subscription.
+
+        ``sharded``: the channel is in its key's slot (see :class:`tenure.core.effects.Subscribe`).
+        """
+        with self._mutex:
+            if self._closed:
+                raise BackendError("the client is closed")
+            listener = self._by_channel.get(channel)
+            if listener is None:
+                listener = self._by_channel[channel] = self._target(channel, sharded)
+                self._sharded[channel] = sharded
+            self._refs[channel] = self._refs.get(channel, 0) + 1
+        try:
+            listener.subscribe(channel, wake_all)
+        except BaseException:
+            self._forget(channel)
+            raise
+
+    def wait(self, channel: str, seconds: float) -> bool:
+        """Sleep until woken on ``channel`` (True) or ``seconds`` pass (False)."""
+        listener = self._by_channel[channel]
+        if listener.lost(channel) and self._move(channel, listener):
+            return True
+        return listener.wait(channel, seconds)
+
+    def unsubscribe(self, channel: str, pass_on: bool) -> None:
+        """The caller stops waiting on ``channel``."""
+        listener = self._by_channel.get(channel)
+        if listener is not None:
+            listener.unsubscribe(channel, pass_on)
+        self._forget(channel)
+
+    def _forget(self, channel: str) -> None:
+        with self._mutex:
+            refs = self._refs.get(channel, 0) - 1
+            if refs > 0:
+                self._refs[channel] = refs
+                return
+            self._refs.pop(channel, None)
+            self._by_channel.pop(channel, None)
+            self._sharded.pop(channel, None)
+
+    def _move(self, channel: str, old: Listener) -> bool:
+        """Move ``channel`` to the listener of its current owner; True if it moved (or was
+        moved by another waiter meanwhile)."""
+        with self._mutex:
+            if self._closed or self._by_channel.get(channel) is not old:
+                return True
+            try:
+                new = self._target(channel, self._sharded.get(channel, True))
+            except (RedisError, OSError) as error:  # no topology now: wait as things are
+                log.debug("tenure: no route for %s yet: %s", channel, error)
+                return False
+            if new is old:
+                old.resubscribe(channel)
+                return False
+            wake_all, refs = old.evict(channel)
+            if refs:
+                new.adopt(channel, wake_all, refs)
+            self._by_channel[channel] = new
+            if old.idle():
+                for name, listener in list(self._by_node.items()):
+                    if listener is old:
+                        del self._by_node[name]
+                old.close()
+            return True
+
+    def close(self) -> None:
+        """Stop every reader and wake every waiter (they raise BackendError)."""
+        with self._mutex:
+            self._closed = True
+            listeners = list(self._by_node.values())
+            self._by_node.clear()
+        for listener in listeners:
+            listener.close()

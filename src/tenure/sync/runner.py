@@ -25,9 +25,9 @@ from tenure._concurrency import (
     sleep,
     wait_any,
 )
-from tenure._redis import Redis, RedisError, backend_error
+from tenure._redis import Route, RedisError, backend_error
 from tenure.sync.backend import Backend
-from tenure.sync.listener import Listener
+from tenure.sync.listener import Listeners
 from tenure.core.context import Context, call_now
 from tenure.core.effects import (
     Background,
@@ -95,16 +95,16 @@ class Driver:
 class Runner(Driver):
     """Runs the flows of one client, and renews its watchdog holds."""
 
-    def __init__(self, client: Redis, ctx: Context, timeout: float | None) -> None:
+    def __init__(self, route: Route, ctx: Context, timeout: float | None) -> None:
         self.ctx = ctx
-        self._client = client
+        self.route = route
         self._timeout = timeout
-        self._backend = Backend(client, ctx)
+        self._backend = Backend(route, ctx)
         self._start()
         self.closed = False
 
     def _start(self) -> None:
-        self._listener = Listener(self._client, self._timeout)
+        self._listener = Listeners(self.route, self._timeout)
         self._keeper: Task | None = None
         self._keeper_mutex = Mutex()
         self._look = Event()  # set: the keeper looks at the holds again at once
@@ -128,8 +128,8 @@ class Runner(Driver):
                 return self._backend.execute(*args)
             case Wait(channel=channel, seconds=seconds):
                 return self._listener.wait(channel, seconds)
-            case Subscribe(channel=channel, wake_all=wake_all):
-                return self._listener.subscribe(channel, wake_all)
+            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
+                return self._listener.subscribe(channel, wake_all, sharded)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return self._listener.unsubscribe(channel, pass_on)
             case WatchHolds():
@@ -184,7 +184,9 @@ class Runner(Driver):
 
     def _renewal_pass(self) -> None:
         try:
-            self._report(self.run(observe.renewal(renew(self.ctx))))
+            # In a cluster one script runs on one slot: batches never mix slots.
+            flow = renew(self.ctx, by_slot=self.route.cluster)
+            self._report(self.run(observe.renewal(flow)))
         except Exception:  # the next pass retries; the clock still reports expiries
             if not self.closed:
                 log.exception("tenure watchdog pass failed")
