@@ -8,6 +8,7 @@ driver, by the same substitution as everything else (``tools/unasync.py``).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -100,6 +101,23 @@ def resolve_redis(
         f"or a {cluster_class.__module__}.{cluster_class.__name__}, "
         f"not {type(url_or_redis).__name__}"
     )
+
+
+CLUSTER_REDIS_PY = (7, 2)
+"""The lowest redis-py whose cluster client tenure can drive (``ClusterNode.release``,
+``NodesManager.move_slot``, a topology refresh that leaves in-flight connections alone)."""
+
+
+def require_cluster_support(version: str = redis.__version__) -> None:
+    """Raise :class:`BackendError` when the installed redis-py is too old for Redis Cluster
+    (single servers and Sentinel work from the package's floor, 5.3.0)."""
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if found < CLUSTER_REDIS_PY:
+        wanted = ".".join(map(str, CLUSTER_REDIS_PY))
+        raise BackendError(
+            f"Redis Cluster needs redis-py >= {wanted} (installed: {version}); "
+            f"pip install 'redis>={wanted}'"
+        )
 
 
 def cluster_from_url(
@@ -195,6 +213,8 @@ class AsyncRoute:
     ) -> None:
         self.client = client
         self.cluster = isinstance(client, AsyncRedisCluster)
+        if self.cluster:
+            require_cluster_support()
         self.sharded = False
         """Release publishes with SPUBLISH and waiters SSUBSCRIBE (cluster on Redis >= 7)."""
         self._url, self._timeout, self._connect = url, timeout, connect
@@ -215,6 +235,7 @@ class AsyncRoute:
             if self._url is not None and not self.cluster:
                 info = await self._info(self.client.connection_pool, "cluster")
                 if info.get("cluster_enabled") == "1":
+                    require_cluster_support()
                     self.built = cluster_from_url(
                         AsyncRedisCluster, self._url, self._timeout, self._connect
                     )
@@ -330,6 +351,8 @@ class Route:
     ) -> None:
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
+        if self.cluster:
+            require_cluster_support()
         self.sharded = False
         """Release publishes with SPUBLISH and waiters SSUBSCRIBE (cluster on Redis >= 7)."""
         self._url, self._timeout, self._connect = url, timeout, connect
@@ -349,6 +372,7 @@ class Route:
             if self._url is not None and not self.cluster:
                 info = self._info(self.client.connection_pool, "cluster")
                 if info.get("cluster_enabled") == "1":
+                    require_cluster_support()
                     self.built = cluster_from_url(
                         RedisCluster, self._url, self._timeout, self._connect
                     )
