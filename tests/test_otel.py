@@ -90,6 +90,52 @@ def test_kinds_of_other_locks(make_client, telemetry):
     assert telemetry.total("tenure.lock.holds") == 0
 
 
+def test_semaphores_are_measured_as_holds(make_client, r, telemetry):
+    client = make_client()
+    sem = client.semaphore("pool")
+    assert sem.try_set_permits(2)
+    assert sem.acquire(2)
+    assert not sem.acquire(timeout=0.05)
+    sem.release(2)
+    permits = client.permit_expirable_semaphore("leases")
+    assert permits.try_set_permits(1)
+    permit = permits.acquire()
+    assert permit is not None
+    assert (
+        telemetry.total("tenure.lock.holds", **{"tenure.lock.kind": "PermitExpirableSemaphore"})
+        == 1
+    )
+    permits.release(permit)
+
+    kind = {"tenure.lock.kind": "Semaphore"}
+    assert telemetry.total("tenure.lock.acquisitions", **kind) == 1
+    assert telemetry.total("tenure.lock.acquisition_failures", reason="timeout", **kind) == 1
+    assert telemetry.total("tenure.lock.hold_time", **kind) == 1
+    kind = {"tenure.lock.kind": "PermitExpirableSemaphore"}
+    assert telemetry.total("tenure.lock.acquisitions", **kind) == 1
+    assert telemetry.total("tenure.lock.hold_time", **kind) == 1
+    assert telemetry.total("tenure.lock.holds") == 0
+    names = {s.attributes["tenure.lock.name"] for s in telemetry.spans("tenure.release")}
+    assert names == {"pool", "leases"}
+
+
+def test_a_lost_permit_is_counted_as_a_loss(make_client, r, telemetry):
+    reported = Event()
+    client = make_client(watchdog_timeout=0.3)
+    permits = client.permit_expirable_semaphore("gone", on_lost=lambda *_: reported.set())
+    assert permits.try_set_permits(1)
+    permit = permits.acquire()
+    assert permit is not None
+    assert r.delete("{gone}:timeout") == 1  # the permit's entry: taken away
+    assert reported.wait(5)
+    kind = {"tenure.lock.kind": "PermitExpirableSemaphore"}
+    assert telemetry.total("tenure.lock.losses", **kind) == 1
+    assert telemetry.total("tenure.lock.holds", **kind) == 0
+    with pytest.raises(tenure.LockLostError):
+        permits.release(permit)
+    assert telemetry.total("tenure.lock.losses", **kind) == 1
+
+
 def test_renewals_and_a_loss_are_counted(make_client, r, telemetry):
     reported = Event()
     client = make_client(watchdog_timeout=0.3)

@@ -29,7 +29,10 @@ instrument                                kind           meaning
 ========================================  =============  =========================================
 
 Metric attributes: ``tenure.lock.kind`` only (``Lock``, ``FairLock``, ``ReadLock``,
-``WriteLock``, ``FencedLock``, ``MultiLock``, ``RedLock``); lock names are unbounded, so they
+``WriteLock``, ``FencedLock``, ``MultiLock``, ``RedLock``, ``Semaphore``,
+``PermitExpirableSemaphore``: a permit counts as a hold, and for a ``Semaphore``, whose
+permits have no owner, a release ends the latest acquisition of that semaphore in this
+process; a CountDownLatch is not observed); lock names are unbounded, so they
 appear on spans and log records, not on metrics. Spans: ``tenure.acquire`` and
 ``tenure.release`` with ``tenure.lock.name`` and ``tenure.lock.kind``; an acquire span also
 has ``tenure.lock.acquired`` (bool) and ``tenure.lock.wait_time`` (seconds).
@@ -127,6 +130,9 @@ def enabled() -> bool:
 
 def kind_of(lock: object) -> str:
     """A lock object's (or lock core's) kind: ``Lock``, ``FairLock``, ``RedLock``, ..."""
+    kind = getattr(lock, "KIND", None)
+    if isinstance(kind, str):
+        return kind
     name = type(lock).__name__
     name = name.removeprefix("Async")
     return name.removesuffix("Core") or name
@@ -195,8 +201,10 @@ def acquiring(lock: Any, owner: str | tuple[str, ...]) -> Iterator[list[Any]]:
             if granted:
                 otel.acquisitions.add(1, attrs)
                 otel.holds.add(1, attrs)
+                # A PermitExpirableSemaphore's grant is a permit id: its release names it.
+                holder = outcome[0] if isinstance(outcome[0], str) else _owner(owner)
                 with otel.mutex:
-                    otel.since.setdefault((name, _owner(owner)), []).append(time.monotonic())
+                    otel.since.setdefault((name, holder), []).append(time.monotonic())
             else:
                 reason = "timeout" if error is None else "error"
                 otel.acquisition_failures.add(1, {**attrs, "reason": reason})

@@ -179,6 +179,9 @@ LostCallback = Callable[[str], None]
 class PermitCore(SemaphoreCore):
     """One named PermitExpirableSemaphore of one client."""
 
+    KIND = "PermitExpirableSemaphore"
+    """Its kind in logs and metrics (:func:`tenure.observe.kind_of`)."""
+
     def __init__(self, ctx: Context, name: str, on_lost: LostCallback | None = None) -> None:
         super().__init__(ctx, name)
         if on_lost is not None and not callable(on_lost):

@@ -10,6 +10,10 @@ from tenure.sync.runner import Runner
 from tenure.core.semaphore import PermitCore, SemaphoreCore
 from tenure.errors import LockTimeout
 
+NO_OWNER = ""
+"""The owner :mod:`tenure.observe` sees for a permit request (permits have no owner; a
+granted permit is then known by its id)."""
+
 
 class Semaphore:
     """A distributed counting semaphore (Redisson ``RSemaphore``): at most N permits out.
@@ -100,14 +104,15 @@ class Semaphore:
             TypeError, ValueError: a bad argument, before any I/O.
             BackendError: the server failed.
         """
-        return self.runner.run(self.core.acquire(permits, blocking, timeout))
+        flow = self.core.acquire(permits, blocking, timeout)
+        return self.runner.acquire(self, NO_OWNER, flow)
 
     def release(self, permits: int = 1) -> None:
         """Give back ``permits`` permits (int >= 1) and wake waiters. Any caller may release.
 
         Raises TypeError/ValueError before any I/O, BackendError.
         """
-        return self.runner.run(self.core.release(permits))
+        return self.runner.release(self, NO_OWNER, self.core.release(permits))
 
     def __call__(self, timeout: float | None = None) -> PermitContext:
         """``sem(timeout=5)``: a context manager taking one permit, or raising
@@ -208,7 +213,8 @@ class PermitExpirableSemaphore(Semaphore):
             BackendError: the server failed; a permit the failed call may have taken is
                 given back (or expires with its lease).
         """
-        return self.runner.run(self.core.acquire_permit(blocking, timeout, lease_time))
+        flow = self.core.acquire_permit(blocking, timeout, lease_time)
+        return self.runner.acquire(self, NO_OWNER, flow)
 
     def release(self, permit_id: str) -> None:  # type: ignore[override]
         """Give back permit ``permit_id`` and wake waiters.
@@ -220,12 +226,13 @@ class PermitExpirableSemaphore(Semaphore):
             NotOwnedError: no such permit is out.
             BackendError: the server failed.
         """
-        return self.runner.run(self.core.release_permit(permit_id))
+        return self.runner.release(self, permit_id, self.core.release_permit(permit_id))
 
     def try_release(self, permit_id: str) -> bool:
         """As :meth:`release`, but returns False instead of raising NotOwnedError or
         LockLostError (a lost permit is still reported through :meth:`lost`/``on_lost``)."""
-        return self.runner.run(self.core.try_release_permit(permit_id))
+        flow = self.core.try_release_permit(permit_id)
+        return self.runner.release(self, permit_id, flow)
 
     def update_lease_time(self, permit_id: str, lease_time: float) -> bool:
         """Give permit ``permit_id`` a lease of ``lease_time`` seconds from now (the
