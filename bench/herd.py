@@ -75,7 +75,9 @@ def async_tasks(results: Results, url: str, tasks: int, limit: float) -> None:
 RENEW = 3  # seconds: the holder's lease, renewed every third (tenure) or two thirds (prl)
 
 
-def _tenure_side(url: str, name: str) -> tuple[Callable[[], object], Callable[[], Any], Any]:
+def _tenure_side(
+    url: str, name: str, waiters_count: int
+) -> tuple[Callable[[], object], Callable[[], Any], Any]:
     holder = tenure.Client(with_client_name(url, "bench-holder"), watchdog_timeout=RENEW)
     waiters = tenure.Client(with_client_name(url, "bench-waiters"))
     hold = holder.lock(name)
@@ -92,11 +94,17 @@ def _tenure_side(url: str, name: str) -> tuple[Callable[[], object], Callable[[]
     return hold.release, waiter, close
 
 
-def _prl_side(url: str, name: str) -> tuple[Callable[[], object], Callable[[], Any], Any]:
+def _prl_side(
+    url: str, name: str, waiters_count: int
+) -> tuple[Callable[[], object], Callable[[], Any], Any]:
     import redis_lock
 
     holder = peers.peer_redis(with_client_name(url, "bench-holder"))
-    waiters = peers.peer_redis(with_client_name(url, "bench-waiters"))
+    # Each python-redis-lock waiter blocks a connection in BLPOP: the pool must hold them all
+    # (redis-py's default pool stops at 100 with MaxConnectionsError).
+    waiters = peers.peer_redis(
+        with_client_name(url, "bench-waiters"), max_connections=waiters_count + 10
+    )
     hold = redis_lock.Lock(holder, name, expire=RENEW, auto_renewal=True)
     hold.acquire()
 
@@ -125,7 +133,7 @@ def idle_waiters(results: Results, url: str, waiters: int, window: float) -> Non
     raw = redis.Redis.from_url(url)
     for subject, side in sides.items():
         name = f"bench:idle:{subject}:{time.time_ns()}"
-        release_holder, make_waiter, close = side(url, name)
+        release_holder, make_waiter, close = side(url, name, waiters)
         started = threading.Semaphore(0)
         finished: list[float] = []
         failures: list[BaseException] = []

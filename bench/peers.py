@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -24,10 +25,10 @@ Factory = Callable[[str, str], Participant]
 LEASE = 30  # seconds, for the peers that need one (tenure runs under its watchdog)
 
 
-def peer_redis(url: str) -> redis.Redis:
+def peer_redis(url: str, **kwargs: Any) -> redis.Redis:
     """A redis-py client for a peer. redis-py 8 reads with a 5 s socket timeout by default,
     which would cut python-redis-lock's BLPOP (it waits up to the lease) short."""
-    return redis.Redis.from_url(url, socket_timeout=2 * LEASE)
+    return redis.Redis.from_url(url, socket_timeout=2 * LEASE, **kwargs)
 
 
 def tenure_lock(url: str, name: str) -> Participant:

@@ -123,9 +123,14 @@ def _contended(res: Results, rows: list[Row]) -> None:
                 f"{rate:,.0f} acq/s, Jain {j:.2f}, {cmds:.1f} cmd/acq",
             )
             if best:
-                bj = res.get("contended", best[0], "jain", procs=p) or math.nan
-                bc = res.get("contended", best[0], "cmds_per_acq", procs=p) or math.nan
-                row.peer = f"{best[0]} {best[1]:,.0f}/s, Jain {bj:.2f}, {bc:.1f} cmd"
+                row.peer = "; ".join(
+                    f"{peer} {rates[peer]:,.0f}/s, Jain "
+                    f"{res.get('contended', peer, 'jain', procs=p) or math.nan:.2f}, "
+                    f"{res.get('contended', peer, 'cmds_per_acq', procs=p) or math.nan:.1f} cmd"
+                    # the best, and python-redis-lock (the reference) when it is not
+                    for peer in dict.fromkeys((best[0], "python-redis-lock"))
+                    if peer in rates
+                )
                 row.vs_peer = rate / best[1]
             if subject == "tenure Lock":
                 row.target = "≥ best peer acq/s, Jain ≥ 0.95, ≤ 12 cmd/acq"
@@ -185,10 +190,13 @@ def _idle(res: Results, rows: list[Row]) -> None:
     if drain is not None:
         row = Row(label, "tenure Lock", f"drain (each acquires once) {drain:.2f} s")
         p_drain = res.get(path, prl, "drain_s")
-        if p_drain is not None:
+        row.target = f"≤ {prl}"
+        if p_drain is not None and math.isfinite(p_drain):
             row.peer = f"{prl} {p_drain:.2f} s"
             row.vs_peer = drain / p_drain
-            row.target, row.met = f"≤ {prl}", drain <= p_drain
+            row.met = drain <= p_drain
+        elif p_drain is not None:
+            row.peer = f"{prl}: not every waiter acquired"
         rows.append(row)
 
 
