@@ -1,0 +1,1 @@
+"""tenure's benchmark: ``python bench/run.py`` (see docs/benchmarks.md)."""

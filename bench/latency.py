@@ -1,0 +1,243 @@
+"""Paths 1-3: uncontended acquire + release (sync, asyncio) and handoff latency."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+import redis
+import redis.asyncio
+
+import tenure
+from bench import peers
+from bench.common import Pair, Results, ainterleave, cycle_us, interleave, p
+
+# The hand-written floor: the least a lock can send, two scripts of one round trip each.
+FLOOR_ACQUIRE = """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return nil end
+return redis.call('pttl', KEYS[1])
+"""
+FLOOR_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+TWO_PING = "2xPING"
+SCRIPTS = "two-script floor"
+
+
+def _record(
+    results: Results, path: str, samples: dict[str, tuple[list[float], list[float]]], roles: dict
+) -> None:
+    for name, pair in samples.items():
+        results.add(
+            path,
+            name,
+            roles[name],
+            "us",
+            cycle_us(pair),
+            acquire_us=statistics.median(pair[0]) * 1e6,
+            release_us=statistics.median(pair[1]) * 1e6,
+            n=len(pair[0]),
+        )
+
+
+def uncontended(results: Results, url: str, n: int) -> None:
+    """Path 1: every sync contender's acquire + release, interleaved round by round."""
+    closers: list[Callable[[], object]] = []
+    raw = redis.Redis.from_url(url)
+    closers.append(raw.close)
+    acquire_sha = raw.script_load(FLOOR_ACQUIRE)
+    release_sha = raw.script_load(FLOOR_RELEASE)
+    owner = str(uuid.uuid4())
+
+    def floor_acquire() -> None:
+        assert raw.evalsha(acquire_sha, 1, "bench:u:floor", owner, 30000) is None
+
+    def floor_release() -> None:
+        assert raw.evalsha(release_sha, 1, "bench:u:floor", owner) == 1
+
+    cases: dict[str, Pair] = {
+        TWO_PING: (raw.ping, raw.ping),
+        SCRIPTS: (floor_acquire, floor_release),
+    }
+    roles = {TWO_PING: "floor", SCRIPTS: "floor"}
+    names = list(peers.TENURE) + peers.available(
+        "redis-py Lock", "python-redis-lock", "sherlock", "pottery Redlock (1 master)"
+    )
+    for name in names:
+        acquire, release, close = peers.FACTORIES[name](url, f"bench:u:{name}")
+        cases[name] = (acquire, release)
+        roles[name] = "tenure" if name in peers.TENURE else "peer"
+        closers.append(close)
+    try:
+        _record(results, "uncontended", interleave(cases, n), roles)
+    finally:
+        for close in closers:
+            close()
+
+
+def uncontended_async(results: Results, url: str, n: int) -> None:
+    """Path 2: asyncio contenders, with redis.asyncio floors and, for reference, sync 2xPING."""
+
+    async def main() -> None:
+        sync_raw = redis.Redis.from_url(url)
+        raw = redis.asyncio.Redis.from_url(url)
+        acquire_sha = await raw.script_load(FLOOR_ACQUIRE)
+        release_sha = await raw.script_load(FLOOR_RELEASE)
+        owner = str(uuid.uuid4())
+
+        async def floor_acquire() -> None:
+            assert await raw.evalsha(acquire_sha, 1, "bench:ua:floor", owner, 30000) is None
+
+        async def floor_release() -> None:
+            assert await raw.evalsha(release_sha, 1, "bench:ua:floor", owner) == 1
+
+        client = tenure.AsyncClient(url)
+        lock = client.lock("bench:ua:lock")
+        fair = client.fair_lock("bench:ua:fair")
+        peer_raw = redis.asyncio.Redis.from_url(url)
+        rlock = peer_raw.lock("bench:ua:redis-py", timeout=peers.LEASE)
+        cases: dict[str, Pair] = {
+            TWO_PING + " (redis.asyncio)": (raw.ping, raw.ping),
+            SCRIPTS + " (redis.asyncio)": (floor_acquire, floor_release),
+            TWO_PING + " (sync redis-py)": (sync_raw.ping, sync_raw.ping),
+            "tenure AsyncLock": (lock.acquire, lock.release),
+            "tenure AsyncFairLock": (fair.acquire, fair.release),
+            "redis.asyncio Lock": (rlock.acquire, rlock.release),
+        }
+        roles = {k: "floor" for k in list(cases)[:3]}
+        roles |= {"tenure AsyncLock": "tenure", "tenure AsyncFairLock": "tenure"}
+        roles["redis.asyncio Lock"] = "peer"
+        try:
+            _record(results, "uncontended-async", await ainterleave(cases, n), roles)
+        finally:
+            await client.close()
+            await raw.aclose()
+            await peer_raw.aclose()
+            sync_raw.close()
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------- handoff
+def _handoff_gaps(factory: peers.Factory, url: str, name: str, rounds: int) -> list[float]:
+    """Seconds from the holder's release call to the waiter (another thread, its own
+    connection) holding, ``rounds`` times."""
+    holder_acquire, holder_release, holder_close = factory(url, name)
+    waiter_acquire, waiter_release, waiter_close = factory(url, name)
+    gaps = []
+    try:
+        for _ in range(rounds):
+            holder_acquire()
+            started = threading.Event()
+            stamp: list[float] = []
+
+            def wait(started: threading.Event = started, stamp: list[float] = stamp) -> None:
+                started.set()
+                waiter_acquire()
+                stamp.append(time.perf_counter())
+                waiter_release()
+
+            t = threading.Thread(target=wait)
+            t.start()
+            started.wait()
+            # The waiter must be asleep in its wait, not still trying: nothing observable says
+            # so for every library, so give its first attempt and subscription time.
+            time.sleep(0.02)
+            released = time.perf_counter()
+            holder_release()
+            t.join(30)
+            gaps.append(stamp[0] - released)
+    finally:
+        holder_close()
+        waiter_close()
+    return gaps
+
+
+def handoff(results: Results, url: str, rounds: int) -> None:
+    """Path 3: median and p90 ms from release to the next holder."""
+    polling = {"redis-py Lock", "sherlock"}  # a 0.1 s poll: fewer rounds say enough
+    names = list(peers.TENURE) + peers.available("python-redis-lock", "redis-py Lock", "sherlock")
+    for name in names:
+        n = max(5, rounds // 5) if name in polling else rounds
+        gaps = _handoff_gaps(peers.FACTORIES[name], url, f"bench:h:{name}", n)
+        role = "tenure" if name in peers.TENURE else "peer"
+        results.add("handoff", name, role, "median_ms", statistics.median(gaps) * 1e3, n=n)
+        results.add("handoff", name, role, "p90_ms", p(gaps, 0.9) * 1e3, n=n)
+
+
+def crash_handoff(results: Results, url: str, rounds: int) -> None:
+    """Median ms from a holder's lease end (it never releases) to a waiter holding."""
+    closers: list[Callable[[], object]] = []
+
+    def tenure_case(name: str) -> tuple[float, Callable[[], object], Callable[[], object]]:
+        a, b = tenure.Client(url), tenure.Client(url)
+        closers.extend((a.close, b.close))
+        lease = 0.2
+
+        def hold() -> None:
+            a.lock(name).acquire(lease_time=lease)
+
+        def take() -> None:
+            b.lock(name).acquire()
+            b.lock(name).release()
+
+        return lease, hold, take
+
+    def redis_py_case(name: str) -> tuple[float, Callable[[], object], Callable[[], object]]:
+        a, b = peers.peer_redis(url), peers.peer_redis(url)
+        closers.extend((a.close, b.close))
+        lease = 0.2
+
+        def hold() -> None:
+            a.lock(name, timeout=lease).acquire()
+
+        def take() -> None:
+            lock = b.lock(name, timeout=10)
+            lock.acquire()
+            lock.release()
+
+        return lease, hold, take
+
+    def prl_case(name: str) -> tuple[float, Callable[[], object], Callable[[], object]]:
+        import redis_lock
+
+        a, b = peers.peer_redis(url), peers.peer_redis(url)
+        closers.extend((a.close, b.close))
+        lease = 1.0  # whole seconds only (SET EX); the waiter's BLPOP waits up to its own expire
+
+        def hold() -> None:
+            redis_lock.Lock(a, name, expire=1).acquire()
+
+        def take() -> None:
+            lock = redis_lock.Lock(b, name, expire=1)
+            lock.acquire()
+            lock.release()
+
+        return lease, hold, take
+
+    cases = {"tenure Lock": tenure_case, "redis-py Lock": redis_py_case}
+    if peers.installed("redis_lock"):
+        cases["python-redis-lock"] = prl_case
+    quiet = logging.getLogger("tenure")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # each holder's hold is lost on purpose: no WARNING per round
+    for subject, make in cases.items():
+        gaps = []
+        for i in range(rounds):
+            lease, hold, take = make(f"bench:crash:{subject}:{i}")
+            hold()
+            expires = time.perf_counter() + lease
+            take()
+            gaps.append(time.perf_counter() - expires)
+        role = "tenure" if subject.startswith("tenure") else "peer"
+        results.add("crash-handoff", subject, role, "median_ms", statistics.median(gaps) * 1e3)
+    quiet.setLevel(level)
+    for close in closers:
+        close()
