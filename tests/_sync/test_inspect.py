@@ -71,7 +71,10 @@ def test_fair_queue_with_deadlines(make_client, r):
     a, b = make_client(), make_client()
     assert a.fair_lock("f").acquire(lease_time=30)
     waiter = spawn(lambda: b.fair_lock("f").acquire(timeout=20))
+    # Queued by its first attempt, subscribed only after it: wait for both.
     assert wait_until(lambda: r.llen(keys.fair_queue_key("f")) == 1)
+    prefix = keys.fair_waiter_channel_prefix("f")
+    assert wait_until(lambda: len(r.pubsub_channels(f"{prefix}*")) == 1)
     before = state(r)
     info = a.inspect("f")
     assert state(r) == before
