@@ -25,6 +25,7 @@ from redis.exceptions import (
     ResponseError,
     TryAgainError,
 )
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from tenure._concurrency import AsyncMutex, Mutex
@@ -47,11 +48,13 @@ __all__ = [
     "Route",
     "TryAgainError",
     "async_read_push",
+    "async_send_command",
     "backend_error",
     "check_one_slot",
     "listener_connection",
     "read_push",
     "resolve_redis",
+    "send_command",
     "text",
 ]
 
@@ -481,6 +484,31 @@ def _node_listener_connection(
     kwargs = {k: v for k, v in connection_kwargs.items() if not k.startswith("maint_notifications")}
     kwargs.update(health_check_interval=0, protocol=2)
     return connection_class(**kwargs)
+
+
+async def async_send_command(conn: Any, *args: Any) -> None:
+    """``conn.send_command(*args)``, bounded by the connection's socket timeout as redis-py
+    bounds it, but without the task that ``asyncio.wait_for`` creates for every write on
+    Python 3.11 (redis-py's way of applying that timeout): a deadline on the current task
+    (``asyncio.timeout``) does the same job. A write that times out disconnects the socket
+    (redis-py does so for any interrupted write) and raises redis-py's ``TimeoutError``."""
+    timeout = conn.socket_timeout
+    if not timeout or not conn.is_connected:
+        await conn.send_command(*args)
+        return
+    conn.socket_timeout = None  # the connection is ours until released: no other reader
+    try:
+        async with asyncio.timeout(timeout):
+            await conn.send_command(*args)
+    except TimeoutError:
+        raise RedisTimeoutError("Timeout writing to socket") from None
+    finally:
+        conn.socket_timeout = timeout
+
+
+def send_command(conn: Any, *args: Any) -> None:
+    """``conn.send_command(*args)`` (the twin of :func:`async_send_command`)."""
+    conn.send_command(*args)
 
 
 async def async_read_push(conn: Any, timeout: float) -> Any:

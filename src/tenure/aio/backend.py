@@ -26,6 +26,7 @@ from tenure._redis import (
     NoScriptError,
     ResponseError,
     TryAgainError,
+    async_send_command,
     check_one_slot,
 )
 from tenure.core.context import Context
@@ -90,7 +91,7 @@ class AsyncBackend:
             raise
         try:
             if asking:
-                await conn.send_command("ASKING")
+                await async_send_command(conn, "ASKING")
                 await conn.read_response()
             return await send(conn, what)
         except ResponseError:
@@ -103,7 +104,7 @@ class AsyncBackend:
             await pool.release(conn)
 
     async def _command(self, conn: Any, args: Any) -> Any:
-        await conn.send_command(*args)
+        await async_send_command(conn, *args)
         return await conn.read_response()
 
     async def _script(self, conn: Any, call: Call) -> tuple[Any, int | None]:
@@ -111,13 +112,13 @@ class AsyncBackend:
         if self.route.sharded:
             script = sharded(script)
         try:
-            await conn.send_command("EVALSHA", script.sha, len(keys), *keys, *call.args)
+            await async_send_command(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
             reply = await conn.read_response()
         except NoScriptError:
-            await conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
+            await async_send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
             reply = await conn.read_response()
         wait = replica_wait(self.ctx, call, reply)
         if wait is None:
             return reply, None
-        await conn.send_command("WAIT", *wait)
+        await async_send_command(conn, "WAIT", *wait)
         return reply, int(await conn.read_response())

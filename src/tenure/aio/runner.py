@@ -45,7 +45,7 @@ from tenure.core.effects import (
 )
 from tenure.core.holds import Hold
 from tenure.core.watchdog import renew
-from tenure.errors import BackendError
+from tenure.errors import BackendError, LockLostError
 
 T = TypeVar("T")
 log = logging.getLogger("tenure")
@@ -80,7 +80,9 @@ class AsyncDriver:
 
     async def acquire(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
         """:meth:`run` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
-        (:mod:`tenure.observe`)."""
+        (:mod:`tenure.observe`; nothing to do when it would record nothing)."""
+        if observe.quiet():
+            return await self.run(flow)
         with observe.acquiring(lock, owner) as outcome:
             result = await self.run(flow)
             outcome.append(result)
@@ -88,6 +90,12 @@ class AsyncDriver:
 
     async def release(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
         """:meth:`run` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
+        if observe.quiet():
+            try:
+                return await self.run(flow)
+            except LockLostError:
+                observe.lost_at_release(lock, owner)
+                raise
         with observe.releasing(lock, owner):
             return await self.run(flow)
 

@@ -26,6 +26,7 @@ from tenure._redis import (
     NoScriptError,
     ResponseError,
     TryAgainError,
+    send_command,
     check_one_slot,
 )
 from tenure.core.context import Context
@@ -90,7 +91,7 @@ class Backend:
             raise
         try:
             if asking:
-                conn.send_command("ASKING")
+                send_command(conn, "ASKING")
                 conn.read_response()
             return send(conn, what)
         except ResponseError:
@@ -103,7 +104,7 @@ class Backend:
             pool.release(conn)
 
     def _command(self, conn: Any, args: Any) -> Any:
-        conn.send_command(*args)
+        send_command(conn, *args)
         return conn.read_response()
 
     def _script(self, conn: Any, call: Call) -> tuple[Any, int | None]:
@@ -111,13 +112,13 @@ class Backend:
         if self.route.sharded:
             script = sharded(script)
         try:
-            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *call.args)
+            send_command(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
             reply = conn.read_response()
         except NoScriptError:
-            conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
+            send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
             reply = conn.read_response()
         wait = replica_wait(self.ctx, call, reply)
         if wait is None:
             return reply, None
-        conn.send_command("WAIT", *wait)
+        send_command(conn, "WAIT", *wait)
         return reply, int(conn.read_response())
