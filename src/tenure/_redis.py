@@ -41,6 +41,7 @@ __all__ = [
     "BlockingPool",
     "MovedError",
     "NoScriptError",
+    "NotReady",
     "Redis",
     "RedisCluster",
     "RedisError",
@@ -48,11 +49,13 @@ __all__ = [
     "Route",
     "TryAgainError",
     "async_read_push",
+    "async_read_reply",
     "async_send_command",
     "backend_error",
     "check_one_slot",
     "listener_connection",
     "read_push",
+    "read_reply",
     "resolve_redis",
     "send_command",
     "text",
@@ -509,6 +512,42 @@ async def async_send_command(conn: Any, *args: Any) -> None:
 def send_command(conn: Any, *args: Any) -> None:
     """``conn.send_command(*args)`` (the twin of :func:`async_send_command`)."""
     conn.send_command(*args)
+
+
+class NotReady(Exception):
+    """No reply on the connection yet (:func:`async_read_reply` with ``timeout=0``): it
+    stays unread, for a later read."""
+
+
+async def async_read_reply(conn: Any, timeout: float | None) -> Any:
+    """The reply to the command last sent on ``conn``.
+
+    ``timeout``: None waits up to the socket timeout (redis-py's own); 0 reads only a reply
+    already received, else raises :class:`NotReady` and leaves the connection as it was;
+    above 0, a reply not there within that many seconds raises redis-py's ``TimeoutError``
+    (the caller must then drop the connection: the reply may still come)."""
+    if timeout is None:
+        return await conn.read_response()
+    if timeout <= 0:
+        if not await conn.can_read():
+            raise NotReady
+        return await conn.read_response()
+    try:
+        async with asyncio.timeout(timeout):
+            return await conn.read_response()
+    except TimeoutError:
+        raise RedisTimeoutError("Timeout reading from socket") from None
+
+
+def read_reply(conn: Any, timeout: float | None) -> Any:
+    """The reply to the command last sent on ``conn`` (see :func:`async_read_reply`)."""
+    if timeout is None:
+        return conn.read_response()
+    if not conn.can_read(max(0.0, timeout)):
+        if timeout <= 0:
+            raise NotReady
+        raise RedisTimeoutError("Timeout reading from socket")
+    return conn.read_response()
 
 
 async def async_read_push(conn: Any, timeout: float) -> Any:

@@ -19,9 +19,9 @@ from tenure.core.effects import (
     Sleep,
     Spawn,
     Subscribe,
+    Together,
     Unsubscribe,
     Wait,
-    WaitAny,
 )
 from tenure.core.lock import LockCore
 from tenure.errors import BackendError, LockLostError, NotOwnedError
@@ -218,7 +218,8 @@ def test_redlock_all_members_granted(clock: Clock) -> None:
         clock=clock,
     )
     assert run.result is True
-    assert [e.index for e in run.of(Spawn)] == [0, 1, 2]
+    (together,) = run.of(Together)  # every member at once, in one round
+    assert [index for index, _ in together.flows] == [0, 1, 2]
     acq = red.current(owners)
     assert acq is not None
     assert acq.validity == pytest.approx(validity(10, 0))
@@ -265,7 +266,7 @@ def test_redlock_without_quorum_releases_and_fails(clock: Clock) -> None:
     )
     assert run.result is False
     assert red.current(owners) is None
-    assert run.of(WaitAny)[-1].seconds == pytest.approx(0.1)  # the node timeout, no longer
+    assert run.of(Together)[0].seconds == pytest.approx(0.1)  # the node timeout, no longer
 
 
 def test_redlock_refusals_retry_after_a_delay_until_the_deadline(

@@ -1,11 +1,13 @@
 """MultiLock and RedLock, sans I/O: every decision of both, as flows over member flows.
 
 A composite flow yields composite effects (:mod:`tenure.core.effects`): run a member's flow
-on that member's runner (:class:`OnMember`), start one in the background (:class:`Spawn`),
-wait for the first or all of them (:class:`WaitAny`, :class:`Join`), sleep. The drivers only
-carry these out. Here: the rounds and member leases of MultiLock, RedLock's concurrent
-attempts, quorum, clock drift and validity, the release of late grants, the retry delay, the
-verdict of a best-effort release, and the roll-up of member losses into a composite loss.
+on that member's runner (:class:`OnMember`), run member flows side by side with their
+scripts sent together (:class:`Together`: N members cost about one round trip, with no
+thread or task per member), start one in the background (:class:`Spawn`), wait for them
+(:class:`Join`), sleep. The drivers only carry these out. Here: the rounds and member
+leases of MultiLock, RedLock's concurrent attempts, quorum, clock drift and validity, the
+release of late grants, the retry delay, the verdict of a best-effort release, and the
+roll-up of member losses into a composite loss.
 
 Sources: Redis, "Distributed Locks with Redis" (the Redlock algorithm,
 https://redis.io/docs/latest/develop/use/patterns/distributed-locks/); Redisson's
@@ -22,6 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from tenure.core.args import check_lease, check_positive, check_wait
 from tenure.core.clock import validity
@@ -34,7 +37,7 @@ from tenure.core.effects import (
     OnMember,
     Sleep,
     Spawn,
-    WaitAny,
+    Together,
 )
 from tenure.core.lock import LockCore, LossCallback
 from tenure.errors import BackendError, LockLostError, NotOwnedError
@@ -370,16 +373,12 @@ class RedLockCore(CompositeCore):
         while True:
             acq = self.start(owners)
             start = time.monotonic()
-            for index in range(len(owners)):
-                acq.attempts.append((yield Spawn(index, self._try(acq, index, lease))))
+            tries = [(index, self._try(acq, index, lease)) for index in range(len(owners))]
             try:
-                # Return as soon as a quorum holds; late answers are settled by _try.
-                pending = set(acq.attempts)
-                while pending and self.held_count(acq) < self.needed:
-                    left = self.node_timeout - (time.monotonic() - start)
-                    if left <= 0:
-                        break
-                    pending = yield WaitAny(pending, left)
+                # Every member at once; return as soon as a quorum holds. Late answers
+                # settle themselves (_try) in the background.
+                handles = yield Together(tries, self.node_timeout, partial(self._quorum, acq))
+                acq.attempts = [h for h in handles if not h.done()]
             except GeneratorExit:
                 raise
             except BaseException:  # cancelled: give the attempt up; late grants release
@@ -389,15 +388,16 @@ class RedLockCore(CompositeCore):
             held = self.conclude(acq, validity(validity_lease, time.monotonic() - start))
             if held is None:
                 return True
-            releases = []
-            for index, owner in held.items():
-                releases.append((yield Spawn(index, self.release_member(index, owner))))
-            if releases:  # briefly, so a refused caller leaves nothing behind
-                yield Join(releases, self.node_timeout)
+            if held:  # at once and briefly, so a refused caller leaves nothing behind
+                releases = [(i, self.release_member(i, owner)) for i, owner in held.items()]
+                yield Together(releases, self.node_timeout)
             remaining = deadline.remaining()
             if remaining <= 0:
                 return False
             yield Sleep(retry_delay(remaining))
+
+    def _quorum(self, acq: Acquisition) -> bool:
+        return self.held_count(acq) >= self.needed
 
     def _watchdog_lease(self) -> float:
         return min(core.ctx.watchdog_timeout for core in self.cores)
@@ -425,17 +425,18 @@ class RedLockCore(CompositeCore):
         acq = self.forget(owners)
         if acq is None:
             raise NotOwnedError(f"{self.name} is not held by the caller")
-        tasks = []
-        for index, owner in acq.members.items():
-            tasks.append((yield Spawn(index, self.cores[index].release(owner))))
-        if not tasks:
+        if not acq.members:
             raise NotOwnedError(f"{self.name}: no member was held")
+        members = acq.members.items()
+        releases = [(i, self.cores[i].release(owner)) for i, owner in members]
+        tasks = yield Together(releases, self.node_timeout)
         # Attempts still answering settle themselves (a late grant is released at once).
-        pending = yield Join([*tasks, *acq.attempts], self.node_timeout)
+        running = [h for h in [*tasks, *acq.attempts] if not h.done()]
+        pending = (yield Join(running, self.node_timeout)) if running else set()
         released = 0
         not_owned: list[NotOwnedError] = []
         for task in tasks:
-            if task in pending:
+            if task in pending or not task.done():
                 continue
             error = task.exception()
             if error is None:
@@ -454,13 +455,16 @@ class RedLockCore(CompositeCore):
         """Extend every member held, concurrently, for ``node_timeout``; a quorum of
         extended members is success. Else LockLostError (a member's own error other than a
         server failure or a lost hold, say a watchdog hold, is raised as it is)."""
-        tasks = []
-        for index, owner in sorted(self._held_members(owners).items()):
-            tasks.append((yield Spawn(index, self.cores[index].extend(owner, add))))
-        pending = yield Join(tasks, self.node_timeout)
+        held = sorted(self._held_members(owners).items())
+        tasks = yield Together(
+            [(index, self.cores[index].extend(owner, add)) for index, owner in held],
+            self.node_timeout,
+        )
+        running = [task for task in tasks if not task.done()]
+        pending = (yield Join(running, self.node_timeout)) if running else set()
         extended = 0
         for task in tasks:
-            if task in pending:
+            if task in pending or not task.done():
                 continue
             error = task.exception()
             if error is None:
@@ -475,12 +479,16 @@ class RedLockCore(CompositeCore):
 
     def owned(self, owners: Caller) -> CompositeFlow[bool]:
         """True if the caller holds a majority of the members (dead nodes: not held)."""
-        tasks = []
-        for index, owner in enumerate(owners):
-            tasks.append((yield Spawn(index, self.cores[index].owned(owner))))
-        pending = yield Join(tasks, self.node_timeout)
+        tasks = yield Together(
+            [(index, self.cores[index].owned(owner)) for index, owner in enumerate(owners)],
+            self.node_timeout,
+        )
+        running = [task for task in tasks if not task.done()]
+        pending = (yield Join(running, self.node_timeout)) if running else set()
         held = sum(
-            1 for t in tasks if t not in pending and t.exception() is None and t.result()
+            1
+            for t in tasks
+            if t not in pending and t.done() and t.exception() is None and t.result()
         )
         return held >= self.needed
 

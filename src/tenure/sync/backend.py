@@ -16,6 +16,7 @@ been promoted).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tenure._concurrency import sleep
@@ -24,8 +25,10 @@ from tenure._redis import (
     Route,
     MovedError,
     NoScriptError,
+    NotReady,
     ResponseError,
     TryAgainError,
+    read_reply,
     send_command,
     check_one_slot,
 )
@@ -40,12 +43,30 @@ TRY_AGAIN = 0.05
 """Seconds before resending after TRYAGAIN (a multi-key script while its slot migrates)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A script sent by :meth:`Backend.send`: its connection stays out of the pool
+    until :meth:`Backend.receive` has its reply."""
+
+    pool: Any
+    conn: Any
+    call: Call
+
+
 class Backend:
     """Sends commands and scripts over the connection pool that serves their keys."""
 
     def __init__(self, route: Route, ctx: Context) -> None:
         self.route = route
         self.ctx = ctx
+        self.suspect = True
+        """True until a command succeeded, and again after a connection failed or a reply
+        did not come, until one succeeds: a fan-out leaves such a server to the background
+        rather than wait inline for a connection that may hang (:meth:`send`)."""
+
+    def _failed(self) -> None:
+        self.suspect = True
+        self.route.failed()
 
     def execute(self, *args: Any) -> Any:
         """One command; its reply. Raises redis-py errors unchanged."""
@@ -67,6 +88,70 @@ class Backend:
             check_replicas(self.ctx, call, reply, acknowledged)
         return reply
 
+    def send(self, call: Call) -> Sent | None:
+        """Send ``call``'s script without reading its reply, so that scripts for several
+        servers can be on their way at once (RedLock, MultiLock); :meth:`receive` reads it.
+
+        None when ``call`` must go through :meth:`call` instead (in a cluster, which routes
+        and follows redirections per command, or with ``wait_for_replicas``)."""
+        try:
+            pool = self.route.pool_for(None)  # the first use asks the server (INFO)
+        except BaseException:
+            self.suspect = True
+            raise
+        if self.route.cluster or self.ctx.wait_for_replicas:
+            return None
+        conn = self._connection(pool)
+        script, keys = call.script, call.keys
+        try:
+            send_command(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
+        except BaseException:
+            self._drop(pool, conn)
+            raise
+        return Sent(pool, conn, call)
+
+    def receive(self, sent: Sent, timeout: float | None) -> Any:
+        """The reply to a script sent by :meth:`send` (EVAL follows on NOSCRIPT).
+
+        ``timeout`` as :func:`tenure._redis.read_reply`: with 0 and no reply yet it
+        raises ``NotReady`` and ``sent`` stays open for a later ``receive``; a reply that
+        does not come in time drops the connection and raises (redis-py errors unchanged).
+        """
+        pool, conn, call = sent.pool, sent.conn, sent.call
+        try:
+            try:
+                reply = read_reply(conn, timeout)
+            except NoScriptError:
+                script, keys = call.script, call.keys
+                send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
+                reply = conn.read_response()
+        except NotReady:
+            raise
+        except ResponseError:
+            pool.release(conn)
+            raise
+        except BaseException:
+            self._drop(pool, conn)
+            raise
+        self.suspect = False
+        pool.release(conn)
+        return reply
+
+    def _connection(self, pool: Any) -> Any:
+        try:
+            return pool.get_connection()
+        except BaseException:  # refused: the node may be gone
+            self._failed()
+            raise
+
+    def _drop(self, pool: Any, conn: Any) -> None:
+        """Disconnect (a reply may still be on its way) and give ``conn`` back."""
+        try:
+            conn.disconnect()
+            self._failed()
+        finally:
+            pool.release(conn)
+
     def _routed(self, key: str | None, send: Any, what: Any) -> Any:
         pool = self.route.pool_for(key)
         asking = False
@@ -87,18 +172,20 @@ class Backend:
         try:
             conn = pool.get_connection()
         except BaseException:  # refused: the node may be gone
-            self.route.failed()
+            self._failed()
             raise
         try:
             if asking:
                 send_command(conn, "ASKING")
                 conn.read_response()
-            return send(conn, what)
+            reply = send(conn, what)
+            self.suspect = False
+            return reply
         except ResponseError:
             raise
         except BaseException:  # the reply may still be on its way: never reuse this socket
             conn.disconnect()
-            self.route.failed()
+            self._failed()
             raise
         finally:
             pool.release(conn)
