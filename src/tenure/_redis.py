@@ -48,11 +48,13 @@ __all__ = [
     "ResponseError",
     "Route",
     "TryAgainError",
+    "async_idle",
     "async_read_push",
     "async_read_reply",
     "async_send_command",
     "backend_error",
     "check_one_slot",
+    "idle",
     "listener_connection",
     "read_push",
     "read_reply",
@@ -512,6 +514,23 @@ async def async_send_command(conn: Any, *args: Any) -> None:
 def send_command(conn: Any, *args: Any) -> None:
     """``conn.send_command(*args)`` (the twin of :func:`async_send_command`)."""
     conn.send_command(*args)
+
+
+async def async_idle(conn: Any) -> bool:
+    """True if ``conn`` is connected with nothing waiting to be read: safe to send on (as
+    the pool checks before lending a connection; here without a system call)."""
+    try:
+        return bool(conn.is_connected) and not await conn.can_read()
+    except (RedisError, OSError):
+        return False
+
+
+def idle(conn: Any) -> bool:
+    """True if ``conn`` is connected with nothing waiting to be read: safe to send on."""
+    try:
+        return not conn.can_read(0)
+    except (RedisError, OSError):
+        return False
 
 
 class NotReady(Exception):

@@ -28,6 +28,7 @@ from tenure._redis import (
     NotReady,
     ResponseError,
     TryAgainError,
+    async_idle,
     async_read_reply,
     async_send_command,
     check_one_slot,
@@ -39,6 +40,8 @@ from tenure.scripts import sharded
 
 REDIRECTS = 20
 """MOVED/ASK/TRYAGAIN replies followed for one command before giving up."""
+SPARE = 2
+"""Connections a backend keeps out of its pool between commands (see ``spare``)."""
 TRY_AGAIN = 0.05
 """Seconds before resending after TRYAGAIN (a multi-key script while its slot migrates)."""
 
@@ -56,9 +59,15 @@ class Sent:
 class AsyncBackend:
     """Sends commands and scripts over the connection pool that serves their keys."""
 
-    def __init__(self, route: AsyncRoute, ctx: Context) -> None:
+    def __init__(self, route: AsyncRoute, ctx: Context, park: bool = False) -> None:
         self.route = route
         self.ctx = ctx
+        self._park = park
+        self.spare: list[Any] = []
+        """Up to :data:`SPARE` connections kept out of the pool between commands (with
+        ``park``, a pool tenure owns, one server): taking one back costs a list pop, where
+        redis-py's blocking pool costs about 13 us a command (its condition, queue and
+        observability hooks). Never one whose reply was not read to its end."""
         self.suspect = True
         """True until a command succeeded, and again after a connection failed or a reply
         did not come, until one succeeds: a fan-out leaves such a server to the background
@@ -128,21 +137,46 @@ class AsyncBackend:
         except NotReady:
             raise
         except ResponseError:
-            await pool.release(conn)
+            await self._done(pool, conn)
             raise
         except BaseException:
             await self._drop(pool, conn)
             raise
         self.suspect = False
-        await pool.release(conn)
+        await self._done(pool, conn)
         return reply
 
     async def _connection(self, pool: Any) -> Any:
+        """A connection for one command: a spare one if it is still clean, else the pool's."""
+        if self.spare and not self.route.cluster:
+            try:
+                conn = self.spare.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                if await async_idle(conn):
+                    return conn
+                await pool.release(conn)  # data or EOF on it: the pool's checks reconnect
         try:
             return await pool.get_connection()
         except BaseException:  # refused: the node may be gone
             self._failed()
             raise
+
+    async def _done(self, pool: Any, conn: Any) -> None:
+        """Give back ``conn``, its reply read: kept as a spare, or to the pool."""
+        if self._park and len(self.spare) < SPARE and not self.route.cluster:
+            self.spare.append(conn)
+        else:
+            await pool.release(conn)
+
+    async def close(self) -> None:
+        """Give the spare connections back to the pool."""
+        pool = self.route.client.connection_pool if not self.route.cluster else None
+        while self.spare:
+            conn = self.spare.pop()
+            if pool is not None:
+                await pool.release(conn)
 
     async def _drop(self, pool: Any, conn: Any) -> None:
         """Disconnect (a reply may still be on its way) and give ``conn`` back."""
@@ -169,26 +203,21 @@ class AsyncBackend:
         return await self._on(pool, send, what, asking)
 
     async def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
-        try:
-            conn = await pool.get_connection()
-        except BaseException:  # refused: the node may be gone
-            self._failed()
-            raise
+        conn = await self._connection(pool)
         try:
             if asking:
                 await async_send_command(conn, "ASKING")
                 await conn.read_response()
             reply = await send(conn, what)
-            self.suspect = False
-            return reply
-        except ResponseError:
+        except ResponseError:  # a whole reply: the connection is clean
+            await self._done(pool, conn)
             raise
         except BaseException:  # the reply may still be on its way: never reuse this socket
-            await conn.disconnect()
-            self._failed()
+            await self._drop(pool, conn)
             raise
-        finally:
-            await pool.release(conn)
+        self.suspect = False
+        await self._done(pool, conn)
+        return reply
 
     async def _command(self, conn: Any, args: Any) -> Any:
         await async_send_command(conn, *args)

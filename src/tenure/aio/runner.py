@@ -107,16 +107,19 @@ class AsyncDriver:
 class AsyncRunner(AsyncDriver):
     """Runs the flows of one client, and renews its watchdog holds."""
 
-    def __init__(self, route: AsyncRoute, ctx: Context, timeout: float | None) -> None:
+    def __init__(
+        self, route: AsyncRoute, ctx: Context, timeout: float | None, park: bool = False
+    ) -> None:
         self.ctx = ctx
         self.route = route
         self._timeout = timeout
-        self.backend = AsyncBackend(route, ctx)
+        self.backend = AsyncBackend(route, ctx, park)
         """Sends this client's commands and scripts."""
         self._start()
         self.closed = False
 
     def _start(self) -> None:
+        self.backend.spare.clear()  # after a fork: the parent's sockets, not ours
         self._listener = AsyncListeners(self.route, self._timeout)
         self._keeper: AsyncTask | None = None
         self._keeper_mutex = AsyncMutex()
@@ -229,6 +232,7 @@ class AsyncRunner(AsyncDriver):
         if self._keeper is not None:
             await self._keeper.stop(5.0)
         await self._listener.close()
+        await self.backend.close()
 
 
 async def _call_logged(callback: Callable[[], None], what: str) -> None:

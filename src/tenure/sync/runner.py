@@ -107,16 +107,19 @@ class Driver:
 class Runner(Driver):
     """Runs the flows of one client, and renews its watchdog holds."""
 
-    def __init__(self, route: Route, ctx: Context, timeout: float | None) -> None:
+    def __init__(
+        self, route: Route, ctx: Context, timeout: float | None, park: bool = False
+    ) -> None:
         self.ctx = ctx
         self.route = route
         self._timeout = timeout
-        self.backend = Backend(route, ctx)
+        self.backend = Backend(route, ctx, park)
         """Sends this client's commands and scripts."""
         self._start()
         self.closed = False
 
     def _start(self) -> None:
+        self.backend.spare.clear()  # after a fork: the parent's sockets, not ours
         self._listener = Listeners(self.route, self._timeout)
         self._keeper: Task | None = None
         self._keeper_mutex = Mutex()
@@ -229,6 +232,7 @@ class Runner(Driver):
         if self._keeper is not None:
             self._keeper.stop(5.0)
         self._listener.close()
+        self.backend.close()
 
 
 def _call_logged(callback: Callable[[], None], what: str) -> None:
