@@ -235,6 +235,11 @@ class AsyncRoute:
                 self.sharded = _sharded_pubsub(info)
             self._ready = True
 
+    @property
+    def ready(self) -> bool:
+        """True once :meth:`prepare` ran (cluster mode known)."""
+        return self._ready
+
     async def _info(self, pool: Any, section: str) -> dict[str, str]:
         conn = await pool.get_connection()
         try:
@@ -369,6 +374,11 @@ class Route:
                 self.sharded = _sharded_pubsub(info)
             self._ready = True
 
+    @property
+    def ready(self) -> bool:
+        """True once :meth:`prepare` ran (cluster mode known)."""
+        return self._ready
+
     def _info(self, pool: Any, section: str) -> dict[str, str]:
         conn = pool.get_connection()
         try:
@@ -496,21 +506,38 @@ def _node_listener_connection(
 async def async_send_command(conn: Any, *args: Any) -> None:
     """``conn.send_command(*args)``, bounded by the connection's socket timeout as redis-py
     bounds it, but without the task that ``asyncio.wait_for`` creates for every write on
-    Python 3.11 (redis-py's way of applying that timeout): a deadline on the current task
-    (``asyncio.timeout``) does the same job. A write that times out disconnects the socket
-    (redis-py does so for any interrupted write) and raises redis-py's ``TimeoutError``."""
+    Python 3.11 (redis-py's way of applying that timeout).
+
+    A write waits only when the transport's buffer is above its high-water mark (64 KiB by
+    default): a command smaller than :data:`QUICK_WRITE` into an empty buffer cannot wait,
+    so it needs no timer at all; any other write gets a deadline on the current task
+    (``asyncio.timeout``). A write that times out disconnects the socket (redis-py does so
+    for any interrupted write) and raises redis-py's ``TimeoutError``."""
     timeout = conn.socket_timeout
     if not timeout or not conn.is_connected:
         await conn.send_command(*args)
         return
+    packed = conn.pack_command(*args)
+    transport = getattr(getattr(conn, "_writer", None), "transport", None)
     conn.socket_timeout = None  # the connection is ours until released: no other reader
     try:
+        if (
+            transport is not None
+            and not transport.get_write_buffer_size()
+            and sum(map(len, packed)) < QUICK_WRITE
+        ):
+            await conn.send_packed_command(packed)
+            return
         async with asyncio.timeout(timeout):
-            await conn.send_command(*args)
+            await conn.send_packed_command(packed)
     except TimeoutError:
         raise RedisTimeoutError("Timeout writing to socket") from None
     finally:
         conn.socket_timeout = timeout
+
+
+QUICK_WRITE = 16384
+"""Bytes below which a command written into an empty transport buffer cannot wait."""
 
 
 def send_command(conn: Any, *args: Any) -> None:

@@ -88,11 +88,15 @@ class Backend:
         Raises ValueError, before any I/O, in a cluster when the keys span slots (a name
         with a ``{`` but no non-empty ``{tag}``: its Redisson-layout keys hash apart).
         """
-        if self.route.cluster and call.keys:
+        route = self.route
+        if route.cluster and call.keys:
             check_one_slot(call.script.name, call.keys)
-        reply, acknowledged = self._routed(
-            call.keys[0] if call.keys else None, self._script, call
-        )
+        if route.cluster or not route.ready:
+            key = call.keys[0] if call.keys else None
+            reply, acknowledged = self._routed(key, self._script, call)
+        else:  # one server: nothing to route, no redirection to follow
+            pool = route.client.connection_pool
+            reply, acknowledged = self._on(pool, self._script, call, False)
         if acknowledged is not None:
             check_replicas(self.ctx, call, reply, acknowledged)
         return reply
