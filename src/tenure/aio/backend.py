@@ -34,7 +34,7 @@ from tenure._redis import (
     check_one_slot,
 )
 from tenure.core.context import Context
-from tenure.core.effects import Call
+from tenure.core.effects import Call, Command
 from tenure.core.options import check_replicas, replica_wait
 from tenure.scripts import sharded
 
@@ -53,7 +53,7 @@ class Sent:
 
     pool: Any
     conn: Any
-    call: Call
+    call: Call | Command
 
 
 class AsyncBackend:
@@ -101,7 +101,7 @@ class AsyncBackend:
             check_replicas(self.ctx, call, reply, acknowledged)
         return reply
 
-    async def send(self, call: Call) -> Sent | None:
+    async def send(self, call: Call | Command) -> Sent | None:
         """Send ``call``'s script without reading its reply, so that scripts for several
         servers can be on their way at once (RedLock, MultiLock); :meth:`receive` reads it.
 
@@ -115,9 +115,14 @@ class AsyncBackend:
         if self.route.cluster or self.ctx.wait_for_replicas:
             return None
         conn = await self._connection(pool)
-        script, keys = call.script, call.keys
         try:
-            await async_send_command(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
+            if isinstance(call, Command):
+                await async_send_command(conn, *call.args)
+            else:
+                script, keys = call.script, call.keys
+                await async_send_command(
+                    conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
+                )
         except BaseException:
             await self._drop(pool, conn)
             raise
@@ -135,6 +140,8 @@ class AsyncBackend:
             try:
                 reply = await async_read_reply(conn, timeout)
             except NoScriptError:
+                if not isinstance(call, Call):
+                    raise
                 script, keys = call.script, call.keys
                 await async_send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
                 reply = await conn.read_response()

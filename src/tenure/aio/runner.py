@@ -10,6 +10,7 @@ owns its lease, and starts it when a flow reports a watchdog hold (``WatchHolds`
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
@@ -294,7 +295,7 @@ class AsyncCompositeRunner(AsyncDriver):
                     slot, index, flow, effect = steps[0]
                     runner = self._runners[index]
                     if (
-                        type(effect) is not Call
+                        type(effect) not in (Call, Command)
                         or runner.backend.suspect
                         or time.monotonic() >= deadline
                     ):  # it may wait (or hang connecting): in the background, awaited below
@@ -306,7 +307,7 @@ class AsyncCompositeRunner(AsyncDriver):
                     try:
                         out = await runner.backend.send(effect)
                         if out is None:  # a cluster, or replicas: one command at a time
-                            value = await runner.backend.call(effect)
+                            value = await runner.perform(effect)
                     except RedisError as failure:
                         error = backend_error(failure)
                     except Exception as failure:
@@ -319,7 +320,8 @@ class AsyncCompositeRunner(AsyncDriver):
                 while sent:
                     slot, index, flow, out = sent[0]
                     left = deadline - time.monotonic()
-                    wait = 0.0 if left <= 0 or enough() else left
+                    # 0: only a reply already in; None: no limit but the socket timeout
+                    wait = 0.0 if left <= 0 or enough() else None if math.isinf(left) else left
                     error = None
                     try:
                         value = await self._runners[index].backend.receive(out, wait)

@@ -166,6 +166,10 @@ class CompositeCore:
             acq.settled = True
             return dict(acq.members)
 
+    def has(self, acq: Acquisition, index: int) -> bool:
+        with self._mutex:
+            return index in acq.members
+
     def held_count(self, acq: Acquisition) -> int:
         with self._mutex:
             return len(acq.members)
@@ -278,16 +282,38 @@ class MultiLockCore(CompositeCore):
             acq = self.start(owners)
             taken = True
             try:
+                # One try of every member at once: one round trip for all when they are
+                # free, instead of one each...
+                tries = [(i, self._take(acq, i, member_lease)) for i in range(len(owners))]
+                handles = yield Together(tries, math.inf)
+                running = [handle for handle in handles if not handle.done()]
+                if running:
+                    yield Join(running)
+                for handle in handles:
+                    if handle.exception() is not None:
+                        raise handle.exception()
+                # ...then, in order, each member refused, waiting for it in this round.
                 for index, owner in enumerate(owners):
+                    if self.has(acq, index):
+                        continue
                     member_wait = max(0.0, round_deadline.remaining())
+                    if member_wait <= 0:  # its one try is made
+                        taken = False
+                        break
                     member = self.cores[index]._acquire(owner, member_wait, member_lease)
                     if not (yield OnMember(index, member)):
                         taken = False
                         break
                     self.granted(acq, index)
                 if taken and lease is not None and member_lease != lease:
-                    for index, core in enumerate(self.cores):
-                        yield OnMember(index, core.expire(lease))
+                    expiries = [(i, core.expire(lease)) for i, core in enumerate(self.cores)]
+                    handles = yield Together(expiries, math.inf)  # all at once
+                    running = [handle for handle in handles if not handle.done()]
+                    if running:
+                        yield Join(running)
+                    for handle in handles:
+                        if handle.exception() is not None:
+                            raise handle.exception()
             except GeneratorExit:
                 raise
             except BaseException:  # cancelled or failed: the release must still happen
@@ -299,6 +325,16 @@ class MultiLockCore(CompositeCore):
             yield from self._release_all(self.abandon(acq))
             if deadline.remaining() <= 0:
                 return False
+
+    def _take(self, acq: Acquisition, index: int, lease: float | None) -> Flow[bool]:
+        """One try of member ``index``, run on its runner; a grant that comes after the
+        round was given up (the caller cancelled meanwhile) is released at once."""
+        owner = acq.owners[index]
+        if not (yield from self.cores[index]._acquire(owner, 0.0, lease)):
+            return False
+        if not self.granted(acq, index):
+            yield from self.release_member(index, owner)
+        return True
 
     def _release_all(self, held: dict[int, str], shielded: bool = False) -> CompositeFlow[None]:
         """Release ``held`` members, quietly; ``shielded``: on an error path, in the
@@ -317,12 +353,12 @@ class MultiLockCore(CompositeCore):
         attached as notes), NotOwnedError if the caller holds no acquisition."""
         if self.forget(owners) is None:
             raise NotOwnedError(f"{self.name} is not held by the caller")
-        errors: list[BaseException] = []
-        for index, owner in enumerate(owners):
-            try:
-                yield OnMember(index, self.release_member(index, owner, quiet=False))
-            except Exception as error:
-                errors.append(error)
+        releases = [(i, self.release_member(i, o, quiet=False)) for i, o in enumerate(owners)]
+        handles = yield Together(releases, math.inf)  # every member at once
+        running = [handle for handle in handles if not handle.done()]
+        if running:
+            yield Join(running)
+        errors = [e for e in (h.exception() for h in handles) if isinstance(e, Exception)]
         first = release_outcome(self.kind, errors)
         if first is not None:
             raise first

@@ -34,7 +34,7 @@ from tenure._redis import (
     check_one_slot,
 )
 from tenure.core.context import Context
-from tenure.core.effects import Call
+from tenure.core.effects import Call, Command
 from tenure.core.options import check_replicas, replica_wait
 from tenure.scripts import sharded
 
@@ -53,7 +53,7 @@ class Sent:
 
     pool: Any
     conn: Any
-    call: Call
+    call: Call | Command
 
 
 class Backend:
@@ -101,7 +101,7 @@ class Backend:
             check_replicas(self.ctx, call, reply, acknowledged)
         return reply
 
-    def send(self, call: Call) -> Sent | None:
+    def send(self, call: Call | Command) -> Sent | None:
         """Send ``call``'s script without reading its reply, so that scripts for several
         servers can be on their way at once (RedLock, MultiLock); :meth:`receive` reads it.
 
@@ -115,9 +115,14 @@ class Backend:
         if self.route.cluster or self.ctx.wait_for_replicas:
             return None
         conn = self._connection(pool)
-        script, keys = call.script, call.keys
         try:
-            send_command(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
+            if isinstance(call, Command):
+                send_command(conn, *call.args)
+            else:
+                script, keys = call.script, call.keys
+                send_command(
+                    conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
+                )
         except BaseException:
             self._drop(pool, conn)
             raise
@@ -135,6 +140,8 @@ class Backend:
             try:
                 reply = read_reply(conn, timeout)
             except NoScriptError:
+                if not isinstance(call, Call):
+                    raise
                 script, keys = call.script, call.keys
                 send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
                 reply = conn.read_response()
