@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import select
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +28,7 @@ from redis.exceptions import (
     ResponseError,
     TryAgainError,
 )
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from tenure._concurrency import AsyncMutex, Mutex
@@ -41,18 +44,25 @@ __all__ = [
     "BlockingPool",
     "MovedError",
     "NoScriptError",
+    "NotReady",
     "Redis",
     "RedisCluster",
     "RedisError",
     "ResponseError",
     "Route",
     "TryAgainError",
+    "async_idle",
     "async_read_push",
+    "async_read_reply",
+    "async_send_command",
     "backend_error",
     "check_one_slot",
+    "idle",
     "listener_connection",
     "read_push",
+    "read_reply",
     "resolve_redis",
+    "send_command",
     "text",
 ]
 
@@ -246,6 +256,11 @@ class AsyncRoute:
                 self.sharded = _sharded_pubsub(info)
             self._ready = True
 
+    @property
+    def ready(self) -> bool:
+        """True once :meth:`prepare` ran (cluster mode known)."""
+        return self._ready
+
     async def _info(self, pool: Any, section: str) -> dict[str, str]:
         conn = await pool.get_connection()
         try:
@@ -383,6 +398,11 @@ class Route:
                 self.sharded = _sharded_pubsub(info)
             self._ready = True
 
+    @property
+    def ready(self) -> bool:
+        """True once :meth:`prepare` ran (cluster mode known)."""
+        return self._ready
+
     def _info(self, pool: Any, section: str) -> dict[str, str]:
         conn = pool.get_connection()
         try:
@@ -505,6 +525,108 @@ def _node_listener_connection(
     kwargs = {k: v for k, v in connection_kwargs.items() if not k.startswith("maint_notifications")}
     kwargs.update(health_check_interval=0, protocol=2)
     return connection_class(**kwargs)
+
+
+async def async_send_command(conn: Any, *args: Any) -> None:
+    """``conn.send_command(*args)``, bounded by the connection's socket timeout as redis-py
+    bounds it, but without the task that ``asyncio.wait_for`` creates for every write on
+    Python 3.11 (redis-py's way of applying that timeout).
+
+    A write waits only when the transport's buffer is above its high-water mark (64 KiB by
+    default): a command smaller than :data:`QUICK_WRITE` into an empty buffer cannot wait,
+    so it needs no timer at all; any other write gets a deadline on the current task
+    (``asyncio.timeout``). A write that times out disconnects the socket (redis-py does so
+    for any interrupted write) and raises redis-py's ``TimeoutError``."""
+    timeout = conn.socket_timeout
+    if not timeout or not conn.is_connected:
+        await conn.send_command(*args)
+        return
+    packed = conn.pack_command(*args)
+    transport = getattr(getattr(conn, "_writer", None), "transport", None)
+    conn.socket_timeout = None  # the connection is ours until released: no other reader
+    try:
+        if (
+            transport is not None
+            and not transport.get_write_buffer_size()
+            and sum(map(len, packed)) < QUICK_WRITE
+        ):
+            await conn.send_packed_command(packed)
+            return
+        async with asyncio.timeout(timeout):
+            await conn.send_packed_command(packed)
+    except TimeoutError:
+        raise RedisTimeoutError("Timeout writing to socket") from None
+    finally:
+        conn.socket_timeout = timeout
+
+
+QUICK_WRITE = 16384
+"""Bytes below which a command written into an empty transport buffer cannot wait."""
+
+
+def send_command(conn: Any, *args: Any) -> None:
+    """``conn.send_command(*args)`` (the twin of :func:`async_send_command`)."""
+    conn.send_command(*args)
+
+
+async def async_idle(conn: Any) -> bool:
+    """True if ``conn`` is connected with nothing waiting to be read: safe to send on (as
+    the pool checks before lending a connection; here without a system call)."""
+    try:
+        return bool(conn.is_connected) and not await conn.can_read()
+    except (RedisError, OSError):
+        return False
+
+
+def idle(conn: Any) -> bool:
+    """True if ``conn`` is connected with nothing waiting to be read: safe to send on.
+
+    One ``select`` on its socket (redis-py's ``can_read`` costs a few system calls more);
+    its own check when the socket is not where redis-py has kept it."""
+    sock = getattr(conn, "_sock", None)
+    buffer = getattr(getattr(conn, "_parser", None), "_buffer", None)
+    try:
+        if isinstance(sock, socket.socket) and buffer is not None:
+            return not buffer.unread_bytes() and not select.select([sock], [], [], 0)[0]
+        return not conn.can_read(0)
+    except (RedisError, OSError, ValueError):
+        return False
+
+
+class NotReady(Exception):
+    """No reply on the connection yet (:func:`async_read_reply` with ``timeout=0``): it
+    stays unread, for a later read."""
+
+
+async def async_read_reply(conn: Any, timeout: float | None) -> Any:
+    """The reply to the command last sent on ``conn``.
+
+    ``timeout``: None waits up to the socket timeout (redis-py's own); 0 reads only a reply
+    already received, else raises :class:`NotReady` and leaves the connection as it was;
+    above 0, a reply not there within that many seconds raises redis-py's ``TimeoutError``
+    (the caller must then drop the connection: the reply may still come)."""
+    if timeout is None:
+        return await conn.read_response()
+    if timeout <= 0:
+        if not await conn.can_read():
+            raise NotReady
+        return await conn.read_response()
+    try:
+        async with asyncio.timeout(timeout):
+            return await conn.read_response()
+    except TimeoutError:
+        raise RedisTimeoutError("Timeout reading from socket") from None
+
+
+def read_reply(conn: Any, timeout: float | None) -> Any:
+    """The reply to the command last sent on ``conn`` (see :func:`async_read_reply`)."""
+    if timeout is None:
+        return conn.read_response()
+    if timeout <= 0:
+        if not conn.can_read(0):
+            raise NotReady
+        return conn.read_response()
+    return conn.read_response(timeout=timeout)  # redis-py disconnects when it runs out
 
 
 async def async_read_push(conn: Any, timeout: float) -> Any:

@@ -11,7 +11,8 @@ Logging, on the ``tenure`` logger (no handler is installed: Python's defaults ap
 
 OpenTelemetry (``pip install 'tenure[otel]'``): when ``opentelemetry-api`` is importable, tenure
 records the instruments below on the global meter and tracer providers (or the ones given to
-:func:`instrument`). Without it, every hook is a few attribute reads.
+:func:`instrument`). Without it, and while neither global provider is set (the API's proxies
+would drop every measurement), every hook is a few attribute reads: no span, no bookkeeping.
 
 ========================================  =============  =========================================
 instrument                                kind           meaning
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import os
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -61,6 +63,17 @@ class _Instruments:
 
     def __init__(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
         from opentelemetry import metrics, trace
+
+        self.live = meter_provider is not None or tracer_provider is not None or any(
+            variable in os.environ
+            for variable in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+        )
+        """True once there is somewhere to record to: providers given, a global one set, or
+        named by the environment (OpenTelemetry never unsets a global provider)."""
+        # Where the API keeps its global providers (None until set). Reading them costs
+        # nothing, where get_tracer_provider() looks at os.environ on every call; should a
+        # later opentelemetry-api move them, the fallback counts them as set (records).
+        self._globals = (trace, importlib.import_module("opentelemetry.metrics._internal"))
 
         try:
             version = importlib.metadata.version("tenure")
@@ -98,8 +111,25 @@ class _Instruments:
         """(lock key or name, owner) -> monotonic grant time of each hold, for hold_time."""
         self.mutex = threading.Lock()
 
+    def recording(self) -> bool:
+        """True if a measurement would go anywhere: providers were given to
+        :func:`instrument`, or a global tracer or meter provider is set by now."""
+        if not self.live:
+            tracing, metering = self._globals
+            unset = getattr(tracing, "_TRACER_PROVIDER", True) is None and (
+                getattr(metering, "_METER_PROVIDER", True) is None
+            )
+            self.live = not unset
+        return self.live
+
 
 _otel: _Instruments | None = None
+
+
+def _recording() -> _Instruments | None:
+    """The instruments, or None when nothing would be recorded (see :meth:`recording`)."""
+    otel = _otel
+    return otel if otel is not None and otel.recording() else None
 
 
 def instrument(meter_provider: Any = None, tracer_provider: Any = None) -> bool:
@@ -128,6 +158,19 @@ def enabled() -> bool:
     return _otel is not None
 
 
+def quiet() -> bool:
+    """True when the acquire/release hooks would record nothing: no OpenTelemetry provider
+    to record to and the ``tenure`` logger below DEBUG. The drivers then skip
+    :func:`acquiring` and :func:`releasing` (a release that finds its hold lost still
+    reports it through :func:`lost_at_release`)."""
+    return _recording() is None and not log.isEnabledFor(logging.DEBUG)
+
+
+def lost_at_release(lock: Any, owner: str | tuple[str, ...]) -> None:
+    """A release of ``lock`` by ``owner`` found its hold lost (``LockLostError``)."""
+    lost(lock.name, kind_of(lock), owner, at_release=True)
+
+
 def kind_of(lock: object) -> str:
     """A lock object's (or lock core's) kind: ``Lock``, ``FairLock``, ``RedLock``, ..."""
     kind = getattr(lock, "KIND", None)
@@ -151,7 +194,7 @@ def _granted(result: object) -> bool:
 def acquiring(lock: Any, owner: str | tuple[str, ...]) -> Iterator[list[Any]]:
     """Around one acquire call of ``lock`` (a lock object) by ``owner``. The body appends
     the flow's result to the yielded list."""
-    otel = _otel
+    otel = _recording()
     debug = log.isEnabledFor(logging.DEBUG)
     if otel is None and not debug:
         yield []
@@ -240,13 +283,13 @@ def _end_hold(otel: _Instruments, name: str, owner: str, kind: str, every: bool)
 def releasing(lock: Any, owner: str | tuple[str, ...]) -> Iterator[None]:
     """Around one release call of ``lock`` by ``owner``. A release that finds the hold
     lost (:class:`tenure.LockLostError`) is logged as a loss."""
-    otel = _otel
+    otel = _recording()
     debug = log.isEnabledFor(logging.DEBUG)
     if otel is None and not debug:
         try:
             yield
         except LockLostError:
-            lost(lock.name, kind_of(lock), owner, at_release=True)
+            lost_at_release(lock, owner)
             raise
         return
     kind, name = kind_of(lock), lock.name

@@ -33,6 +33,7 @@ from tenure.core.effects import (
     Sleep,
     Spawn,
     Subscribe,
+    Together,
     Unsubscribe,
     Wait,
     WaitAny,
@@ -40,7 +41,7 @@ from tenure.core.effects import (
 
 KNOWN = (Call, Command, Subscribe, Unsubscribe, Wait)
 """The effects that take a step."""
-COMPOSITE = (OnMember, Spawn, WaitAny, Join, Sleep)
+COMPOSITE = (OnMember, Spawn, WaitAny, Join, Together, Sleep)
 """The composite effects, carried out by the driver."""
 
 
@@ -211,6 +212,14 @@ class Driver:
             raise
         except BaseException as error:
             handle.finish(error=error)
+
+    def together(self, effect: Any) -> list[Handle]:
+        """Member flows in order, each run inline as :meth:`spawn` runs it; when dead or
+        slow members keep ``enough()`` False, the wait lasts ``seconds``."""
+        handles = [self.spawn(Spawn(index, flow)) for index, flow in effect.flows]
+        if any(not h.done() for h in handles) and not effect.enough():
+            self.sleep_for(effect.seconds)
+        return handles
 
     def waitany(self, effect: Any) -> set[Any]:
         pending = {h for h in effect.handles if not h.done()}

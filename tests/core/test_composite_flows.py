@@ -19,9 +19,9 @@ from tenure.core.effects import (
     Sleep,
     Spawn,
     Subscribe,
+    Together,
     Unsubscribe,
     Wait,
-    WaitAny,
 )
 from tenure.core.lock import LockCore
 from tenure.errors import BackendError, LockLostError, NotOwnedError
@@ -69,9 +69,24 @@ def test_multilock_takes_every_member_in_order(clock: Clock) -> None:
         clock=clock,
     )
     assert run.result is True
-    assert [e.index for e in run.of(OnMember)] == [0, 1, 2]
+    # The first member alone (its holder is the one caller that goes on), then one try
+    # of every other member at once; none refused: nothing to wait for one by one.
+    assert [effect.index for effect in run.of(OnMember)] == [0]
+    (together,) = run.of(Together)
+    assert [index for index, _ in together.flows] == [1, 2]
     assert multi.current(owners) is not None
     assert len(run.extra) == 3  # each member asks for renewal (a watchdog hold)
+
+
+def test_multilock_refused_its_first_member_tries_no_other(clock: Clock) -> None:
+    # Callers contending for the same members never split them: one refused the first
+    # member takes none of the others (with timeout 0, exactly one caller wins).
+    _, cores, owners = setup(3)
+    multi = composite.MultiLockCore(cores, None)
+    run = drive(multi.acquire(owners, True, 0, None), [(on(0), 5000)], clock=clock)
+    assert run.result is False
+    assert run.of(Together) == []
+    assert [c.keys[0] for c in run.calls(ACQ)] == ["m0"]
 
 
 def test_multilock_member_lease_covers_the_round_then_is_set_back(clock: Clock) -> None:
@@ -107,7 +122,14 @@ def test_multilock_failing_set_back_releases_the_members(clock: Clock) -> None:
     error = BackendError("m0 down")
     run = fails(
         multi.acquire(owners, True, 4, 1),
-        [(on(0), None), (on(1), None), (Command, error), (on(0, REL), 1), (on(1, REL), 1)],
+        [
+            (on(0), None),
+            (on(1), None),
+            (Command, error),  # the set-backs go out together: both are sent
+            (Command, 1),
+            (on(0, REL), 1),
+            (on(1, REL), 1),
+        ],
         clock=clock,
     )
     assert run.error is error
@@ -119,12 +141,13 @@ def test_multilock_one_attempt_refused_releases_what_it_took(clock: Clock) -> No
     multi = composite.MultiLockCore(cores, None)
     run = drive(
         multi.acquire(owners, False, None, None),
-        [(on(0), None), (on(1), 700), (on(0, REL), 1)],
+        [(on(0), None), (on(1), 700), (on(2), None), (on(0, REL), 1), (on(2, REL), 1)],
         clock=clock,
     )
     assert run.result is False
     assert multi.current(owners) is None
     assert cores[0].ctx.holds.get("m0", owners[0]) is None
+    assert cores[2].ctx.holds.get("m2", owners[2]) is None
 
 
 def test_multilock_round_waits_for_a_member_then_lets_go(clock: Clock) -> None:
@@ -134,7 +157,8 @@ def test_multilock_round_waits_for_a_member_then_lets_go(clock: Clock) -> None:
         multi.acquire(owners, True, 1, None),
         [
             (on(0), None),
-            (on(1), 60000),
+            (on(1), 60000),  # the one try of every member at once
+            (on(1), 60000),  # then a wait for the refused one
             (Subscribe, None),
             (on(1), 60000),
             (Wait, False),  # the round's whole second passes
@@ -218,7 +242,8 @@ def test_redlock_all_members_granted(clock: Clock) -> None:
         clock=clock,
     )
     assert run.result is True
-    assert [e.index for e in run.of(Spawn)] == [0, 1, 2]
+    (together,) = run.of(Together)  # every member at once, in one round
+    assert [index for index, _ in together.flows] == [0, 1, 2]
     acq = red.current(owners)
     assert acq is not None
     assert acq.validity == pytest.approx(validity(10, 0))
@@ -265,7 +290,7 @@ def test_redlock_without_quorum_releases_and_fails(clock: Clock) -> None:
     )
     assert run.result is False
     assert red.current(owners) is None
-    assert run.of(WaitAny)[-1].seconds == pytest.approx(0.1)  # the node timeout, no longer
+    assert run.of(Together)[0].seconds == pytest.approx(0.1)  # the node timeout, no longer
 
 
 def test_redlock_refusals_retry_after_a_delay_until_the_deadline(

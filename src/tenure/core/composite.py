@@ -1,11 +1,13 @@
 """MultiLock and RedLock, sans I/O: every decision of both, as flows over member flows.
 
 A composite flow yields composite effects (:mod:`tenure.core.effects`): run a member's flow
-on that member's runner (:class:`OnMember`), start one in the background (:class:`Spawn`),
-wait for the first or all of them (:class:`WaitAny`, :class:`Join`), sleep. The drivers only
-carry these out. Here: the rounds and member leases of MultiLock, RedLock's concurrent
-attempts, quorum, clock drift and validity, the release of late grants, the retry delay, the
-verdict of a best-effort release, and the roll-up of member losses into a composite loss.
+on that member's runner (:class:`OnMember`), run member flows side by side with their
+scripts sent together (:class:`Together`: N members cost about one round trip, with no
+thread or task per member), start one in the background (:class:`Spawn`), wait for them
+(:class:`Join`), sleep. The drivers only carry these out. Here: the rounds and member
+leases of MultiLock, RedLock's concurrent attempts, quorum, clock drift and validity, the
+release of late grants, the retry delay, the verdict of a best-effort release, and the
+roll-up of member losses into a composite loss.
 
 Sources: Redis, "Distributed Locks with Redis" (the Redlock algorithm,
 https://redis.io/docs/latest/develop/use/patterns/distributed-locks/); Redisson's
@@ -22,6 +24,8 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from tenure.core.args import check_lease, check_positive, check_wait
 from tenure.core.clock import validity
@@ -34,7 +38,7 @@ from tenure.core.effects import (
     OnMember,
     Sleep,
     Spawn,
-    WaitAny,
+    Together,
 )
 from tenure.core.lock import LockCore, LossCallback
 from tenure.errors import BackendError, LockLostError, NotOwnedError
@@ -163,6 +167,10 @@ class CompositeCore:
             acq.settled = True
             return dict(acq.members)
 
+    def has(self, acq: Acquisition, index: int) -> bool:
+        with self._mutex:
+            return index in acq.members
+
     def held_count(self, acq: Acquisition) -> int:
         with self._mutex:
             return len(acq.members)
@@ -252,9 +260,13 @@ class CompositeCore:
 
 
 class MultiLockCore(CompositeCore):
-    """All members or none (Redisson ``RedissonMultiLock``), taken one after another.
+    """All members or none (Redisson ``RedissonMultiLock``).
 
-    A round takes the members in order; if one cannot be taken in the round's wait, the ones
+    A round takes the first member (waiting for it), then tries all the others at once (one
+    round trip when they are free), then waits in order for each one refused. Taking the
+    first member first keeps the progress of in-order taking: of callers contending for the
+    same members, the first member's holder is the one that goes on. If a member cannot be
+    taken in the round's wait, the ones
     taken are released and a new round starts while the wait allows. Without a timeout a
     round lasts a random 1.5-3 s per member, so two multi-locks sharing members in different
     orders cannot deadlock. A member with a lease gets at least 2 x the round's wait (early
@@ -275,16 +287,36 @@ class MultiLockCore(CompositeCore):
             acq = self.start(owners)
             taken = True
             try:
+                # The first member in order, waiting for it: of the multi-locks over these
+                # members in this order, only its holder goes on, so two callers never split
+                # the members between them (the same progress as taking all in order)...
+                first_wait = max(0.0, round_deadline.remaining())
+                member = self.cores[0]._acquire(owners[0], first_wait, member_lease)
+                taken = bool((yield OnMember(0, member)))
+                if taken:
+                    self.granted(acq, 0)
+                    # ...then one try of every other member at once: one round trip for all
+                    # when they are free, instead of one each...
+                    rest = [(i, self._take(acq, i, member_lease)) for i in range(1, len(owners))]
+                    yield from self._together(rest)
+                # ...then, in order, each member refused, waiting for it in this round.
                 for index, owner in enumerate(owners):
+                    if not taken:
+                        break
+                    if self.has(acq, index):
+                        continue
                     member_wait = max(0.0, round_deadline.remaining())
+                    if member_wait <= 0:  # its one try is made
+                        taken = False
+                        break
                     member = self.cores[index]._acquire(owner, member_wait, member_lease)
                     if not (yield OnMember(index, member)):
                         taken = False
                         break
                     self.granted(acq, index)
                 if taken and lease is not None and member_lease != lease:
-                    for index, core in enumerate(self.cores):
-                        yield OnMember(index, core.expire(lease))
+                    expiries = [(i, core.expire(lease)) for i, core in enumerate(self.cores)]
+                    yield from self._together(expiries)  # all at once
             except GeneratorExit:
                 raise
             except BaseException:  # cancelled or failed: the release must still happen
@@ -296,6 +328,30 @@ class MultiLockCore(CompositeCore):
             yield from self._release_all(self.abandon(acq))
             if deadline.remaining() <= 0:
                 return False
+
+    @staticmethod
+    def _together(flows: list[tuple[int, Flow[Any]]]) -> CompositeFlow[None]:
+        """Run member ``flows`` side by side until all are done; raise the first error."""
+        if not flows:
+            return
+        handles = yield Together(flows, math.inf)
+        running = [handle for handle in handles if not handle.done()]
+        if running:
+            yield Join(running)
+        for handle in handles:
+            error = handle.exception()
+            if error is not None:
+                raise error
+
+    def _take(self, acq: Acquisition, index: int, lease: float | None) -> Flow[bool]:
+        """One try of member ``index``, run on its runner; a grant that comes after the
+        round was given up (the caller cancelled meanwhile) is released at once."""
+        owner = acq.owners[index]
+        if not (yield from self.cores[index]._acquire(owner, 0.0, lease)):
+            return False
+        if not self.granted(acq, index):
+            yield from self.release_member(index, owner)
+        return True
 
     def _release_all(self, held: dict[int, str], shielded: bool = False) -> CompositeFlow[None]:
         """Release ``held`` members, quietly; ``shielded``: on an error path, in the
@@ -314,12 +370,12 @@ class MultiLockCore(CompositeCore):
         attached as notes), NotOwnedError if the caller holds no acquisition."""
         if self.forget(owners) is None:
             raise NotOwnedError(f"{self.name} is not held by the caller")
-        errors: list[BaseException] = []
-        for index, owner in enumerate(owners):
-            try:
-                yield OnMember(index, self.release_member(index, owner, quiet=False))
-            except Exception as error:
-                errors.append(error)
+        releases = [(i, self.release_member(i, o, quiet=False)) for i, o in enumerate(owners)]
+        handles = yield Together(releases, math.inf)  # every member at once
+        running = [handle for handle in handles if not handle.done()]
+        if running:
+            yield Join(running)
+        errors = [e for e in (h.exception() for h in handles) if isinstance(e, Exception)]
         first = release_outcome(self.kind, errors)
         if first is not None:
             raise first
@@ -370,16 +426,12 @@ class RedLockCore(CompositeCore):
         while True:
             acq = self.start(owners)
             start = time.monotonic()
-            for index in range(len(owners)):
-                acq.attempts.append((yield Spawn(index, self._try(acq, index, lease))))
+            tries = [(index, self._try(acq, index, lease)) for index in range(len(owners))]
             try:
-                # Return as soon as a quorum holds; late answers are settled by _try.
-                pending = set(acq.attempts)
-                while pending and self.held_count(acq) < self.needed:
-                    left = self.node_timeout - (time.monotonic() - start)
-                    if left <= 0:
-                        break
-                    pending = yield WaitAny(pending, left)
+                # Every member at once; return as soon as a quorum holds. Late answers
+                # settle themselves (_try) in the background.
+                handles = yield Together(tries, self.node_timeout, partial(self._quorum, acq))
+                acq.attempts = [h for h in handles if not h.done()]
             except GeneratorExit:
                 raise
             except BaseException:  # cancelled: give the attempt up; late grants release
@@ -389,15 +441,16 @@ class RedLockCore(CompositeCore):
             held = self.conclude(acq, validity(validity_lease, time.monotonic() - start))
             if held is None:
                 return True
-            releases = []
-            for index, owner in held.items():
-                releases.append((yield Spawn(index, self.release_member(index, owner))))
-            if releases:  # briefly, so a refused caller leaves nothing behind
-                yield Join(releases, self.node_timeout)
+            if held:  # at once and briefly, so a refused caller leaves nothing behind
+                releases = [(i, self.release_member(i, owner)) for i, owner in held.items()]
+                yield Together(releases, self.node_timeout)
             remaining = deadline.remaining()
             if remaining <= 0:
                 return False
             yield Sleep(retry_delay(remaining))
+
+    def _quorum(self, acq: Acquisition) -> bool:
+        return self.held_count(acq) >= self.needed
 
     def _watchdog_lease(self) -> float:
         return min(core.ctx.watchdog_timeout for core in self.cores)
@@ -425,17 +478,18 @@ class RedLockCore(CompositeCore):
         acq = self.forget(owners)
         if acq is None:
             raise NotOwnedError(f"{self.name} is not held by the caller")
-        tasks = []
-        for index, owner in acq.members.items():
-            tasks.append((yield Spawn(index, self.cores[index].release(owner))))
-        if not tasks:
+        if not acq.members:
             raise NotOwnedError(f"{self.name}: no member was held")
+        members = acq.members.items()
+        releases = [(i, self.cores[i].release(owner)) for i, owner in members]
+        tasks = yield Together(releases, self.node_timeout)
         # Attempts still answering settle themselves (a late grant is released at once).
-        pending = yield Join([*tasks, *acq.attempts], self.node_timeout)
+        running = [h for h in [*tasks, *acq.attempts] if not h.done()]
+        pending = (yield Join(running, self.node_timeout)) if running else set()
         released = 0
         not_owned: list[NotOwnedError] = []
         for task in tasks:
-            if task in pending:
+            if task in pending or not task.done():
                 continue
             error = task.exception()
             if error is None:
@@ -454,13 +508,16 @@ class RedLockCore(CompositeCore):
         """Extend every member held, concurrently, for ``node_timeout``; a quorum of
         extended members is success. Else LockLostError (a member's own error other than a
         server failure or a lost hold, say a watchdog hold, is raised as it is)."""
-        tasks = []
-        for index, owner in sorted(self._held_members(owners).items()):
-            tasks.append((yield Spawn(index, self.cores[index].extend(owner, add))))
-        pending = yield Join(tasks, self.node_timeout)
+        held = sorted(self._held_members(owners).items())
+        tasks = yield Together(
+            [(index, self.cores[index].extend(owner, add)) for index, owner in held],
+            self.node_timeout,
+        )
+        running = [task for task in tasks if not task.done()]
+        pending = (yield Join(running, self.node_timeout)) if running else set()
         extended = 0
         for task in tasks:
-            if task in pending:
+            if task in pending or not task.done():
                 continue
             error = task.exception()
             if error is None:
@@ -475,12 +532,16 @@ class RedLockCore(CompositeCore):
 
     def owned(self, owners: Caller) -> CompositeFlow[bool]:
         """True if the caller holds a majority of the members (dead nodes: not held)."""
-        tasks = []
-        for index, owner in enumerate(owners):
-            tasks.append((yield Spawn(index, self.cores[index].owned(owner))))
-        pending = yield Join(tasks, self.node_timeout)
+        tasks = yield Together(
+            [(index, self.cores[index].owned(owner)) for index, owner in enumerate(owners)],
+            self.node_timeout,
+        )
+        running = [task for task in tasks if not task.done()]
+        pending = (yield Join(running, self.node_timeout)) if running else set()
         held = sum(
-            1 for t in tasks if t not in pending and t.exception() is None and t.result()
+            1
+            for t in tasks
+            if t not in pending and t.done() and t.exception() is None and t.result()
         )
         return held >= self.needed
 

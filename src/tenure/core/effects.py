@@ -148,6 +148,47 @@ class Join:
     seconds: float = math.inf
 
 
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Together:
+    """Run member flows side by side, ``(index, flow)`` each on member ``index``'s runner,
+    without a thread or task per flow: in each round every flow's script call is sent before
+    any reply is read, so N members cost about one round trip, not N.
+
+    Replies are awaited until ``seconds`` pass; once ``enough()`` is True (checked after each
+    reply), only replies already there are read. A flow not finished by then (its reply late,
+    or an effect that would wait) goes on in the background. The result: one
+    :class:`Handle` per flow, in order; those done have finished here.
+    """
+
+    flows: Sequence[tuple[int, Generator[Any, Any, Any]]]
+    seconds: float
+    enough: Callable[[], bool] = _never
+
+
+class Finished:
+    """The :class:`Handle` of a flow that already ended: its result, or its error."""
+
+    __slots__ = ("_error", "_value")
+
+    def __init__(self, value: Any = None, error: BaseException | None = None) -> None:
+        self._value, self._error = value, error
+
+    def done(self) -> bool:
+        return True
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def result(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 @dataclass(frozen=True, slots=True)
 class Sleep:
     """Sleep ``seconds``."""
@@ -156,7 +197,7 @@ class Sleep:
 
 
 Effect = Call | Command | Subscribe | Unsubscribe | Wait | WatchHolds | Background | Sleep
-CompositeEffect = OnMember | Spawn | WaitAny | Join | Sleep
+CompositeEffect = OnMember | Spawn | WaitAny | Join | Together | Sleep
 Flow = Generator[Effect, Any, T]
 CompositeFlow = Generator[CompositeEffect, Any, T]
 
@@ -186,3 +227,30 @@ def wait_for(ttl_ms: int, deadline: Deadline) -> float:
     """
     lease_left = ttl_ms / 1000 if ttl_ms >= 0 else math.inf
     return max(MIN_WAIT, min(lease_left, deadline.remaining()))
+
+
+def continued(
+    flow: Generator[Any, Any, T], value: Any = None, error: BaseException | None = None
+) -> Generator[Any, Any, T]:
+    """The rest of a started ``flow``, as a flow: ``value`` is sent in first (or ``error``
+    thrown in: the outcome of the effect it last asked for), then each later effect passes
+    through. Lets a driver hand a flow it began to another driver or to the background."""
+    while True:
+        try:
+            effect = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        try:
+            value, error = (yield effect), None
+        except BaseException as failure:
+            value, error = None, failure
+
+
+def resumed(flow: Generator[Any, Any, T], effect: Any) -> Generator[Any, Any, T]:
+    """The rest of ``flow``, which just asked for ``effect`` (not yet carried out)."""
+    try:
+        value, error = (yield effect), None
+    except BaseException as failure:
+        value, error = None, failure
+    return (yield from continued(flow, value, error))

@@ -114,7 +114,9 @@ class LockCore:
         ``wait`` is the caller's whole wait in seconds (0 for one attempt), for locks whose
         script needs it (FairLock's queue deadline).
         """
-        call = Call(self.acquire_script, [self.key], [self.lease_ms(lease), owner], changes=True)
+        call = Call(
+            self.acquire_script, [self.key], [self.lease_ms(lease), owner], changes=self.is_grant
+        )
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
             return int(reply)
@@ -133,7 +135,8 @@ class LockCore:
         :class:`ReplicationError` goes on to the caller; an attempt that granted nothing
         does not wait for replicas.
         """
-        call = replace(call, changes=self.is_grant)
+        if call.changes != self.is_grant:
+            call = replace(call, changes=self.is_grant)
         sent = time.monotonic()
         try:
             reply = yield call

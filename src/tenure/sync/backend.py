@@ -16,6 +16,7 @@ been promoted).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tenure._concurrency import sleep
@@ -24,27 +25,57 @@ from tenure._redis import (
     Route,
     MovedError,
     NoScriptError,
+    NotReady,
     ResponseError,
     TryAgainError,
+    idle,
+    read_reply,
+    send_command,
     check_one_slot,
 )
 from tenure.core.context import Context
-from tenure.core.effects import Call
+from tenure.core.effects import Call, Command
 from tenure.core.options import check_replicas, replica_wait
 from tenure.scripts import sharded
 
 REDIRECTS = 20
 """MOVED/ASK/TRYAGAIN replies followed for one command before giving up."""
+SPARE = 2
+"""Connections a backend keeps out of its pool between commands (see ``spare``)."""
 TRY_AGAIN = 0.05
 """Seconds before resending after TRYAGAIN (a multi-key script while its slot migrates)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A script sent by :meth:`Backend.send`: its connection stays out of the pool
+    until :meth:`Backend.receive` has its reply."""
+
+    pool: Any
+    conn: Any
+    call: Call | Command
 
 
 class Backend:
     """Sends commands and scripts over the connection pool that serves their keys."""
 
-    def __init__(self, route: Route, ctx: Context) -> None:
+    def __init__(self, route: Route, ctx: Context, park: bool = False) -> None:
         self.route = route
         self.ctx = ctx
+        self._park = park
+        self.spare: list[Any] = []
+        """Up to :data:`SPARE` connections kept out of the pool between commands (with
+        ``park``, a pool tenure owns, one server): taking one back costs a list pop, where
+        redis-py's blocking pool costs about 13 us a command (its condition, queue and
+        observability hooks). Never one whose reply was not read to its end."""
+        self.suspect = True
+        """True until a command succeeded, and again after a connection failed or a reply
+        did not come, until one succeeds: a fan-out leaves such a server to the background
+        rather than wait inline for a connection that may hang (:meth:`send`)."""
+
+    def _failed(self) -> None:
+        self.suspect = True
+        self.route.failed()
 
     def execute(self, *args: Any) -> Any:
         """One command; its reply. Raises redis-py errors unchanged."""
@@ -57,14 +88,114 @@ class Backend:
         Raises ValueError, before any I/O, in a cluster when the keys span slots (a name
         with a ``{`` but no non-empty ``{tag}``: its Redisson-layout keys hash apart).
         """
-        if self.route.cluster and call.keys:
+        route = self.route
+        if route.cluster and call.keys:
             check_one_slot(call.script.name, call.keys)
-        reply, acknowledged = self._routed(
-            call.keys[0] if call.keys else None, self._script, call
-        )
+        if route.cluster or not route.ready:
+            key = call.keys[0] if call.keys else None
+            reply, acknowledged = self._routed(key, self._script, call)
+        else:  # one server: nothing to route, no redirection to follow
+            pool = route.client.connection_pool
+            reply, acknowledged = self._on(pool, self._script, call, False)
         if acknowledged is not None:
             check_replicas(self.ctx, call, reply, acknowledged)
         return reply
+
+    def send(self, call: Call | Command) -> Sent | None:
+        """Send ``call``'s script without reading its reply, so that scripts for several
+        servers can be on their way at once (RedLock, MultiLock); :meth:`receive` reads it.
+
+        None when ``call`` must go through :meth:`call` instead (in a cluster, which routes
+        and follows redirections per command, or with ``wait_for_replicas``)."""
+        try:
+            pool = self.route.pool_for(None)  # the first use asks the server (INFO)
+        except BaseException:
+            self.suspect = True
+            raise
+        if self.route.cluster or self.ctx.wait_for_replicas:
+            return None
+        conn = self._connection(pool)
+        try:
+            if isinstance(call, Command):
+                send_command(conn, *call.args)
+            else:
+                script, keys = call.script, call.keys
+                send_command(
+                    conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
+                )
+        except BaseException:
+            self._drop(pool, conn)
+            raise
+        return Sent(pool, conn, call)
+
+    def receive(self, sent: Sent, timeout: float | None) -> Any:
+        """The reply to a script sent by :meth:`send` (EVAL follows on NOSCRIPT).
+
+        ``timeout`` as :func:`tenure._redis.read_reply`: with 0 and no reply yet it
+        raises ``NotReady`` and ``sent`` stays open for a later ``receive``; a reply that
+        does not come in time drops the connection and raises (redis-py errors unchanged).
+        """
+        pool, conn, call = sent.pool, sent.conn, sent.call
+        try:
+            try:
+                reply = read_reply(conn, timeout)
+            except NoScriptError:
+                if not isinstance(call, Call):
+                    raise
+                script, keys = call.script, call.keys
+                send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
+                reply = conn.read_response()
+        except NotReady:
+            raise
+        except ResponseError:
+            self._done(pool, conn)
+            raise
+        except BaseException:
+            self._drop(pool, conn)
+            raise
+        self.suspect = False
+        self._done(pool, conn)
+        return reply
+
+    def _connection(self, pool: Any) -> Any:
+        """A connection for one command: a spare one if it is still clean, else the pool's."""
+        if self.spare and not self.route.cluster:
+            try:
+                conn = self.spare.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                if idle(conn):
+                    return conn
+                pool.release(conn)  # data or EOF on it: the pool's checks reconnect
+        try:
+            return pool.get_connection()
+        except BaseException:  # refused: the node may be gone
+            self._failed()
+            raise
+
+    def _done(self, pool: Any, conn: Any) -> None:
+        """Give back ``conn``, its reply read: kept as a spare, or to the pool."""
+        if self._park and len(self.spare) < SPARE and not self.route.cluster:
+            self.spare.append(conn)
+        else:
+            pool.release(conn)
+
+    def close(self) -> None:
+        """Give the spare connections back to the pool."""
+        pool = self.route.client.connection_pool if not self.route.cluster else None
+        while self.spare:
+            conn = self.spare.pop()
+            if pool is not None:
+                pool.release(conn)
+
+    def _drop(self, pool: Any, conn: Any) -> None:
+        """Disconnect (a reply may still be on its way) and give ``conn`` back."""
+        try:
+            conn.disconnect()
+            self._failed()
+        finally:
+            pool.release(conn)
 
     def _routed(self, key: str | None, send: Any, what: Any) -> Any:
         pool = self.route.pool_for(key)
@@ -83,27 +214,24 @@ class Backend:
         return self._on(pool, send, what, asking)
 
     def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
-        try:
-            conn = pool.get_connection()
-        except BaseException:  # refused: the node may be gone
-            self.route.failed()
-            raise
+        conn = self._connection(pool)
         try:
             if asking:
-                conn.send_command("ASKING")
+                send_command(conn, "ASKING")
                 conn.read_response()
-            return send(conn, what)
-        except ResponseError:
+            reply = send(conn, what)
+        except ResponseError:  # a whole reply: the connection is clean
+            self._done(pool, conn)
             raise
         except BaseException:  # the reply may still be on its way: never reuse this socket
-            conn.disconnect()
-            self.route.failed()
+            self._drop(pool, conn)
             raise
-        finally:
-            pool.release(conn)
+        self.suspect = False
+        self._done(pool, conn)
+        return reply
 
     def _command(self, conn: Any, args: Any) -> Any:
-        conn.send_command(*args)
+        send_command(conn, *args)
         return conn.read_response()
 
     def _script(self, conn: Any, call: Call) -> tuple[Any, int | None]:
@@ -111,13 +239,13 @@ class Backend:
         if self.route.sharded:
             script = sharded(script)
         try:
-            conn.send_command("EVALSHA", script.sha, len(keys), *keys, *call.args)
+            send_command(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
             reply = conn.read_response()
         except NoScriptError:
-            conn.send_command("EVAL", script.source, len(keys), *keys, *call.args)
+            send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
             reply = conn.read_response()
         wait = replica_wait(self.ctx, call, reply)
         if wait is None:
             return reply, None
-        conn.send_command("WAIT", *wait)
+        send_command(conn, "WAIT", *wait)
         return reply, int(conn.read_response())

@@ -106,7 +106,8 @@ class Client:
         )
         url = url_or_redis if isinstance(url_or_redis, str) else None
         self._route = Route(self.redis, url, socket_timeout, socket_connect_timeout)
-        self._runner = Runner(self._route, ctx, timeout)
+        # Spare connections only from a pool tenure made: a borrowed pool may be small.
+        self._runner = Runner(self._route, ctx, timeout, park=self._owns_redis)
 
     @property
     def client_id(self) -> str:

@@ -10,6 +10,7 @@ owns its lease, and starts it when a flow reports a watchdog hold (``WatchHolds`
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
@@ -25,27 +26,31 @@ from tenure._concurrency import (
     sleep,
     wait_any,
 )
-from tenure._redis import Route, RedisError, backend_error
-from tenure.sync.backend import Backend
+from tenure._redis import Route, NotReady, RedisError, backend_error
+from tenure.sync.backend import Backend, Sent
 from tenure.sync.listener import Listeners
 from tenure.core.context import Context, call_now
 from tenure.core.effects import (
     Background,
     Call,
     Command,
+    Finished,
     Join,
     OnMember,
     Sleep,
     Spawn,
     Subscribe,
+    Together,
     Unsubscribe,
     Wait,
     WaitAny,
     WatchHolds,
+    continued,
+    resumed,
 )
 from tenure.core.holds import Hold
 from tenure.core.watchdog import renew
-from tenure.errors import BackendError
+from tenure.errors import BackendError, LockLostError
 
 T = TypeVar("T")
 log = logging.getLogger("tenure")
@@ -80,7 +85,9 @@ class Driver:
 
     def acquire(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
         """:meth:`run` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
-        (:mod:`tenure.observe`)."""
+        (:mod:`tenure.observe`; nothing to do when it would record nothing)."""
+        if observe.quiet():
+            return self.run(flow)
         with observe.acquiring(lock, owner) as outcome:
             result = self.run(flow)
             outcome.append(result)
@@ -88,6 +95,12 @@ class Driver:
 
     def release(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
         """:meth:`run` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
+        if observe.quiet():
+            try:
+                return self.run(flow)
+            except LockLostError:
+                observe.lost_at_release(lock, owner)
+                raise
         with observe.releasing(lock, owner):
             return self.run(flow)
 
@@ -95,15 +108,19 @@ class Driver:
 class Runner(Driver):
     """Runs the flows of one client, and renews its watchdog holds."""
 
-    def __init__(self, route: Route, ctx: Context, timeout: float | None) -> None:
+    def __init__(
+        self, route: Route, ctx: Context, timeout: float | None, park: bool = False
+    ) -> None:
         self.ctx = ctx
         self.route = route
         self._timeout = timeout
-        self._backend = Backend(route, ctx)
+        self.backend = Backend(route, ctx, park)
+        """Sends this client's commands and scripts."""
         self._start()
         self.closed = False
 
     def _start(self) -> None:
+        self.backend.spare.clear()  # after a fork: the parent's sockets, not ours
         self._listener = Listeners(self.route, self._timeout)
         self._keeper: Task | None = None
         self._keeper_mutex = Mutex()
@@ -123,9 +140,9 @@ class Runner(Driver):
     def perform(self, effect: Any) -> Any:
         match effect:
             case Call():
-                return self._backend.call(effect)
+                return self.backend.call(effect)
             case Command(args=args):
-                return self._backend.execute(*args)
+                return self.backend.execute(*args)
             case Wait(channel=channel, seconds=seconds):
                 return self._listener.wait(channel, seconds)
             case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
@@ -216,6 +233,7 @@ class Runner(Driver):
         if self._keeper is not None:
             self._keeper.stop(5.0)
         self._listener.close()
+        self.backend.close()
 
 
 def _call_logged(callback: Callable[[], None], what: str) -> None:
@@ -242,10 +260,139 @@ class CompositeRunner(Driver):
             case WaitAny(handles=handles, seconds=seconds):
                 return (wait_any(handles, seconds))[1]  # type: ignore[arg-type]
             case Join(handles=handles, seconds=seconds):
-                return join(handles, seconds)  # type: ignore[arg-type]
+                running = [h for h in handles if not isinstance(h, Finished)]
+                return join(running, seconds)  # type: ignore[arg-type]
+            case Together(flows=flows, seconds=seconds, enough=enough):
+                return self._together(flows, seconds, enough)
             case Sleep(seconds=seconds):
                 return sleep(seconds)
         raise TypeError(f"unknown effect {effect!r}")
+
+    def _together(
+        self,
+        flows: Sequence[tuple[int, Generator[Any, Any, Any]]],
+        seconds: float,
+        enough: Callable[[], bool],
+    ) -> list[Any]:
+        """Carry out :class:`Together`: rounds of "send every script, then read every
+        reply", one connection per member, no thread or task per member.
+
+        A flow whose reply is late or that asks for an effect that waits goes on in the
+        background (the composite's spawner), as does every flow under way when the caller
+        is cancelled or interrupted: a script already sent is always read to its end.
+        """
+        deadline = time.monotonic() + seconds
+        handles: list[Any] = [None] * len(flows)
+        current: list[tuple[int, int, Generator[Any, Any, Any], Any]] = []
+        sent: list[tuple[int, int, Generator[Any, Any, Any], Sent]] = []
+        steps: list[tuple[int, int, Generator[Any, Any, Any], Any]] = []
+        for slot, (index, flow) in enumerate(flows):
+            self._advance(handles, current, slot, index, flow, None, None)
+        try:
+            while current:
+                steps, current = current, []
+                while steps:
+                    slot, index, flow, effect = steps[0]
+                    runner = self._runners[index]
+                    if (
+                        type(effect) not in (Call, Command)
+                        or runner.backend.suspect
+                        or time.monotonic() >= deadline
+                    ):  # it may wait (or hang connecting): in the background, awaited below
+                        steps.pop(0)
+                        handles[slot] = self._spawner.spawn(runner.run, resumed(flow, effect))
+                        continue
+                    out = value = None
+                    error: BaseException | None = None
+                    try:
+                        out = runner.backend.send(effect)
+                        if out is None:  # a cluster, or replicas: one command at a time
+                            value = runner.perform(effect)
+                    except RedisError as failure:
+                        error = backend_error(failure)
+                    except Exception as failure:
+                        error = failure
+                    steps.pop(0)
+                    if out is not None:
+                        sent.append((slot, index, flow, out))
+                    else:
+                        self._advance(handles, current, slot, index, flow, value, error)
+                while sent:
+                    slot, index, flow, out = sent[0]
+                    left = deadline - time.monotonic()
+                    # 0: only a reply already in; None: no limit but the socket timeout
+                    wait = 0.0 if left <= 0 or enough() else None if math.isinf(left) else left
+                    error = None
+                    try:
+                        value = self._runners[index].backend.receive(out, wait)
+                    except NotReady:  # enough answers, or out of time: read on in the background
+                        sent.pop(0)
+                        handles[slot] = self._spawner.spawn(self._receive_later, index, out, flow)
+                        continue
+                    except RedisError as failure:
+                        value, error = None, backend_error(failure)
+                    except Exception as failure:
+                        value, error = None, failure
+                    except BaseException:  # the reply is lost with its connection
+                        sent.pop(0)
+                        lost = BackendError("interrupted while waiting for the reply")
+                        handles[slot] = self._spawner.spawn(
+                            self._runners[index].run, continued(flow, None, lost)
+                        )
+                        raise
+                    sent.pop(0)
+                    self._advance(handles, current, slot, index, flow, value, error)
+            # Members left to the background count too, until enough answered or time ran out.
+            running = {h for h in handles if not isinstance(h, Finished)}
+            while running and not enough():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                running = (wait_any(running, left))[1]
+        finally:
+            for slot, index, flow, out in sent:
+                handles[slot] = self._spawner.spawn(self._receive_later, index, out, flow)
+            for slot, index, flow, effect in [*steps, *current]:
+                handles[slot] = self._spawner.spawn(
+                    self._runners[index].run, resumed(flow, effect)
+                )
+        return handles
+
+    def _advance(
+        self, handles: list[Any], steps: list[Any], slot: int, index: int,
+        flow: Generator[Any, Any, Any], value: Any, error: BaseException | None,
+    ) -> None:
+        """Run ``flow`` on to its next effect that needs the server (quick local effects
+        carried out on the spot), or to its end (its handle then :class:`Finished`)."""
+        runner = self._runners[index]
+        while True:
+            try:
+                effect = flow.throw(error) if error is not None else flow.send(value)
+            except StopIteration as stop:
+                handles[slot] = Finished(stop.value)
+                return
+            except Exception as failure:
+                handles[slot] = Finished(error=failure)
+                return
+            if not isinstance(effect, WatchHolds | Background):
+                steps.append((slot, index, flow, effect))
+                return
+            try:
+                value, error = runner.perform(effect), None
+            except Exception as failure:
+                value, error = None, failure
+
+    def _receive_later(self, index: int, out: Sent, flow: Generator[Any, Any, Any]) -> Any:
+        runner = self._runners[index]
+        error: BaseException | None = None
+        value: Any = None
+        try:
+            value = runner.backend.receive(out, None)
+        except RedisError as failure:
+            value, error = None, backend_error(failure)
+        except BaseException as failure:
+            value, error = None, failure
+        return runner.run(continued(flow, value, error))
 
     def close(self) -> None:
         """Stop the worker threads of the sync driver once their work is done."""
