@@ -6,7 +6,14 @@ import pytest
 
 from tenure import keys
 from tenure.core.context import Context
-from tenure.core.effects import Command, Subscribe, Unsubscribe, Wait
+from tenure.core.effects import (
+    Background,
+    Command,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    WatchHolds,
+)
 from tenure.core.fair import FairLockCore
 from tenure.core.fenced import FencedLockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
@@ -32,21 +39,36 @@ def test_fair_one_attempt_never_joins_the_queue(
     assert run.result is False
     (call,) = run.effects  # refused, and no fair_give_up: it was never queued
     assert call.keys == fair_keys("f")
-    assert call.args == [30000, owner, 0, "redisson_lock__channel:{f}:", "0"]
+    assert call.args == [30000, owner, 0, 10000, "redisson_lock__channel:{f}:", "0"]
     assert call.changes
 
 
-@pytest.mark.parametrize(("timeout", "allowance"), [(None, 300000), (-1, 300000), (2.5, 2500)])
-def test_fair_waiter_joins_with_its_allowance(
-    ctx: Context, owner: str, timeout: float | None, allowance: int
+@pytest.mark.parametrize("timeout", [None, -1, 2.5, 1e9])
+def test_fair_waiter_joins_with_an_entry_its_client_refreshes(
+    ctx: Context, owner: str, timeout: float | None
 ) -> None:
+    # whatever its wait, a waiter's entry lasts watchdog_timeout (three renewal passes); the
+    # head's grace once the lock is free is one renewal period
     lock = FairLockCore(ctx, "f")
-    run = drive(lock.acquire(owner, True, timeout, 4), [(FAIR, None)])
+    steps = [(FAIR, 500), (Subscribe, None), (FAIR, None), (Unsubscribe, None)]
+    run = drive(lock.acquire(owner, True, timeout, 4), steps)
     assert run.result is True
-    assert run.effects[0].args[:3] == [4000, owner, allowance]
+    assert run.effects[0].args[:4] == [4000, owner, 30000, 10000]
+    assert any(isinstance(e, WatchHolds) for e in run.extra)  # the keeper refreshes it
+    assert len(ctx.holds.waiters) == 0  # granted: no longer refreshed
     hold = ctx.holds.get("f", owner)
-    assert hold is not None and hold.renewal.name == "fair_renew"
-    assert keys.FAIR_DEFAULT_ALLOWANCE == 300.0
+    assert hold is not None and hold.renewal.name == "lock_renew"  # as a Lock's hold
+
+
+def test_fair_queued_waiter_is_refreshed_until_it_leaves(ctx: Context, owner: str) -> None:
+    lock = FairLockCore(ctx, "f")
+    flow = lock.acquire(owner, True, 10, None)
+    assert isinstance(flow.send(None), WatchHolds)
+    assert flow.send(None).script.name == FAIR
+    assert ctx.holds.waiters.snapshot(lambda _: True) == [(lock, owner)]
+    flow.close()
+    run = drive(lock.give_up(owner), [(GIVE_UP, 1)])
+    assert run.names == [GIVE_UP] and len(ctx.holds.waiters) == 0
 
 
 def test_fair_waits_on_its_own_channel_and_leaves_no_queue_entry_when_granted(
@@ -93,7 +115,7 @@ def test_fair_timeout_leaves_the_queue(ctx: Context, owner: str, clock: Clock) -
     assert run.of(Unsubscribe)[0].pass_on is False
     (give_up,) = run.calls(GIVE_UP)
     assert give_up.keys == fair_keys("f")
-    assert give_up.args == [owner, 2000, "redisson_lock__channel:{f}:", "0"]
+    assert give_up.args == [owner, 10000, "redisson_lock__channel:{f}:", "0"]
     assert give_up.changes
     assert ctx.holds.get("f", owner) is None
 
@@ -127,7 +149,7 @@ def test_fair_error_mid_wait_unsubscribes_and_leaves_the_queue(ctx: Context, own
     )
     assert run.error is error
     assert run.of(Unsubscribe)[0].pass_on is True
-    assert run.calls(GIVE_UP)[0].args[1] == 300000
+    assert run.calls(GIVE_UP)[0].args[1] == 10000
 
 
 def test_fair_error_on_the_first_queued_attempt_leaves_the_queue(ctx: Context, owner: str) -> None:
@@ -178,12 +200,15 @@ def test_fair_release_and_force_release_calls(ctx: Context, owner: str) -> None:
     drive(lock.acquire(owner, True, None, 8), [(FAIR, None)])
     run = drive(lock.release(owner), [("fair_release", 1)])
     assert run.effects[0].keys == fair_keys("f")
-    assert run.effects[0].args == ["0", 30000, owner, "redisson_lock__channel:{f}:"]
+    assert run.effects[0].args == ["0", 30000, owner, "redisson_lock__channel:{f}:", 10000]
+    # the head's turn is watched from the background once its grace has passed
+    (watch,) = [e for e in run.extra if isinstance(e, Background)]
+    watch.flow.close()
     assert fails(lock.release(owner), [("fair_release", None)]).error is not None
     force = drive(lock.force_release(), [("fair_force_release", 1)])
     assert force.result is True
     assert force.effects[0].keys == fair_keys("f")
-    assert force.effects[0].args == ["0", "redisson_lock__channel:{f}:"]
+    assert force.effects[0].args == ["0", "redisson_lock__channel:{f}:", 10000]
 
 
 def test_fair_unreplicated_grant_is_undone_with_the_fair_release(ctx: Context, owner: str) -> None:

@@ -2,35 +2,46 @@
 request order.
 
 Wire layout (DESIGN §3): the lock hash as for Lock, a LIST of waiting owners (head first), a
-ZSET of each waiter's deadline (server epoch ms) and one channel per waiter. A waiter joins
-the queue on its first blocking attempt; the lock goes to the head only. A waiter's deadline
-is the deadline of the waiter ahead (for the head: the lock's expiry) plus its allowance (its
-``timeout``, 300 s without one); a head that misses its deadline is dropped as dead, so a
-crashed waiter delays the queue by at most its allowance once the lock is free. A waiter that
-times out, is cancelled or fails leaves the queue and moves the deadlines behind it ahead by
-its allowance. Unlock wakes the head only; every change of the head wakes the new head.
+ZSET owner -> server epoch ms at which that waiter's entry runs out, and one channel per
+waiter. The rules (``scripts/_fair_queue.lua``):
 
-Differences from Redisson: every script that moves the lock's expiry (acquire, re-entry,
-release, watchdog renewal, force release) moves the deadlines by as much, so they stay
-anchored on the lock's real expiry (Redisson anchors them once, so an early release or a
-long renewed hold skews them); the scripts use server time, not client clocks.
+- A waiter joins the tail on its first blocking attempt with an entry of ``watchdog_timeout``;
+  its client's renewal pass (the keeper's, once per ``watchdog_timeout / 3``, one batched
+  script for all its waiters) pushes the entry forward while the waiter waits, so a live
+  waiter never loses its place however long it waits, and a dead one (its process killed)
+  is dropped once its entry runs out.
+- Only the head may take the lock. A grant wakes the new head (it re-reads its wait: the new
+  lease's end). A release wakes the head alone and starts its turn: its entry is cut to at
+  most one renewal period (the grace). The client that freed the lock looks again once the
+  grace has passed (:meth:`FairLockCore.watch_turn`, one background watcher per lock) and
+  drops the head if it did not come: a dead head delays the queue by one renewal period.
+- A waiter that times out, is cancelled or fails leaves the queue; no other entry changes.
+
+Every operation is O(1) in the number of waiters but for the dead heads it drops (and
+``force_release``, which also clears every dead entry). Differences from Redisson: its
+scores are chained deadlines (each waiter's is the one ahead plus 5 minutes) that every grant
+rewrites (O(waiters) per operation), and a killed waiter blocks the queue for 5 minutes; a
+Redisson client reading tenure's entries sees short deadlines that move forward, and drops
+them only once their waiter stopped refreshing them; the scripts use server time.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 
 from tenure import keys, scripts
-from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
-from tenure.core.effects import Background, Call, Flow, Sleep
+from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
 from tenure.core.lock import RECONCILE_PAUSE, LockCore, LossCallback
-from tenure.errors import BackendError
+from tenure.core.watchdog import grace_ms
+from tenure.errors import BackendError, LockKindError
 
 log = logging.getLogger("tenure")
+
+TURN_SLACK = 0.02
+"""Seconds the turn watcher waits beyond the grace, so the server's clock has passed it."""
 
 
 class FairLockCore(LockCore):
@@ -39,9 +50,9 @@ class FairLockCore(LockCore):
     acquire_script = scripts.get("fair_acquire")
     release_script = scripts.get("fair_release")
     force_release_script = scripts.get("fair_force_release")
-    renewal_script = scripts.get("fair_renew")
     give_up_script = scripts.get("fair_give_up")
-    extend_script = scripts.get("fair_extend")
+    turn_script = scripts.get("fair_turn")
+    # Holds renew and extend as a Lock's: the waiters' entries do not depend on the lease.
 
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
@@ -50,67 +61,84 @@ class FairLockCore(LockCore):
         # Channels are not keys: the scripts build a waiter's channel from this prefix.
         self.waiter_prefix = keys.fair_waiter_channel_prefix(self.key)
         self._mutex = threading.Lock()
-        self._queued: dict[str, int] = {}
-        """Owner -> allowance ms of owners that may be queued on the server."""
+        self._queued: set[str] = set()
+        """Owners that may be queued on the server."""
+        self._turn_at = 0.0
+        self._watching = False
 
-    @staticmethod
-    def allowance_ms(wait: float) -> int:
-        """A waiter's allowance: its whole wait, or 300 s when it waits forever."""
-        return to_ms(min(wait, MAX_SECONDS) if math.isfinite(wait) else keys.FAIR_DEFAULT_ALLOWANCE)
+    def entry_ms(self) -> int:
+        """A queue entry's lease: ``watchdog_timeout`` (three renewal passes)."""
+        return self.lease_ms(None)
 
     def wait_channel(self, owner: str) -> str:
         return keys.fair_waiter_channel(self.key, owner)
 
-    def renewal_keys(self, owner: str, holds: int) -> list[str]:
-        # fair_renew.lua moves the waiters' deadlines with the lease: it needs the ZSET too.
-        return [self.key, self.timeout_key]
+    def waiter_keys(self) -> list[str]:
+        return [self.key, self.queue_key, self.timeout_key]
 
     def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
-        allowance = 0
+        entry = 0
         if wait > 0:  # one attempt (wait 0) never joins the queue
-            allowance = self.allowance_ms(wait)
+            entry = self.entry_ms()
             with self._mutex:
-                self._queued[owner] = allowance
+                new = owner not in self._queued
+                self._queued.add(owner)
+            if new:
+                self.ctx.holds.waiters.add(self, owner)
+                yield WATCH_HOLDS  # the keeper's pass keeps the entry alive
         call = Call(
             self.acquire_script,
-            [self.key, self.queue_key, self.timeout_key],
-            [self.lease_ms(lease), owner, allowance, self.waiter_prefix, self.unlock_message],
+            self.waiter_keys(),
+            [
+                self.lease_ms(lease),
+                owner,
+                entry,
+                grace_ms(self.ctx),
+                self.waiter_prefix,
+                self.unlock_message,
+            ],
             changes=True,
         )
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
             return int(reply)
-        with self._mutex:
-            self._queued.pop(owner, None)
+        self._dequeued(owner)
         self.granted(owner, lease)
         return None
 
-    def give_up(self, owner: str) -> Flow[None]:
-        """Leave the queue (if queued), moving the deadlines behind ahead."""
+    def _dequeued(self, owner: str) -> bool:
+        """Forget that ``owner`` may be queued; True if it may have been."""
         with self._mutex:
-            allowance = self._queued.pop(owner, None)
-        if allowance is None:
+            if owner not in self._queued:
+                return False
+            self._queued.discard(owner)
+        self.ctx.holds.waiters.remove(self, owner)
+        return True
+
+    def give_up(self, owner: str) -> Flow[None]:
+        """Leave the queue (if queued)."""
+        if not self._dequeued(owner):
             return
         try:
-            yield self.give_up_call(owner, allowance)
+            yield self.give_up_call(owner)
         except BackendError:
-            # The entry would block the queue until its deadline: retry in the background.
-            until = time.monotonic() + allowance / 1000 + self.ctx.watchdog_timeout
-            yield Background(self._give_up_later(owner, allowance, until))
+            # The entry would hold the queue up until it runs out: retry in the background.
+            until = time.monotonic() + self.entry_ms() / 1000
+            yield Background(self._give_up_later(owner, until))
             raise
 
-    def give_up_call(self, owner: str, allowance: int) -> Call:
+    def give_up_call(self, owner: str) -> Call:
         return Call(
             self.give_up_script,
-            [self.key, self.queue_key, self.timeout_key],
-            [owner, allowance, self.waiter_prefix, self.unlock_message],
+            self.waiter_keys(),
+            [owner, grace_ms(self.ctx), self.waiter_prefix, self.unlock_message],
             changes=True,
         )
 
-    def _give_up_later(self, owner: str, allowance: int, until: float) -> Flow[None]:
-        """Retry leaving the queue while the server does not answer, until the entry's
-        deadline has surely passed (other waiters then drop it themselves), or until the
-        same owner queues again (its new entry is its own)."""
+    def _give_up_later(self, owner: str, until: float) -> Flow[None]:
+        """Retry leaving the queue while the server does not answer, until the entry has
+        surely run out (others then drop it), or until the same owner queues again (its new
+        entry is its own)."""
         pause = RECONCILE_PAUSE[0]
         while time.monotonic() < until:
             yield Sleep(pause)
@@ -119,7 +147,7 @@ class FairLockCore(LockCore):
                 if owner in self._queued:
                     return
             try:
-                yield self.give_up_call(owner, allowance)
+                yield self.give_up_call(owner)
                 return
             except BackendError:
                 continue
@@ -128,24 +156,76 @@ class FairLockCore(LockCore):
     def release_call(self, owner: str, lease: float | None) -> Call:
         return Call(
             self.release_script,
-            [self.key, self.queue_key, self.timeout_key],
-            [self.unlock_message, self.lease_ms(lease), self.field(owner), self.waiter_prefix],
-            changes=True,
-        )
-
-    def extend_call(self, owner: str, add_ms: int) -> Call:
-        # fair_extend.lua moves the waiters' deadlines with the lease: it needs the ZSET too.
-        return Call(
-            self.extend_script,
-            [self.key, self.timeout_key],
-            [self.field(owner), add_ms, to_ms(MAX_SECONDS)],
+            self.waiter_keys(),
+            [
+                self.unlock_message,
+                self.lease_ms(lease),
+                self.field(owner),
+                self.waiter_prefix,
+                grace_ms(self.ctx),
+            ],
             changes=True,
         )
 
     def force_release_call(self) -> Call:
         return Call(
             self.force_release_script,
-            [self.key, self.queue_key, self.timeout_key],
-            [self.unlock_message, self.waiter_prefix],
+            self.waiter_keys(),
+            [self.unlock_message, self.waiter_prefix, grace_ms(self.ctx)],
+            changes=True,
+        )
+
+    # ------------------------------------------------------------ the head's turn
+    def release(self, owner: str) -> Flow[None]:
+        yield from super().release(owner)
+        yield from self.watch_turn()
+
+    def force_release(self) -> Flow[bool]:
+        held = yield from super().force_release()
+        yield from self.watch_turn()
+        return held
+
+    def watch_turn(self) -> Flow[None]:
+        """The lock may just have become free and a head's turn started: look again once
+        its grace has passed (one background watcher per lock object, however many
+        releases; each release moves the look later, as the queue moved)."""
+        with self._mutex:
+            self._turn_at = time.monotonic() + grace_ms(self.ctx) / 1000 + TURN_SLACK
+            if self._watching:
+                return
+            self._watching = True
+        yield Background(self._turn_watcher())
+
+    def _turn_watcher(self) -> Flow[None]:
+        try:
+            while True:
+                with self._mutex:
+                    delay = self._turn_at - time.monotonic()
+                if delay > 0:
+                    yield Sleep(delay)
+                    continue
+                try:
+                    reply = int((yield self.turn_call()))
+                except LockKindError:
+                    reply = -1
+                except BackendError:  # look again later; the waiters' passes cover meanwhile
+                    reply = grace_ms(self.ctx)
+                with self._mutex:
+                    if reply >= 0:
+                        self._turn_at = max(self._turn_at, time.monotonic() + reply / 1000)
+                        self._turn_at += TURN_SLACK
+                    elif self._turn_at <= time.monotonic():
+                        self._watching = False
+                        return
+        except BaseException:
+            with self._mutex:
+                self._watching = False
+            raise
+
+    def turn_call(self) -> Call:
+        return Call(
+            self.turn_script,
+            self.waiter_keys(),
+            [grace_ms(self.ctx), self.waiter_prefix, self.unlock_message],
             changes=True,
         )
