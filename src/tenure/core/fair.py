@@ -40,8 +40,17 @@ from tenure.errors import BackendError, LockKindError
 
 log = logging.getLogger("tenure")
 
+QUEUED = -1
+"""The entry argument of an attempt by a waiter its client knows is queued."""
+BEHIND = -2
+"""An attempt's reply for a waiter behind the head: wait until woken."""
+
 TURN_SLACK = 0.02
 """Seconds the turn watcher waits beyond the grace, so the server's clock has passed it."""
+FIRST_LOOK = 0.05
+"""Seconds after this client's last release of a lock at which its turn watcher first looks:
+a head still not come by then may have missed its wake-up (published while it subscribed); it
+is woken again. Releases closer together than this cost no look at all."""
 
 
 class FairLockCore(LockCore):
@@ -63,6 +72,8 @@ class FairLockCore(LockCore):
         self._mutex = threading.Lock()
         self._queued: set[str] = set()
         """Owners that may be queued on the server."""
+        self._joined: set[str] = set()
+        """Owners an attempt found queued: their next attempts check only their turn."""
         self._turn_at = 0.0
         self._watching = False
 
@@ -79,10 +90,10 @@ class FairLockCore(LockCore):
     def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
         entry = 0
         if wait > 0:  # one attempt (wait 0) never joins the queue
-            entry = self.entry_ms()
             with self._mutex:
                 new = owner not in self._queued
                 self._queued.add(owner)
+                entry = QUEUED if owner in self._joined else self.entry_ms()
             if new:
                 self.ctx.holds.waiters.add(self, owner)
                 yield WATCH_HOLDS  # the keeper's pass keeps the entry alive
@@ -101,6 +112,10 @@ class FairLockCore(LockCore):
         )
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
+            if entry != 0:
+                with self._mutex:
+                    if owner in self._queued:
+                        self._joined.add(owner)
             return int(reply)
         self._dequeued(owner)
         self.granted(owner, lease)
@@ -109,11 +124,24 @@ class FairLockCore(LockCore):
     def _dequeued(self, owner: str) -> bool:
         """Forget that ``owner`` may be queued; True if it may have been."""
         with self._mutex:
+            self._joined.discard(owner)
             if owner not in self._queued:
                 return False
             self._queued.discard(owner)
         self.ctx.holds.waiters.remove(self, owner)
         return True
+
+    def recheck_after_subscribe(self, owner: str, ttl: int) -> bool:
+        # Behind the head (-2) nothing is published to the caller but a wake-up when it
+        # becomes the head; one lost before the subscription is sent again (turn watcher,
+        # renewal pass).
+        return ttl != BEHIND
+
+    def entry_gone(self, owner: str) -> None:
+        """The renewal pass found ``owner``'s entry gone (dropped as dead while its client
+        was away): its next attempt joins again."""
+        with self._mutex:
+            self._joined.discard(owner)
 
     def give_up(self, owner: str) -> Flow[None]:
         """Leave the queue (if queued)."""
@@ -186,11 +214,13 @@ class FairLockCore(LockCore):
         return held
 
     def watch_turn(self) -> Flow[None]:
-        """The lock may just have become free and a head's turn started: look again once
-        its grace has passed (one background watcher per lock object, however many
-        releases; each release moves the look later, as the queue moved)."""
+        """The lock may just have become free and a head's turn started: look again soon
+        (:data:`FIRST_LOOK`: a lost wake-up is sent again), then once the head's grace has
+        passed (a dead head is dropped and the next woken). One background watcher per lock
+        object, however many releases; each release moves the look later, as the queue
+        moved."""
         with self._mutex:
-            self._turn_at = time.monotonic() + grace_ms(self.ctx) / 1000 + TURN_SLACK
+            self._turn_at = time.monotonic() + FIRST_LOOK
             if self._watching:
                 return
             self._watching = True

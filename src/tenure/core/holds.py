@@ -129,6 +129,8 @@ class QueuedWaiter(Protocol):
 
     def waiter_keys(self) -> list[str]: ...
 
+    def entry_gone(self, owner: str) -> None: ...
+
 
 class WaiterTable:
     """Thread-safe set of (lock, owner) of one client queued on the server (FairLock), whose

@@ -104,7 +104,10 @@ def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
                 reply = yield Call(REFRESH, batch_keys, args, changes=True)
             except BackendError:
                 continue
-            gone += sum(int(r) == 0 for r in reply)
+            for (lock, owner), present in zip(batch, reply, strict=True):
+                if int(present) == 0:
+                    lock.entry_gone(owner)
+                    gone += 1
     return gone
 
 
