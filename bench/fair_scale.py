@@ -2,12 +2,14 @@
 throughput next to python-redis-lock, in one run on one embedded Valkey.
 
     python bench/fair_scale.py [--url redis://...] [--tasks 1000] [--procs 8] [--seconds 3]
+                               [--rounds 3]
 
 - ``tasks``: that many asyncio tasks of one client queue on one FairLock at once; each takes
   it once and releases it. Commands are the INFO commandstats delta (every ``cmdstat_*``
   call, those Lua scripts make included), divided by the acquisitions.
 - ``procs``: that many processes acquire and release one lock in a loop for ``seconds``:
-  tenure's FairLock, then python-redis-lock's Lock (the ``bench`` extra), acquisitions/s.
+  tenure's FairLock, then python-redis-lock's Lock (the ``bench`` extra), acquisitions/s;
+  ``rounds`` alternating rounds, the median of each (the machine may be shared).
 
 Needs ``tenure[bench]``.
 """
@@ -18,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import multiprocessing
+import statistics
 import time
 from typing import Any
 
@@ -113,17 +116,24 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--procs", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         url = args.url or stack.enter_context(embedded_server())
         per, elapsed = many_waiters(url, args.tasks)
         print(f"{args.tasks} asyncio tasks on one FairLock: {per:.1f} server commands per "
               f"acquisition, {elapsed:.2f} s in all")
-        for label, target in (("tenure FairLock", _fair_loop), ("python-redis-lock", _prl_loop)):
-            rate, cmds = contended(url, args.procs, args.seconds, target)
-            print(f"{label}, {args.procs} processes: {rate:,.0f} acquisitions/s, "
-                  f"{cmds:.1f} server commands per acquisition")
-
+        targets = {"tenure FairLock": _fair_loop, "python-redis-lock": _prl_loop}
+        results: dict[str, list[tuple[float, float]]] = {label: [] for label in targets}
+        for _ in range(args.rounds):
+            for label, target in targets.items():
+                results[label].append(contended(url, args.procs, args.seconds, target))
+        for label, runs in results.items():
+            rate = statistics.median(r for r, _ in runs)
+            cmds = statistics.median(c for _, c in runs)
+            print(f"{label}, {args.procs} processes: {rate:,.0f} acquisitions/s (median of "
+                  f"{args.rounds}: {', '.join(f'{r:,.0f}' for r, _ in runs)}), {cmds:.1f} "
+                  f"server commands per acquisition")
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,8 @@
 -- heads dropped.
 -- Returns nil when acquired, else the ms to sleep before trying again: the lease left for
 -- the head (-1: no expiry, until woken), -2 behind the head (until woken: it will be when it
--- becomes the head).
+-- becomes the head). A queued caller (ARGV[3] -1) is only ever woken as the head: it is
+-- told the lease left without reading the queue.
 -- @include server_time
 -- @include kinds
 -- @include fair_queue
@@ -62,6 +63,11 @@ if pttl ~= -2 then
             return wrong
         end
     end
+    if entry == -1 then
+        -- Only the head is woken (a grant wakes the new head, a release the head): the
+        -- caller sleeps until the lease ends, as the head does.
+        return pttl
+    end
     local head = redis.pcall('lindex', queue, 0)
     wrong = refused(head, queue, 'list')
     if wrong then
@@ -78,6 +84,16 @@ if wrong then
 end
 local head, second = front[1], front[2]
 local now, expiry = nil, nil
+if head and head ~= owner and entry > 0 then
+    -- Not the caller's turn: it joins the tail and is woken when it becomes the head. A dead
+    -- head is the business of the client that freed the lock (its turn watcher) and of the
+    -- waiters' renewal passes.
+    join(now_ms())
+    if wrong then
+        return wrong
+    end
+    return -2
+end
 if head and head ~= owner then
     now = now_ms()
     expiry = tonumber(redis.call('zscore', zset, head))
@@ -120,10 +136,4 @@ if not head or head == owner then
 end
 
 -- A live head's turn: look again if its entry runs out.
-if entry > 0 then
-    join(now)
-    if wrong then
-        return wrong
-    end
-end
 return math.max(expiry - now, 1)
