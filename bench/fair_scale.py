@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import multiprocessing
 import statistics
 import time
@@ -61,7 +62,11 @@ def many_waiters(url: str, tasks: int) -> tuple[float, float]:
     return (after - before) / tasks, elapsed
 
 
-def _fair_loop(url: str, name: str, start: float, seconds: float, out: Any) -> None:
+def _fair_loop(
+    url: str, name: str, start: float, seconds: float, out: Any, order: bool = False
+) -> None:
+    raw = redis.Redis.from_url(url)
+    seqs: list[int] = []
     with tenure.Client(url) as client:
         lock = client.fair_lock(name)
         while time.time() < start:
@@ -70,13 +75,19 @@ def _fair_loop(url: str, name: str, start: float, seconds: float, out: Any) -> N
         while time.time() < start + seconds:
             with lock:
                 count += 1
-    out.put(count)
+                if order:
+                    seqs.append(int(raw.incr(name + ":seq")))
+    raw.close()
+    out.put(seqs if order else count)
 
 
-def _prl_loop(url: str, name: str, start: float, seconds: float, out: Any) -> None:
+def _prl_loop(
+    url: str, name: str, start: float, seconds: float, out: Any, order: bool = False
+) -> None:
     import redis_lock  # python-redis-lock
 
     raw = redis.Redis.from_url(url)
+    seqs: list[int] = []
     lock = redis_lock.Lock(raw, name, expire=30)
     while time.time() < start:
         time.sleep(0.001)
@@ -84,8 +95,10 @@ def _prl_loop(url: str, name: str, start: float, seconds: float, out: Any) -> No
     while time.time() < start + seconds:
         with lock:
             count += 1
+            if order:
+                seqs.append(int(raw.incr(name + ":seq")))
     raw.close()
-    out.put(count)
+    out.put(seqs if order else count)
 
 
 def contended(url: str, procs: int, seconds: float, target: Any) -> tuple[float, float]:
@@ -108,6 +121,28 @@ def contended(url: str, procs: int, seconds: float, target: Any) -> tuple[float,
     r.close()
     total = sum(counts)
     return total / seconds, (after - before) / max(total, 1)
+
+
+def repeats(url: str, procs: int, seconds: float, target: Any) -> float:
+    """Share of acquisitions that went to the process that held the lock just before (a
+    FIFO lock hands every one over; a lock that lets the releaser take it again does not)."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start = time.time() + 2.0
+    name = f"bench:fair-order:{time.time_ns()}"
+    ps = [
+        ctx.Process(target=target, args=(url, name, start, seconds, out, True))
+        for _ in range(procs)
+    ]
+    for p in ps:
+        p.start()
+    runs = [out.get(timeout=120) for _ in ps]
+    for p in ps:
+        p.join()
+    by_seq = {seq: i for i, seqs in enumerate(runs) for seq in seqs}
+    order = [by_seq[seq] for seq in sorted(by_seq)]
+    same = sum(a == b for a, b in itertools.pairwise(order))
+    return same / max(len(order) - 1, 1)
 
 
 def main() -> None:
@@ -134,6 +169,10 @@ def main() -> None:
             print(f"{label}, {args.procs} processes: {rate:,.0f} acquisitions/s (median of "
                   f"{args.rounds}: {', '.join(f'{r:,.0f}' for r, _ in runs)}), {cmds:.1f} "
                   f"server commands per acquisition")
+        for label, target in targets.items():
+            share = repeats(url, args.procs, args.seconds, target)
+            print(f"{label}: {100 * share:.1f} % of acquisitions by the process that released "
+                  "just before")
 
 if __name__ == "__main__":
     main()
