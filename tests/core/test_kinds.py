@@ -233,7 +233,7 @@ def test_fair_release_and_force_release_calls(ctx: Context, owner: str) -> None:
     drive(lock.acquire(owner, True, None, 8), [(FAIR, None)])
     run = drive(lock.release(owner), [("fair_release", 1)])
     assert run.effects[0].keys == fair_keys("f")
-    assert run.effects[0].args == ["0", 30000, owner, "redisson_lock__channel:{f}:", 10000]
+    assert run.effects[0].args == ["0", 30000, owner, "redisson_lock__channel:{f}:"]
     # the head's turn is watched from the background once its grace has passed
     (watch,) = [e for e in run.extra if isinstance(e, Background)]
     watch.flow.close()

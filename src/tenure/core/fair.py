@@ -11,10 +11,12 @@ waiter. The rules (``scripts/_fair_queue.lua``):
   waiter never loses its place however long it waits, and a dead one (its process killed)
   is dropped once its entry runs out.
 - Only the head may take the lock. A grant wakes the new head (it re-reads its wait: the new
-  lease's end). A release wakes the head alone and starts its turn: its entry is cut to at
-  most one renewal period (the grace). The client that freed the lock looks again once the
-  grace has passed (:meth:`FairLockCore.watch_turn`, one background watcher per lock) and
-  drops the head if it did not come: a dead head delays the queue by one renewal period.
+  lease's end). A release wakes the head alone. The client that freed the lock looks shortly
+  after (:meth:`FairLockCore.watch_turn`, one background watcher per lock; under contention
+  the next release comes first and it never looks): a head that has not come by then is
+  woken again and its turn starts - its entry is cut to at most one renewal period (the
+  grace) - and once that has passed it is dropped as dead and the next one woken: a dead head
+  delays the queue by one renewal period.
 - A waiter that times out, is cancelled or fails leaves the queue; no other entry changes.
 
 Every operation is O(1) in the number of waiters but for the dead heads it drops (and
@@ -185,13 +187,7 @@ class FairLockCore(LockCore):
         return Call(
             self.release_script,
             self.waiter_keys(),
-            [
-                self.unlock_message,
-                self.lease_ms(lease),
-                self.field(owner),
-                self.waiter_prefix,
-                grace_ms(self.ctx),
-            ],
+            [self.unlock_message, self.lease_ms(lease), self.field(owner), self.waiter_prefix],
             changes=True,
         )
 

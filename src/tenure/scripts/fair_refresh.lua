@@ -4,8 +4,8 @@
 -- ARGV[1] entry lease ms   ARGV[2] grace ms   ARGV[3] wake-up message, then per waiter its
 -- owner field and its channel prefix (channel = prefix .. owner)
 -- Per lock (once per call), when the lock is free: the heads whose entry ran out are dropped
--- and the first live one is woken (a lost wake-up, or a holder whose lease ran out, is
--- noticed within one pass). A waiter whose entry is gone (dropped as dead while its client
+-- and the first live one is woken and its turn started (a lost wake-up, a holder whose lease
+-- ran out or a releasing client that died are noticed within one pass). A waiter whose entry is gone (dropped as dead while its client
 -- was away) is woken: its next attempt joins again.
 -- Returns a list: per waiter 1 (refreshed) or 0 (its entry was gone).
 -- @include server_time
@@ -27,7 +27,7 @@ for i = 1, #KEYS / 3 do
                 redis.call('publish', prefix .. head, message)
             end
             drop_heads(queue, zset, dead)
-            if head and dead > 0 then
+            if head then
                 start_turn(zset, head, now, grace)
             end
         end

@@ -1,11 +1,12 @@
--- Release one hold of a fair lock; once free, wake the queue head only and start its turn.
+-- Release one hold of a fair lock; once free, wake the queue head only. Its turn (the grace,
+-- see start_turn) is started by the releasing client's turn watcher (fair_turn.lua) if it
+-- has not taken the lock by the watcher's first look: under contention, never.
 -- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
 -- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds
 -- ARGV[3] owner field   ARGV[4] waiter channel prefix (channel = prefix .. owner; channels
--- are not keys, so the script builds them)   ARGV[5] grace ms (see start_turn)
+-- are not keys, so the script builds them)
 -- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
 -- The wake-up (PUBLISH, which an ACL can refuse) comes before the writes.
--- @include server_time
 -- @include kinds
 -- @include fair_queue
 
@@ -30,12 +31,6 @@ if wrong then
 end
 if head then
     redis.call('publish', ARGV[4] .. head, ARGV[1])
-    local now = now_ms()
-    wrong = refused(redis.pcall('zadd', zset, 'XX', 'LT', now + tonumber(ARGV[5]), head), zset,
-        'zset')
-    if wrong then
-        return wrong
-    end
 end
 redis.call('del', lock)
 return 1

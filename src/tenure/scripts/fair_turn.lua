@@ -1,7 +1,7 @@
--- Watch a queue head's turn (tenure.core.fair: the client that freed the lock looks again
--- once the grace has passed). While the lock is free: the heads whose entry ran out are
--- dropped, the first live one is woken (again: its wake-up may have been lost) and its turn
--- starts if it is a new head.
+-- Watch a queue head's turn (tenure.core.fair: the client that freed the lock looks shortly
+-- after, then when the head's entry runs out). While the lock is free: the heads whose entry
+-- ran out are dropped, the first live one is woken (again: its wake-up may have been lost)
+-- and its turn starts (its entry is cut to the grace, see start_turn).
 -- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
 -- ARGV[1] grace ms   ARGV[2] waiter channel prefix (channel = prefix .. owner; channels are
 -- not keys, so the script builds them)   ARGV[3] wake-up message
@@ -28,7 +28,5 @@ drop_heads(queue, zset, dead)
 if not head then
     return -1
 end
-if dead > 0 then
-    start_turn(zset, head, now, tonumber(ARGV[1]))
-end
+start_turn(zset, head, now, tonumber(ARGV[1]))
 return math.max(tonumber(redis.call('zscore', zset, head)) - now, 1)
