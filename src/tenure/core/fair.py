@@ -10,13 +10,14 @@ waiter. The rules (``scripts/_fair_queue.lua``):
   script for all its waiters) pushes the entry forward while the waiter waits, so a live
   waiter never loses its place however long it waits, and a dead one (its process killed)
   is dropped once its entry runs out.
-- Only the head may take the lock. A grant wakes the new head (it re-reads its wait: the new
-  lease's end). A release wakes the head alone. The client that freed the lock looks shortly
-  after (:meth:`FairLockCore.watch_turn`, one background watcher per lock; under contention
-  the next release comes first and it never looks): a head that has not come by then is
-  woken again and its turn starts - its entry is cut to at most one renewal period (the
-  grace) - and once that has passed it is dropped as dead and the next one woken: a dead head
-  delays the queue by one renewal period.
+- Only the head may take the lock; a release wakes the head alone (waiters are not told when
+  they become the head). The client that freed the lock looks shortly after
+  (:meth:`FairLockCore.watch_turn`, one background watcher per lock; under contention the
+  next release comes first and it never looks): a head that has not come by then is woken
+  again and its turn starts - its entry is cut to at most one renewal period (the grace) -
+  and once that has passed it is dropped as dead and the next one woken: a dead head delays
+  the queue by one renewal period. While the lock is held by another and someone waits, the
+  watcher looks again when the lease ends: a holder that died is replaced then.
 - A waiter that times out, is cancelled or fails leaves the queue; no other entry changes.
 
 Every operation is O(1) in the number of waiters but for the dead heads it drops (and
@@ -46,6 +47,9 @@ QUEUED = -1
 """The entry argument of an attempt by a waiter its client knows is queued."""
 BEHIND = -2
 """An attempt's reply for a waiter behind the head: wait until woken."""
+
+NOTHING, HELD, FREE = 0, 1, 2
+"""What ``fair_turn.lua`` saw: no one waits; the lock held; the lock free, its head woken."""
 
 TURN_SLACK = 0.02
 """Seconds the turn watcher waits beyond the grace, so the server's clock has passed it."""
@@ -77,7 +81,10 @@ class FairLockCore(LockCore):
         self._joined: set[str] = set()
         """Owners an attempt found queued: their next attempts check only their turn."""
         self._turn_at = 0.0
+        self._wake_at = 0.0
+        self._plans = 0
         self._watching = False
+        self._watcher = 0
 
     def entry_ms(self) -> int:
         """A queue entry's lease: ``watchdog_timeout`` (three renewal passes)."""
@@ -121,6 +128,9 @@ class FairLockCore(LockCore):
             return int(reply)
         self._dequeued(owner)
         self.granted(owner, lease)
+        if lease is not None:
+            # The lease may run out with no release; the head is not told it is the head.
+            yield from self.watch_turn(lease + TURN_SLACK)
         return None
 
     def _dequeued(self, owner: str) -> bool:
@@ -202,50 +212,74 @@ class FairLockCore(LockCore):
     # ------------------------------------------------------------ the head's turn
     def release(self, owner: str) -> Flow[None]:
         yield from super().release(owner)
-        yield from self.watch_turn()
+        yield from self.watch_turn(FIRST_LOOK)
 
     def force_release(self) -> Flow[bool]:
         held = yield from super().force_release()
-        yield from self.watch_turn()
+        yield from self.watch_turn(FIRST_LOOK)
         return held
 
-    def watch_turn(self) -> Flow[None]:
-        """The lock may just have become free and a head's turn started: look again soon
-        (:data:`FIRST_LOOK`: a lost wake-up is sent again), then once the head's grace has
-        passed (a dead head is dropped and the next woken). One background watcher per lock
-        object, however many releases; each release moves the look later, as the queue
-        moved."""
-        with self._mutex:
-            self._turn_at = time.monotonic() + FIRST_LOOK
-            if self._watching:
-                return
-            self._watching = True
-        yield Background(self._turn_watcher())
+    def watch_turn(self, delay: float) -> Flow[None]:
+        """Look at the queue's head in ``delay`` seconds (one background watcher per lock
+        object: each call replaces the plan, as the lock changed hands).
 
-    def _turn_watcher(self) -> Flow[None]:
+        After a release (:data:`FIRST_LOOK`): a head that has not come is woken again and
+        its turn starts; the watcher looks again after growing pauses (it expects the head
+        to take the lock) and, once the head's grace has passed, drops it as dead and wakes
+        the next. After a grant with a lease: at its end, in case no release comes. While
+        the lock is held and someone waits: at the lease's end, so a holder that died is
+        replaced when its lease runs out. It stops once no one waits.
+        """
+        at = time.monotonic() + delay
+        with self._mutex:
+            self._turn_at = at
+            self._plans += 1
+            if self._watching and at >= self._wake_at:
+                return  # the watcher wakes before then and sees the new plan
+            self._watching = True
+            self._watcher += 1
+            watcher = self._watcher
+        yield Background(self._turn_watcher(watcher))
+
+    def _turn_watcher(self, watcher: int) -> Flow[None]:
+        pause = FIRST_LOOK
         try:
             while True:
                 with self._mutex:
+                    if self._watcher != watcher:
+                        return  # superseded by a watcher that looks earlier
                     delay = self._turn_at - time.monotonic()
+                    plan = self._plans
+                    if delay > 0:
+                        self._wake_at = self._turn_at
                 if delay > 0:
                     yield Sleep(delay)
                     continue
                 try:
-                    reply = int((yield self.turn_call()))
+                    state, ms = (int(x) for x in (yield self.turn_call()))
                 except LockKindError:
-                    reply = -1
+                    state, ms = NOTHING, 0
                 except BackendError:  # look again later; the waiters' passes cover meanwhile
-                    reply = grace_ms(self.ctx)
+                    state, ms = HELD, grace_ms(self.ctx)
                 with self._mutex:
-                    if reply >= 0:
-                        self._turn_at = max(self._turn_at, time.monotonic() + reply / 1000)
-                        self._turn_at += TURN_SLACK
-                    elif self._turn_at <= time.monotonic():
+                    if self._watcher != watcher:
+                        return
+                    if self._plans != plan:  # the lock changed hands meanwhile: that plan
+                        pause = FIRST_LOOK
+                        continue
+                    if state == NOTHING:
                         self._watching = False
                         return
+                    if state == FREE:  # the head was woken: it should take the lock soon
+                        pause = min(2 * pause, ms / 1000)
+                        wait = pause
+                    else:
+                        pause, wait = FIRST_LOOK, ms / 1000
+                    self._turn_at = time.monotonic() + wait + TURN_SLACK
         except BaseException:
             with self._mutex:
-                self._watching = False
+                if self._watcher == watcher:
+                    self._watching = False
             raise
 
     def turn_call(self) -> Call:

@@ -7,8 +7,8 @@
 -- ARGV[5] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
 -- script builds them)   ARGV[6] wake-up message
 -- The lock goes to the head of the queue only (or to anyone while the queue is empty). A
--- grant wakes the new head, so it re-reads its wait (the new lease). O(1) but for the dead
--- heads dropped.
+-- release wakes the head; a lease that runs out is noticed by a turn watcher (fair_turn.lua).
+-- O(1) but for the dead heads dropped.
 -- Returns nil when acquired, else the ms to sleep before trying again: the lease left for
 -- the head (-1: no expiry, until woken), -2 behind the head (until woken: it will be when it
 -- becomes the head). A queued caller (ARGV[3] -1) is only ever woken as the head: it is
@@ -22,20 +22,21 @@ local owner, prefix, message = ARGV[2], ARGV[5], ARGV[6]
 local entry = tonumber(ARGV[3])
 local wrong
 
--- join(now): add the caller at the tail unless it is queued; true if it is the head now
+-- join(now): add the caller at the tail unless it is queued. Returns its place (1: the
+-- head), or 0 when it was queued already (place unknown).
 local function join(now)
     local added = redis.pcall('zadd', zset, 'NX', now + entry, owner)
     wrong = refused(added, zset, 'zset')
     if wrong or added == 0 then
-        return false
+        return 0
     end
     local length = redis.pcall('rpush', queue, owner)
     wrong = refused(length, queue, 'list')
     if wrong then
         redis.call('zrem', zset, owner)
-        return false
+        return 0
     end
-    return length == 1
+    return length
 end
 
 local pttl = redis.call('pttl', lock)
@@ -56,16 +57,17 @@ if pttl ~= -2 then
         if entry == 0 then
             return pttl
         end
-        if join(now_ms()) then
-            return pttl
-        end
+        local place = join(now_ms())
         if wrong then
             return wrong
         end
+        if place > 0 then
+            return place == 1 and pttl or -2
+        end
     end
     if entry == -1 then
-        -- Only the head is woken (a grant wakes the new head, a release the head): the
-        -- caller sleeps until the lease ends, as the head does.
+        -- Only the head is ever woken: the caller sleeps until the lease ends, as the head
+        -- does (it is not told when it becomes the head: see fair_turn.lua).
         return pttl
     end
     local head = redis.pcall('lindex', queue, 0)
@@ -77,12 +79,34 @@ if pttl ~= -2 then
 end
 
 -- The lock is free.
-local front = redis.pcall('lrange', queue, 0, 1)
+if entry == -1 then
+    -- A queued caller is woken as the head, and takes the lock (one read fewer: its entry
+    -- is popped, and pushed back in the rare case it is not the head).
+    local popped = redis.pcall('lpop', queue)
+    wrong = refused(popped, queue, 'list')
+    if wrong then
+        return wrong
+    end
+    if popped == owner then
+        wrong = refused(redis.pcall('zrem', zset, owner), zset, 'zset')
+        if wrong then
+            redis.call('lpush', queue, owner)
+            return wrong
+        end
+        redis.call('hset', lock, owner, 1)
+        redis.call('pexpire', lock, ARGV[1])
+        return nil
+    end
+    if popped then
+        redis.call('lpush', queue, popped)
+    end
+end
+local front = redis.pcall('lrange', queue, 0, 0)
 wrong = refused(front, queue, 'list')
 if wrong then
     return wrong
 end
-local head, second = front[1], front[2]
+local head = front[1]
 local now, expiry = nil, nil
 if head and head ~= owner and entry > 0 then
     -- Not the caller's turn: it joins the tail and is woken when it becomes the head. A dead
@@ -102,7 +126,6 @@ if head and head ~= owner then
         -- (which an ACL can refuse) comes before the writes: a refused one changes nothing.
         local dead
         dead, head = dead_heads(queue, zset, now)
-        second = redis.call('lindex', queue, dead + 1)
         if head and head ~= owner then
             redis.call('publish', prefix .. head, message)
         end
@@ -115,10 +138,7 @@ if head and head ~= owner then
 end
 
 if not head or head == owner then
-    if head then  -- leave the queue; the waiter behind is the new head: wake it
-        if second then
-            redis.call('publish', prefix .. second, message)
-        end
+    if head then  -- leave the queue
         wrong = refused(redis.pcall('zrem', zset, owner), zset, 'zset')
         if wrong then
             return wrong

@@ -5,8 +5,11 @@
 -- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
 -- ARGV[1] grace ms   ARGV[2] waiter channel prefix (channel = prefix .. owner; channels are
 -- not keys, so the script builds them)   ARGV[3] wake-up message
--- Returns -1 when there is nothing to watch (the lock is held, or no one waits), else the ms
--- after which to look again (when the head's entry runs out).
+-- While the lock is held and someone waits: nothing, but look again when its lease ends (a
+-- holder that died, or let its lease run out, is replaced at once: the head is not told when
+-- it becomes the head, so this is what notices).
+-- Returns {0, 0} when there is nothing to watch (no one waits, or a lock with no expiry),
+-- {1, ms left of the lease} while held, {2, ms left of the woken head's entry} while free.
 -- @include server_time
 -- @include kinds
 -- @include fair_queue
@@ -16,8 +19,12 @@ local wrong = type_error(queue, 'list') or type_error(zset, 'zset')
 if wrong then
     return wrong
 end
-if redis.call('exists', lock) == 1 then
-    return -1
+local pttl = redis.call('pttl', lock)
+if pttl ~= -2 then  -- held: look again when the lease ends, while someone waits
+    if pttl == -1 or redis.call('exists', queue) == 0 then
+        return {0, 0}
+    end
+    return {1, pttl}
 end
 local now = now_ms()
 local dead, head = dead_heads(queue, zset, now)
@@ -26,7 +33,7 @@ if head then
 end
 drop_heads(queue, zset, dead)
 if not head then
-    return -1
+    return {0, 0}
 end
 start_turn(zset, head, now, tonumber(ARGV[1]))
-return math.max(tonumber(redis.call('zscore', zset, head)) - now, 1)
+return {2, math.max(tonumber(redis.call('zscore', zset, head)) - now, 1)}
