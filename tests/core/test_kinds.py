@@ -11,12 +11,13 @@ from tenure.core.context import Context
 from tenure.core.effects import (
     Background,
     Command,
+    Sleep,
     Subscribe,
     Unsubscribe,
     Wait,
     WatchHolds,
 )
-from tenure.core.fair import FairLockCore
+from tenure.core.fair import FIRST_LOOK, FREE, HELD, NOTHING, TURN_SLACK, FairLockCore
 from tenure.core.fenced import FencedLockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
 from tenure.errors import BackendError, LockUpgradeError, NotOwnedError, ReplicationError
@@ -564,3 +565,40 @@ def test_fenced_unreplicated_grant_is_undone(ctx: Context, owner: str) -> None:
     assert fails(lock.acquire(owner, True, 0, None), [("fenced_acquire", refused)]).names == [
         "fenced_acquire"
     ]
+
+
+def test_fair_turn_watcher_looks_soon_then_backs_off_then_follows_the_lease(
+    ctx: Context, clock: Clock
+) -> None:
+    lock = FairLockCore(ctx, "f")
+    (watch,) = drive(lock.watch_turn(FIRST_LOOK), []).extra
+    run = drive(
+        watch.flow,
+        [
+            ("fair_turn", [FREE, 10000]),  # the head was woken (again): it should come soon
+            ("fair_turn", [FREE, 9900]),
+            ("fair_turn", [HELD, 30000]),  # it came: look again when its lease ends
+            ("fair_turn", [NOTHING, 0]),  # no one waits: the watcher ends
+        ],
+        clock=clock,
+    )
+    sleeps = [e.seconds for e in run.of(Sleep)]
+    assert sleeps == pytest.approx(
+        [FIRST_LOOK, 2 * FIRST_LOOK + TURN_SLACK, 4 * FIRST_LOOK + TURN_SLACK, 30 + TURN_SLACK]
+    )
+    assert run.calls("fair_turn")[0].args == [10000, "redisson_lock__channel:{f}:", "0"]
+    # ended: the next release starts a watcher again
+    assert len(drive(lock.watch_turn(FIRST_LOOK), []).extra) == 1
+
+
+def test_fair_turn_watcher_superseded_by_an_earlier_plan(ctx: Context, clock: Clock) -> None:
+    lock = FairLockCore(ctx, "f")
+    (first,) = drive(lock.watch_turn(30.0), []).extra  # a grant with a 30 s lease
+    flow = first.flow
+    assert isinstance(flow.send(None), Sleep)  # the first watcher sleeps until then
+    (second,) = drive(lock.watch_turn(FIRST_LOOK), []).extra  # a release: look sooner
+    assert drive(lock.watch_turn(1.0), []).extra == []  # later than the new watcher's look
+    clock.advance(30)
+    with pytest.raises(StopIteration):
+        flow.send(None)  # the first one ends when it wakes
+    second.flow.close()

@@ -238,6 +238,7 @@ class FairLockCore(LockCore):
                 return  # the watcher wakes before then and sees the new plan
             self._watching = True
             self._watcher += 1
+            self._wake_at = at  # the new watcher looks then (or earlier, for a newer plan)
             watcher = self._watcher
         yield Background(self._turn_watcher(watcher))
 
