@@ -42,7 +42,7 @@ def test_fair_one_attempt_never_joins_the_queue(
     assert run.result is False
     (call,) = run.effects  # refused, and no fair_give_up: it was never queued
     assert call.keys == fair_keys("f")
-    assert call.args == [30000, owner, 0, 10000, "redisson_lock__channel:{f}:", "0"]
+    assert call.args == [30000, owner, 0, 10000, "redisson_lock__channel:{f}:", "0", 0]
     assert call.changes
 
 
@@ -231,12 +231,15 @@ def test_fair_give_up_failure_after_a_timeout_propagates(
 
 def test_fair_release_and_force_release_calls(ctx: Context, owner: str) -> None:
     lock = FairLockCore(ctx, "f")
-    granted = drive(lock.acquire(owner, True, None, 8), [(FAIR, None)])
+    alone = drive(lock.acquire(owner, True, None, 8), [(FAIR, None)])
+    assert not any(isinstance(e, Background) for e in alone.extra)  # no waiter: no watcher
+    granted = drive(lock.acquire(owner, True, None, 8), [(FAIR, "W")])  # re-entry, waiters
     # a grant with a lease is watched: its end may come with no release
     (watch,) = [e for e in granted.extra if isinstance(e, Background)]
     watch.flow.close()
     lock = FairLockCore(ctx, "f")  # another object of the same lock: no watcher yet
-    run = drive(lock.release(owner), [("fair_release", 1)])
+    assert not drive(lock.release(owner), [("fair_release", 0)]).extra  # holds remain
+    run = drive(lock.release(owner), [("fair_release", 2)])  # freed, and a head woken
     assert run.effects[0].keys == fair_keys("f")
     assert run.effects[0].args == ["0", 30000, owner, "redisson_lock__channel:{f}:"]
     # the head's turn is watched from the background (a new watcher: the last one ended)

@@ -33,13 +33,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from tenure import keys, scripts
 from tenure.core.context import Context
 from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
 from tenure.core.lock import RECONCILE_PAUSE, LockCore, LossCallback
 from tenure.core.watchdog import grace_ms
-from tenure.errors import BackendError, LockKindError
+from tenure.errors import BackendError, LockKindError, ReplicationError
 
 log = logging.getLogger("tenure")
 
@@ -47,6 +48,11 @@ QUEUED = -1
 """The entry argument of an attempt by a waiter its client knows is queued."""
 BEHIND = -2
 """An attempt's reply for a waiter behind the head: wait until woken."""
+
+GRANTED_WITH_WAITERS = (b"W", "W")
+"""An acquire script's grant, to a caller with a lease_time, while waiters remain."""
+WOKE = 2
+"""A release script's reply: the lock was freed and the queue's head woken."""
 
 NOTHING, HELD, FREE = 0, 1, 2
 """What ``fair_turn.lua`` saw: no one waits; the lock held; the lock free, its head woken."""
@@ -85,6 +91,8 @@ class FairLockCore(LockCore):
         self._plans = 0
         self._watching = False
         self._watcher = 0
+        self._woke: set[str] = set()
+        """Owners whose release (in flight) freed the lock and woke a queue head."""
 
     def entry_ms(self) -> int:
         """A queue entry's lease: ``watchdog_timeout`` (three renewal passes)."""
@@ -116,11 +124,12 @@ class FairLockCore(LockCore):
                 grace_ms(self.ctx),
                 self.waiter_prefix,
                 self.unlock_message,
+                0 if lease is None else 1,
             ],
             changes=True,
         )
         reply = yield from self.acquire_call(owner, call, lease)
-        if reply is not None:
+        if not self.is_grant(reply):
             if entry != 0:
                 with self._mutex:
                     if owner in self._queued:
@@ -128,10 +137,34 @@ class FairLockCore(LockCore):
             return int(reply)
         self._dequeued(owner)
         self.granted(owner, lease)
-        if lease is not None:
-            # The lease may run out with no release; the head is not told it is the head.
+        if lease is not None and reply is not None:
+            # Waiters remain and the lease may run out with no release; the head is not told
+            # it is the head: look then.
             yield from self.watch_turn(lease + TURN_SLACK)
         return None
+
+    def is_grant(self, reply: Any) -> bool:
+        return reply is None or reply in GRANTED_WITH_WAITERS
+
+    def send_release(
+        self, owner: str, lease: float | None, recorded: int | None = None
+    ) -> Flow[Any]:
+        # 2: freed and the head woken; the release flow watches its turn
+        try:
+            reply = yield from super().send_release(owner, lease, recorded)
+        except ReplicationError as error:
+            if isinstance(error.reply, int) and error.reply == WOKE:
+                error.reply = 1
+                self._woke_head(owner)
+            raise
+        if reply is not None and int(reply) == WOKE:
+            self._woke_head(owner)
+            return 1
+        return reply
+
+    def _woke_head(self, owner: str) -> None:
+        with self._mutex:
+            self._woke.add(owner)
 
     def _dequeued(self, owner: str) -> bool:
         """Forget that ``owner`` may be queued; True if it may have been."""
@@ -211,8 +244,14 @@ class FairLockCore(LockCore):
 
     # ------------------------------------------------------------ the head's turn
     def release(self, owner: str) -> Flow[None]:
-        yield from super().release(owner)
-        yield from self.watch_turn(FIRST_LOOK)
+        try:
+            yield from super().release(owner)
+        finally:
+            with self._mutex:
+                woke = owner in self._woke
+                self._woke.discard(owner)
+        if woke:  # a head's turn came
+            yield from self.watch_turn(FIRST_LOOK)
 
     def force_release(self) -> Flow[bool]:
         held = yield from super().force_release()

@@ -5,11 +5,14 @@
 -- attempt that never joins the queue; -1 = the caller is queued already (its client knows:
 -- only its turn is checked)   ARGV[4] grace ms (see start_turn)
 -- ARGV[5] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
--- script builds them)   ARGV[6] wake-up message
+-- script builds them)   ARGV[6] wake-up message   ARGV[7] 1 when the caller asks for a
+-- lease_time (that lease may run out with no release: the client then watches its end if
+-- waiters remain)
 -- The lock goes to the head of the queue only (or to anyone while the queue is empty). A
 -- release wakes the head; a lease that runs out is noticed by a turn watcher (fair_turn.lua).
 -- O(1) but for the dead heads dropped.
--- Returns nil when acquired, else the ms to sleep before trying again: the lease left for
+-- Returns nil when acquired ('W' when acquired with ARGV[7] = 1 and waiters remain), else
+-- the ms to sleep before trying again: the lease left for
 -- the head (-1: no expiry, until woken), -2 behind the head (until woken: it will be when it
 -- becomes the head). A queued caller (ARGV[3] -1) is only ever woken as the head: it is
 -- told the lease left without reading the queue.
@@ -21,6 +24,14 @@ local lock, queue, zset = KEYS[1], KEYS[2], KEYS[3]
 local owner, prefix, message = ARGV[2], ARGV[5], ARGV[6]
 local entry = tonumber(ARGV[3])
 local wrong
+
+-- granted(): the grant's reply
+local function granted()
+    if ARGV[7] == '1' and redis.call('exists', queue) == 1 then
+        return 'W'
+    end
+    return nil
+end
 
 -- join(now): add the caller at the tail unless it is queued. Returns its place (1: the
 -- head), or 0 when it was queued already (place unknown).
@@ -95,7 +106,7 @@ if entry == -1 then
         end
         redis.call('hset', lock, owner, 1)
         redis.call('pexpire', lock, ARGV[1])
-        return nil
+        return granted()
     end
     if popped then
         redis.call('lpush', queue, popped)
@@ -152,7 +163,7 @@ if not head or head == owner then
     end
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, ARGV[1])
-    return nil
+    return head and granted() or nil
 end
 
 -- A live head's turn: look again if its entry runs out.

@@ -5,8 +5,9 @@
 -- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds
 -- ARGV[3] owner field   ARGV[4] waiter channel prefix (channel = prefix .. owner; channels
 -- are not keys, so the script builds them)
--- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
--- The wake-up (PUBLISH, which an ACL can refuse) comes before the writes.
+-- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed,
+-- 2 when it was freed and the head woken. The wake-up (PUBLISH, which an ACL can refuse)
+-- comes before the DEL.
 -- @include kinds
 -- @include fair_queue
 
@@ -33,4 +34,4 @@ if head then
     redis.call('publish', ARGV[4] .. head, ARGV[1])
 end
 redis.call('del', lock)
-return 1
+return head and 2 or 1
