@@ -36,7 +36,7 @@ def test_every_script_loads_with_its_fragments_spliced(r: redis.Redis) -> None:
 
 def test_every_fragment_is_used_by_a_script() -> None:
     fragments = scripts.fragments()
-    assert {"renew_batch", "rw_readers", "fair_wake_head"} <= set(fragments)
+    assert {"renew_batch", "rw_readers", "fair_queue"} <= set(fragments)
     for fragment in fragments:
         if fragment == "reconcile_guard":  # put in front of release scripts by guarded()
             assert scripts.guarded(scripts.get("lock_release")).source.startswith(
@@ -55,11 +55,12 @@ def test_guarded_release_scripts_compile(r: redis.Redis) -> None:
 
 
 def test_shared_blocks_exist_once() -> None:
-    release, force = scripts.get("fair_release"), scripts.get("fair_force_release")
-    wake = scripts.fragment("fair_wake_head").strip()
-    assert wake in release.source and wake in force.source
-    raw = (resources.files(scripts) / "fair_release.lua").read_text("utf-8")
-    assert "lpop" not in raw  # the re-queue loop lives in the fragment only
+    queue = scripts.fragment("fair_queue").strip()
+    for name in ("fair_acquire", "fair_release", "fair_force_release", "fair_turn"):
+        assert queue in scripts.get(name).source, name
+    for name in ("fair_turn", "fair_refresh"):
+        raw = (resources.files(scripts) / f"{name}.lua").read_text("utf-8")
+        assert "lpop" not in raw, name  # dropping dead heads lives in the fragment only
 
 
 def test_splice_replaces_only_whole_include_lines() -> None:

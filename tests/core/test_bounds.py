@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from tenure.core.args import MAX_SECONDS, check_name
@@ -11,6 +9,8 @@ from tenure.core.context import Context
 from tenure.core.fair import FairLockCore
 from tenure.core.lock import LockCore
 from tenure.core.options import make_context
+
+from .scripted import drive
 
 
 def context(**options: object) -> Context:
@@ -51,9 +51,11 @@ def test_sane_watchdog_timeout_accepted() -> None:
     assert context(watchdog_timeout=0.2).watchdog_timeout == 0.2
 
 
-def test_fair_allowance_of_a_huge_finite_wait_is_capped() -> None:
-    assert FairLockCore.allowance_ms(1e20) == 10**15
-    assert FairLockCore.allowance_ms(math.inf) == 300_000
+def test_fair_queue_entry_lasts_three_renewal_periods_whatever_the_wait() -> None:
+    lock = FairLockCore(context(watchdog_timeout=3.0), "f")
+    assert lock.entry_ms() == 3000
+    run = drive(lock.acquire("u:1", True, 1e20, None), [("fair_acquire", None)])
+    assert run.effects[0].args[2:4] == [3000, 1000]
 
 
 @pytest.mark.parametrize("name", ["\ud800", "ok\udfffno"])

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tenure import keys
 from tenure.core.context import Context
-from tenure.core.effects import Command, Subscribe, Unsubscribe, Wait
-from tenure.core.fair import FairLockCore
+from tenure.core.effects import (
+    Background,
+    Command,
+    Sleep,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    WatchHolds,
+)
+from tenure.core.fair import FIRST_LOOK, FREE, HELD, NOTHING, TURN_SLACK, FairLockCore
 from tenure.core.fenced import FencedLockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
 from tenure.errors import BackendError, LockUpgradeError, NotOwnedError, ReplicationError
@@ -32,21 +42,36 @@ def test_fair_one_attempt_never_joins_the_queue(
     assert run.result is False
     (call,) = run.effects  # refused, and no fair_give_up: it was never queued
     assert call.keys == fair_keys("f")
-    assert call.args == [30000, owner, 0, "redisson_lock__channel:{f}:", "0"]
+    assert call.args == [30000, owner, 0, 10000, "redisson_lock__channel:{f}:", "0", 0]
     assert call.changes
 
 
-@pytest.mark.parametrize(("timeout", "allowance"), [(None, 300000), (-1, 300000), (2.5, 2500)])
-def test_fair_waiter_joins_with_its_allowance(
-    ctx: Context, owner: str, timeout: float | None, allowance: int
+@pytest.mark.parametrize("timeout", [None, -1, 2.5, 1e9])
+def test_fair_waiter_joins_with_an_entry_its_client_refreshes(
+    ctx: Context, owner: str, timeout: float | None
 ) -> None:
+    # whatever its wait, a waiter's entry lasts watchdog_timeout (three renewal passes); the
+    # head's grace once the lock is free is one renewal period
     lock = FairLockCore(ctx, "f")
-    run = drive(lock.acquire(owner, True, timeout, 4), [(FAIR, None)])
+    steps = [(FAIR, 500), (Subscribe, None), (FAIR, None), (Unsubscribe, None)]
+    run = drive(lock.acquire(owner, True, timeout, 4), steps)
     assert run.result is True
-    assert run.effects[0].args[:3] == [4000, owner, allowance]
+    assert run.effects[0].args[:4] == [4000, owner, 30000, 10000]
+    assert any(isinstance(e, WatchHolds) for e in run.extra)  # the keeper refreshes it
+    assert len(ctx.holds.waiters) == 0  # granted: no longer refreshed
     hold = ctx.holds.get("f", owner)
-    assert hold is not None and hold.renewal.name == "fair_renew"
-    assert keys.FAIR_DEFAULT_ALLOWANCE == 300.0
+    assert hold is not None and hold.renewal.name == "lock_renew"  # as a Lock's hold
+
+
+def test_fair_queued_waiter_is_refreshed_until_it_leaves(ctx: Context, owner: str) -> None:
+    lock = FairLockCore(ctx, "f")
+    flow = lock.acquire(owner, True, 10, None)
+    assert isinstance(flow.send(None), WatchHolds)
+    assert flow.send(None).script.name == FAIR
+    assert ctx.holds.waiters.snapshot(lambda _: True) == [(lock, owner)]
+    flow.close()
+    run = drive(lock.give_up(owner), [(GIVE_UP, 1)])
+    assert run.names == [GIVE_UP] and len(ctx.holds.waiters) == 0
 
 
 def test_fair_waits_on_its_own_channel_and_leaves_no_queue_entry_when_granted(
@@ -74,6 +99,37 @@ def test_fair_waits_on_its_own_channel_and_leaves_no_queue_entry_when_granted(
     assert drive(lock.acquire(owner, False, None, None), [(FAIR, 5)]).names == [FAIR]
 
 
+def test_fair_waiter_behind_the_head_waits_at_once_then_checks_only_its_turn(
+    ctx: Context, owner: str
+) -> None:
+    # -2: queued behind the head. Nothing but a wake-up is ever sent to it, so no second
+    # attempt once subscribed; its later attempts tell the script it is queued (-1).
+    lock = FairLockCore(ctx, "f")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(FAIR, -2), (Subscribe, None), (Wait, True), (FAIR, None), (Unsubscribe, None)],
+    )
+    assert run.result is True
+    first, second = run.calls(FAIR)
+    assert first.args[2] == 30000 and second.args[2] == -1
+    assert run.of(Wait)[0].seconds == math.inf
+
+
+def test_fair_waiter_whose_entry_was_dropped_joins_again(ctx: Context, owner: str) -> None:
+    lock = FairLockCore(ctx, "f")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [
+            (FAIR, -2),
+            (Subscribe, None),
+            (Wait, Do(lambda _: lock.entry_gone(owner) or True)),  # the renewal pass saw it
+            (FAIR, None),
+            (Unsubscribe, None),
+        ],
+    )
+    assert [c.args[2] for c in run.calls(FAIR)] == [30000, 30000]
+
+
 def test_fair_timeout_leaves_the_queue(ctx: Context, owner: str, clock: Clock) -> None:
     lock = FairLockCore(ctx, "f")
     run = drive(
@@ -93,7 +149,7 @@ def test_fair_timeout_leaves_the_queue(ctx: Context, owner: str, clock: Clock) -
     assert run.of(Unsubscribe)[0].pass_on is False
     (give_up,) = run.calls(GIVE_UP)
     assert give_up.keys == fair_keys("f")
-    assert give_up.args == [owner, 2000, "redisson_lock__channel:{f}:", "0"]
+    assert give_up.args == [owner, 10000, "redisson_lock__channel:{f}:", "0"]
     assert give_up.changes
     assert ctx.holds.get("f", owner) is None
 
@@ -127,7 +183,7 @@ def test_fair_error_mid_wait_unsubscribes_and_leaves_the_queue(ctx: Context, own
     )
     assert run.error is error
     assert run.of(Unsubscribe)[0].pass_on is True
-    assert run.calls(GIVE_UP)[0].args[1] == 300000
+    assert run.calls(GIVE_UP)[0].args[1] == 10000
 
 
 def test_fair_error_on_the_first_queued_attempt_leaves_the_queue(ctx: Context, owner: str) -> None:
@@ -175,15 +231,25 @@ def test_fair_give_up_failure_after_a_timeout_propagates(
 
 def test_fair_release_and_force_release_calls(ctx: Context, owner: str) -> None:
     lock = FairLockCore(ctx, "f")
-    drive(lock.acquire(owner, True, None, 8), [(FAIR, None)])
-    run = drive(lock.release(owner), [("fair_release", 1)])
+    alone = drive(lock.acquire(owner, True, None, 8), [(FAIR, None)])
+    assert not any(isinstance(e, Background) for e in alone.extra)  # no waiter: no watcher
+    granted = drive(lock.acquire(owner, True, None, 8), [(FAIR, "W")])  # re-entry, waiters
+    # a grant with a lease is watched: its end may come with no release
+    (watch,) = [e for e in granted.extra if isinstance(e, Background)]
+    watch.flow.close()
+    lock = FairLockCore(ctx, "f")  # another object of the same lock: no watcher yet
+    assert not drive(lock.release(owner), [("fair_release", 0)]).extra  # holds remain
+    run = drive(lock.release(owner), [("fair_release", 2)])  # freed, and a head woken
     assert run.effects[0].keys == fair_keys("f")
     assert run.effects[0].args == ["0", 30000, owner, "redisson_lock__channel:{f}:"]
+    # the head's turn is watched from the background (a new watcher: the last one ended)
+    (watch,) = [e for e in run.extra if isinstance(e, Background)]
+    watch.flow.close()
     assert fails(lock.release(owner), [("fair_release", None)]).error is not None
     force = drive(lock.force_release(), [("fair_force_release", 1)])
     assert force.result is True
     assert force.effects[0].keys == fair_keys("f")
-    assert force.effects[0].args == ["0", "redisson_lock__channel:{f}:"]
+    assert force.effects[0].args == ["0", "redisson_lock__channel:{f}:", 10000]
 
 
 def test_fair_unreplicated_grant_is_undone_with_the_fair_release(ctx: Context, owner: str) -> None:
@@ -502,3 +568,40 @@ def test_fenced_unreplicated_grant_is_undone(ctx: Context, owner: str) -> None:
     assert fails(lock.acquire(owner, True, 0, None), [("fenced_acquire", refused)]).names == [
         "fenced_acquire"
     ]
+
+
+def test_fair_turn_watcher_looks_soon_then_backs_off_then_follows_the_lease(
+    ctx: Context, clock: Clock
+) -> None:
+    lock = FairLockCore(ctx, "f")
+    (watch,) = drive(lock.watch_turn(FIRST_LOOK), []).extra
+    run = drive(
+        watch.flow,
+        [
+            ("fair_turn", [FREE, 10000]),  # the head was woken (again): it should come soon
+            ("fair_turn", [FREE, 9900]),
+            ("fair_turn", [HELD, 30000]),  # it came: look again when its lease ends
+            ("fair_turn", [NOTHING, 0]),  # no one waits: the watcher ends
+        ],
+        clock=clock,
+    )
+    sleeps = [e.seconds for e in run.of(Sleep)]
+    assert sleeps == pytest.approx(
+        [FIRST_LOOK, 2 * FIRST_LOOK + TURN_SLACK, 4 * FIRST_LOOK + TURN_SLACK, 30 + TURN_SLACK]
+    )
+    assert run.calls("fair_turn")[0].args == [10000, "redisson_lock__channel:{f}:", "0"]
+    # ended: the next release starts a watcher again
+    assert len(drive(lock.watch_turn(FIRST_LOOK), []).extra) == 1
+
+
+def test_fair_turn_watcher_superseded_by_an_earlier_plan(ctx: Context, clock: Clock) -> None:
+    lock = FairLockCore(ctx, "f")
+    (first,) = drive(lock.watch_turn(30.0), []).extra  # a grant with a 30 s lease
+    flow = first.flow
+    assert isinstance(flow.send(None), Sleep)  # the first watcher sleeps until then
+    (second,) = drive(lock.watch_turn(FIRST_LOOK), []).extra  # a release: look sooner
+    assert drive(lock.watch_turn(1.0), []).extra == []  # later than the new watcher's look
+    clock.advance(30)
+    with pytest.raises(StopIteration):
+        flow.send(None)  # the first one ends when it wakes
+    second.flow.close()

@@ -12,7 +12,7 @@ from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import Hold
 from tenure.core.lock import LockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
-from tenure.core.watchdog import BATCH, batches, renew
+from tenure.core.watchdog import BATCH, batches, refresh_waiters, renew
 from tenure.errors import BackendError, ReplicationError
 from tenure.keys import key_slot
 
@@ -94,14 +94,13 @@ def test_one_call_per_renewal_script(ctx: Context, owner: str) -> None:
     take(reader, owner)
     take(WriteLockCore(ctx, "rw"), owner)  # the write side renews like a plain lock
     any_renewal = (lambda c: c.script.name.endswith("renew"), Do(all_present))
-    run = drive(renew(ctx), [any_renewal] * 3)
-    # one batch per script, in the order of each script's first hold in the table
-    assert run.names == ["lock_renew", "fair_renew", "rw_read_renew"]
-    plain, fair, read = run.effects
-    assert plain.keys == ["plain", "rw"]
-    assert plain.args == [30000, owner, 1, f"{owner}:write", 1]
-    assert fair.keys == ["fair", "redisson_lock_timeout:{fair}"]
-    assert fair.args == [30000, owner, 2]
+    run = drive(renew(ctx), [any_renewal] * 2)
+    # one batch per script, in the order of each script's first hold in the table; a fair
+    # lock's hold renews as a plain one (its waiters' entries do not follow the lease)
+    assert run.names == ["lock_renew", "rw_read_renew"]
+    plain, read = run.effects
+    assert plain.keys == ["plain", "fair", "rw"]
+    assert plain.args == [30000, owner, 1, owner, 1, f"{owner}:write", 1]
     # a read hold: its hash, then the timeout keys of every hold in the table (1..2)
     assert read.keys == [
         "rw",
@@ -278,7 +277,7 @@ def test_renewal_keys_per_kind(ctx: Context, owner: str) -> None:
     assert LockCore(ctx, "l").renewal_keys(owner, 3) == ["l"]
     assert FencedLockCore(ctx, "t").renewal_keys(owner, 1) == ["t"]
     assert WriteLockCore(ctx, "rw").renewal_keys(owner, 2) == ["rw"]
-    assert FairLockCore(ctx, "f").renewal_keys(owner, 2) == ["f", "redisson_lock_timeout:{f}"]
+    assert FairLockCore(ctx, "f").renewal_keys(owner, 2) == ["f"]
     read = ReadLockCore(ctx, "rw")
     assert read.renewal_keys(owner, 1) == ["rw", f"{{rw}}:{owner}:rwlock_timeout:1"]
     assert read.renewal_keys(owner, 3) == [
@@ -292,10 +291,7 @@ def test_renewal_keys_per_kind(ctx: Context, owner: str) -> None:
 def test_renewal_keys_of_prefixed_and_tagged_names(owner: str) -> None:
     ctx = new_context(name_prefix="app:")
     assert LockCore(ctx, "l").renewal_keys(owner, 1) == ["app:l"]
-    assert FairLockCore(ctx, "{t}f").renewal_keys(owner, 1) == [
-        "app:{t}f",
-        "redisson_lock_timeout:app:{t}f",
-    ]
+    assert FairLockCore(ctx, "{t}f").renewal_keys(owner, 1) == ["app:{t}f"]
     assert ReadLockCore(ctx, "{t}r").renewal_keys(owner, 2) == [
         "app:{t}r",
         f"app:{{t}}r:{owner}:rwlock_timeout:1",
@@ -314,7 +310,7 @@ def test_a_hold_names_its_keys_by_its_count_of_holds(ctx: Context, owner: str) -
     assert hold.renewal_keys() == reader.renewal_keys(owner, 2)
     fair = take(FairLockCore(ctx, "f"), owner)
     take(FairLockCore(ctx, "f"), owner)
-    assert fair.renewal_keys() == ["f", "redisson_lock_timeout:{f}"]
+    assert fair.renewal_keys() == ["f"]
 
 
 # ------------------------------------------------------------------- batches by slot
@@ -352,8 +348,7 @@ def test_batches_by_slot_keep_scripts_apart_and_split_at_one_hundred(
     sizes = [(s.name, len(b)) for s, b in batches(holds, by_slot=True)]
     assert sizes == [
         ("lock_renew", BATCH),
-        ("lock_renew", 5),
-        ("fair_renew", 1),
+        ("lock_renew", 6),
         ("rw_read_renew", 1),
     ]
     assert [(s.name, len(b)) for s, b in batches(holds)] == sizes
@@ -411,3 +406,33 @@ def test_hold_table_clear(ctx: Context, owner: str) -> None:
     ctx.holds.clear()
     assert ctx.holds.get("l", owner) is None
     assert drive(renew(ctx), []).result == []
+
+
+# ------------------------------------------------------------ fair waiters' entries
+
+
+def test_queued_fair_waiters_are_refreshed_in_batches_per_slot(owner: str) -> None:
+    ctx = new_context(watchdog_timeout=3.0)
+    locks = [FairLockCore(ctx, f"{{s}}:{i}") for i in range(BATCH + 1)] + [FairLockCore(ctx, "t")]
+    for lock in locks:
+        ctx.holds.waiters.add(lock, owner)
+    run = drive(
+        refresh_waiters(ctx, by_slot=True),
+        [("fair_refresh", [1] * BATCH), ("fair_refresh", [0]), ("fair_refresh", [1])],
+    )
+    assert run.result == 1  # one entry was gone
+    first = run.effects[0]
+    assert first.keys[:3] == locks[0].waiter_keys() and len(first.keys) == 3 * BATCH
+    # entry lease, grace (one renewal period), wake-up message, then owner and channel prefix
+    assert first.args[:5] == [3000, 1000, "0", owner, "redisson_lock__channel:{s}:0:"]
+    for call in run.effects:
+        assert len({key_slot(k) for k in call.keys}) == 1
+    ctx.holds.waiters.remove(locks[0], owner)
+    assert len(ctx.holds.waiters) == len(locks) - 1
+
+
+def test_waiters_of_ended_owners_are_not_refreshed(ctx: Context, owner: str) -> None:
+    lock = FairLockCore(ctx, "f")
+    ctx.holds.waiters.add(lock, f"{ctx.identity.client_id}:999999")  # no such thread or task
+    assert drive(refresh_waiters(ctx), []).effects == []
+    assert len(ctx.holds.waiters) == 0

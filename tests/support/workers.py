@@ -103,9 +103,11 @@ def fair_queue_in_turn(url: str, name: str, turns: Any, done: Any) -> None:
     done.set()
 
 
-def fair_wait(url: str, name: str, timeout: float, ready: Any) -> None:
-    """Wait for the fair lock with ``timeout`` (the waiter's allowance) until killed."""
-    client = tenure.Client(url)
+def fair_wait(
+    url: str, name: str, timeout: float | None, ready: Any, watchdog_timeout: float = 30.0
+) -> None:
+    """Wait for the fair lock with ``timeout`` (None: for ever) until killed."""
+    client = tenure.Client(url, watchdog_timeout=watchdog_timeout)
     ready.set()
     client.fair_lock(name).acquire(timeout=timeout)
     time.sleep(3600)

@@ -12,12 +12,14 @@ class AsyncFairLock(AsyncLock):
 
     Made by ``client.fair_lock(name)``. Every member of :class:`tenure.Lock`. A waiter joins
     a FIFO queue on the server on its first blocking attempt and only the queue's head may
-    take the lock; a release wakes the head alone. Each waiter has an allowance (its
-    ``timeout``, or 300 s when it waits forever): a head that does not take the lock within
-    its allowance after it became free is dropped as dead, so a crashed waiter delays the
-    queue by at most that. A waiter that times out, is cancelled or fails leaves the queue
-    (when the server can be reached). Wire layout ("Wire layout" in the docs): hash, queue list,
-    timeout zset, one channel per waiter.
+    take the lock; a release wakes the head alone. A waiter's queue entry lasts
+    ``watchdog_timeout`` and its client's renewal loop pushes it forward every
+    ``watchdog_timeout / 3``, so a live waiter keeps its place however long it waits; a
+    waiter whose process died is dropped one renewal period after its turn came (its
+    ``timeout`` plays no part). A waiter that times out, is cancelled or fails leaves the
+    queue (when the server can be reached). Wire layout ("Wire layout" in the docs): hash,
+    queue list, timeout zset (each waiter's entry expiry, server epoch ms), one channel per
+    waiter.
 
     Example::
 

@@ -63,10 +63,11 @@ class Check:
 
 
 def script_commands() -> list[str]:
-    """Every command the Lua scripts run (``redis.call('x', ...)``), upper-case."""
+    """Every command the Lua scripts run (``redis.call('x', ...)`` or ``redis.pcall``),
+    upper-case."""
     found: set[str] = set()
     for name in scripts.names():
-        found.update(re.findall(r"redis\.call\('([a-zA-Z]+)'", scripts.get(name).source))
+        found.update(re.findall(r"redis\.p?call\('([a-zA-Z]+)'", scripts.get(name).source))
     return sorted(c.upper() for c in found)
 
 
@@ -94,9 +95,11 @@ def sample(command: str, key: str, channel: str) -> list[str]:
         "INCRBY": [k, "1"],
         "DECRBY": [k, "1"],
         "ZREMRANGEBYSCORE": [k, "0", "1"],
+        "ZRANGEBYSCORE": [k, "-inf", "1"],
         "TYPE": [k],
         "LINDEX": [k, "0"],
         "LPOP": [k],
+        "LPUSH": [k, "x"],
         "RPUSH": [k, "x"],
         "LRANGE": [k, "0", "-1"],
         "LREM": [k, "0", "x"],

@@ -2,35 +2,67 @@
 request order.
 
 Wire layout (DESIGN §3): the lock hash as for Lock, a LIST of waiting owners (head first), a
-ZSET of each waiter's deadline (server epoch ms) and one channel per waiter. A waiter joins
-the queue on its first blocking attempt; the lock goes to the head only. A waiter's deadline
-is the deadline of the waiter ahead (for the head: the lock's expiry) plus its allowance (its
-``timeout``, 300 s without one); a head that misses its deadline is dropped as dead, so a
-crashed waiter delays the queue by at most its allowance once the lock is free. A waiter that
-times out, is cancelled or fails leaves the queue and moves the deadlines behind it ahead by
-its allowance. Unlock wakes the head only; every change of the head wakes the new head.
+ZSET owner -> server epoch ms at which that waiter's entry runs out, and one channel per
+waiter. The rules (``scripts/_fair_queue.lua``):
 
-Differences from Redisson: every script that moves the lock's expiry (acquire, re-entry,
-release, watchdog renewal, force release) moves the deadlines by as much, so they stay
-anchored on the lock's real expiry (Redisson anchors them once, so an early release or a
-long renewed hold skews them); the scripts use server time, not client clocks.
+- A waiter joins the tail on its first blocking attempt with an entry of ``watchdog_timeout``;
+  its client's renewal pass (the keeper's, once per ``watchdog_timeout / 3``, one batched
+  script for all its waiters) pushes the entry forward while the waiter waits, so a live
+  waiter never loses its place however long it waits, and a dead one (its process killed)
+  is dropped once its entry runs out.
+- Only the head may take the lock; a release wakes the head alone (waiters are not told when
+  they become the head). The client that freed the lock looks shortly after
+  (:meth:`FairLockCore.watch_turn`, one background watcher per lock; under contention the
+  next release comes first and it never looks): a head that has not come by then is woken
+  again and its turn starts - its entry is cut to at most one renewal period (the grace) -
+  and once that has passed it is dropped as dead and the next one woken: a dead head delays
+  the queue by one renewal period. While the lock is held by another and someone waits, the
+  watcher looks again when the lease ends: a holder that died is replaced then.
+- A waiter that times out, is cancelled or fails leaves the queue; no other entry changes.
+
+Every operation is O(1) in the number of waiters but for the dead heads it drops (and
+``force_release``, which also clears every dead entry). Differences from Redisson: its
+scores are chained deadlines (each waiter's is the one ahead plus 5 minutes) that every grant
+rewrites (O(waiters) per operation), and a killed waiter blocks the queue for 5 minutes; a
+Redisson client reading tenure's entries sees short deadlines that move forward, and drops
+them only once their waiter stopped refreshing them; the scripts use server time.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
+from typing import Any
 
 from tenure import keys, scripts
-from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
-from tenure.core.effects import Background, Call, Flow, Sleep
+from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
 from tenure.core.lock import RECONCILE_PAUSE, LockCore, LossCallback
-from tenure.errors import BackendError
+from tenure.core.watchdog import grace_ms
+from tenure.errors import BackendError, LockKindError, ReplicationError
 
 log = logging.getLogger("tenure")
+
+QUEUED = -1
+"""The entry argument of an attempt by a waiter its client knows is queued."""
+BEHIND = -2
+"""An attempt's reply for a waiter behind the head: wait until woken."""
+
+GRANTED_WITH_WAITERS = (b"W", "W")
+"""An acquire script's grant, to a caller with a lease_time, while waiters remain."""
+WOKE = 2
+"""A release script's reply: the lock was freed and the queue's head woken."""
+
+NOTHING, HELD, FREE = 0, 1, 2
+"""What ``fair_turn.lua`` saw: no one waits; the lock held; the lock free, its head woken."""
+
+TURN_SLACK = 0.02
+"""Seconds the turn watcher waits beyond the grace, so the server's clock has passed it."""
+FIRST_LOOK = 0.05
+"""Seconds after this client's last release of a lock at which its turn watcher first looks:
+a head still not come by then may have missed its wake-up (published while it subscribed); it
+is woken again. Releases closer together than this cost no look at all."""
 
 
 class FairLockCore(LockCore):
@@ -39,9 +71,9 @@ class FairLockCore(LockCore):
     acquire_script = scripts.get("fair_acquire")
     release_script = scripts.get("fair_release")
     force_release_script = scripts.get("fair_force_release")
-    renewal_script = scripts.get("fair_renew")
     give_up_script = scripts.get("fair_give_up")
-    extend_script = scripts.get("fair_extend")
+    turn_script = scripts.get("fair_turn")
+    # Holds renew and extend as a Lock's: the waiters' entries do not depend on the lease.
 
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
@@ -50,67 +82,136 @@ class FairLockCore(LockCore):
         # Channels are not keys: the scripts build a waiter's channel from this prefix.
         self.waiter_prefix = keys.fair_waiter_channel_prefix(self.key)
         self._mutex = threading.Lock()
-        self._queued: dict[str, int] = {}
-        """Owner -> allowance ms of owners that may be queued on the server."""
+        self._queued: set[str] = set()
+        """Owners that may be queued on the server."""
+        self._joined: set[str] = set()
+        """Owners an attempt found queued: their next attempts check only their turn."""
+        self._turn_at = 0.0
+        self._wake_at = 0.0
+        self._plans = 0
+        self._watching = False
+        self._watcher = 0
+        self._woke: set[str] = set()
+        """Owners whose release (in flight) freed the lock and woke a queue head."""
 
-    @staticmethod
-    def allowance_ms(wait: float) -> int:
-        """A waiter's allowance: its whole wait, or 300 s when it waits forever."""
-        return to_ms(min(wait, MAX_SECONDS) if math.isfinite(wait) else keys.FAIR_DEFAULT_ALLOWANCE)
+    def entry_ms(self) -> int:
+        """A queue entry's lease: ``watchdog_timeout`` (three renewal passes)."""
+        return self.lease_ms(None)
 
     def wait_channel(self, owner: str) -> str:
         return keys.fair_waiter_channel(self.key, owner)
 
-    def renewal_keys(self, owner: str, holds: int) -> list[str]:
-        # fair_renew.lua moves the waiters' deadlines with the lease: it needs the ZSET too.
-        return [self.key, self.timeout_key]
+    def waiter_keys(self) -> list[str]:
+        return [self.key, self.queue_key, self.timeout_key]
 
     def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
-        allowance = 0
+        entry = 0
         if wait > 0:  # one attempt (wait 0) never joins the queue
-            allowance = self.allowance_ms(wait)
             with self._mutex:
-                self._queued[owner] = allowance
+                new = owner not in self._queued
+                self._queued.add(owner)
+                entry = QUEUED if owner in self._joined else self.entry_ms()
+            if new:
+                self.ctx.holds.waiters.add(self, owner)
+                yield WATCH_HOLDS  # the keeper's pass keeps the entry alive
         call = Call(
             self.acquire_script,
-            [self.key, self.queue_key, self.timeout_key],
-            [self.lease_ms(lease), owner, allowance, self.waiter_prefix, self.unlock_message],
+            self.waiter_keys(),
+            [
+                self.lease_ms(lease),
+                owner,
+                entry,
+                grace_ms(self.ctx),
+                self.waiter_prefix,
+                self.unlock_message,
+                0 if lease is None else 1,
+            ],
             changes=True,
         )
         reply = yield from self.acquire_call(owner, call, lease)
-        if reply is not None:
+        if not self.is_grant(reply):
+            if entry != 0:
+                with self._mutex:
+                    if owner in self._queued:
+                        self._joined.add(owner)
             return int(reply)
-        with self._mutex:
-            self._queued.pop(owner, None)
+        self._dequeued(owner)
         self.granted(owner, lease)
+        if lease is not None and reply is not None:
+            # Waiters remain and the lease may run out with no release; the head is not told
+            # it is the head: look then.
+            yield from self.watch_turn(lease + TURN_SLACK)
         return None
 
-    def give_up(self, owner: str) -> Flow[None]:
-        """Leave the queue (if queued), moving the deadlines behind ahead."""
+    def is_grant(self, reply: Any) -> bool:
+        return reply is None or reply in GRANTED_WITH_WAITERS
+
+    def send_release(
+        self, owner: str, lease: float | None, recorded: int | None = None
+    ) -> Flow[Any]:
+        # 2: freed and the head woken; the release flow watches its turn
+        try:
+            reply = yield from super().send_release(owner, lease, recorded)
+        except ReplicationError as error:
+            if isinstance(error.reply, int) and error.reply == WOKE:
+                error.reply = 1
+                self._woke_head(owner)
+            raise
+        if reply is not None and int(reply) == WOKE:
+            self._woke_head(owner)
+            return 1
+        return reply
+
+    def _woke_head(self, owner: str) -> None:
         with self._mutex:
-            allowance = self._queued.pop(owner, None)
-        if allowance is None:
+            self._woke.add(owner)
+
+    def _dequeued(self, owner: str) -> bool:
+        """Forget that ``owner`` may be queued; True if it may have been."""
+        with self._mutex:
+            self._joined.discard(owner)
+            if owner not in self._queued:
+                return False
+            self._queued.discard(owner)
+        self.ctx.holds.waiters.remove(self, owner)
+        return True
+
+    def recheck_after_subscribe(self, owner: str, ttl: int) -> bool:
+        # Behind the head (-2) nothing is published to the caller but a wake-up when it
+        # becomes the head; one lost before the subscription is sent again (turn watcher,
+        # renewal pass).
+        return ttl != BEHIND
+
+    def entry_gone(self, owner: str) -> None:
+        """The renewal pass found ``owner``'s entry gone (dropped as dead while its client
+        was away): its next attempt joins again."""
+        with self._mutex:
+            self._joined.discard(owner)
+
+    def give_up(self, owner: str) -> Flow[None]:
+        """Leave the queue (if queued)."""
+        if not self._dequeued(owner):
             return
         try:
-            yield self.give_up_call(owner, allowance)
+            yield self.give_up_call(owner)
         except BackendError:
-            # The entry would block the queue until its deadline: retry in the background.
-            until = time.monotonic() + allowance / 1000 + self.ctx.watchdog_timeout
-            yield Background(self._give_up_later(owner, allowance, until))
+            # The entry would hold the queue up until it runs out: retry in the background.
+            until = time.monotonic() + self.entry_ms() / 1000
+            yield Background(self._give_up_later(owner, until))
             raise
 
-    def give_up_call(self, owner: str, allowance: int) -> Call:
+    def give_up_call(self, owner: str) -> Call:
         return Call(
             self.give_up_script,
-            [self.key, self.queue_key, self.timeout_key],
-            [owner, allowance, self.waiter_prefix, self.unlock_message],
+            self.waiter_keys(),
+            [owner, grace_ms(self.ctx), self.waiter_prefix, self.unlock_message],
             changes=True,
         )
 
-    def _give_up_later(self, owner: str, allowance: int, until: float) -> Flow[None]:
-        """Retry leaving the queue while the server does not answer, until the entry's
-        deadline has surely passed (other waiters then drop it themselves), or until the
-        same owner queues again (its new entry is its own)."""
+    def _give_up_later(self, owner: str, until: float) -> Flow[None]:
+        """Retry leaving the queue while the server does not answer, until the entry has
+        surely run out (others then drop it), or until the same owner queues again (its new
+        entry is its own)."""
         pause = RECONCILE_PAUSE[0]
         while time.monotonic() < until:
             yield Sleep(pause)
@@ -119,7 +220,7 @@ class FairLockCore(LockCore):
                 if owner in self._queued:
                     return
             try:
-                yield self.give_up_call(owner, allowance)
+                yield self.give_up_call(owner)
                 return
             except BackendError:
                 continue
@@ -128,24 +229,103 @@ class FairLockCore(LockCore):
     def release_call(self, owner: str, lease: float | None) -> Call:
         return Call(
             self.release_script,
-            [self.key, self.queue_key, self.timeout_key],
+            self.waiter_keys(),
             [self.unlock_message, self.lease_ms(lease), self.field(owner), self.waiter_prefix],
-            changes=True,
-        )
-
-    def extend_call(self, owner: str, add_ms: int) -> Call:
-        # fair_extend.lua moves the waiters' deadlines with the lease: it needs the ZSET too.
-        return Call(
-            self.extend_script,
-            [self.key, self.timeout_key],
-            [self.field(owner), add_ms, to_ms(MAX_SECONDS)],
             changes=True,
         )
 
     def force_release_call(self) -> Call:
         return Call(
             self.force_release_script,
-            [self.key, self.queue_key, self.timeout_key],
-            [self.unlock_message, self.waiter_prefix],
+            self.waiter_keys(),
+            [self.unlock_message, self.waiter_prefix, grace_ms(self.ctx)],
+            changes=True,
+        )
+
+    # ------------------------------------------------------------ the head's turn
+    def release(self, owner: str) -> Flow[None]:
+        try:
+            yield from super().release(owner)
+        finally:
+            with self._mutex:
+                woke = owner in self._woke
+                self._woke.discard(owner)
+        if woke:  # a head's turn came
+            yield from self.watch_turn(FIRST_LOOK)
+
+    def force_release(self) -> Flow[bool]:
+        held = yield from super().force_release()
+        yield from self.watch_turn(FIRST_LOOK)
+        return held
+
+    def watch_turn(self, delay: float) -> Flow[None]:
+        """Look at the queue's head in ``delay`` seconds (one background watcher per lock
+        object: each call replaces the plan, as the lock changed hands).
+
+        After a release (:data:`FIRST_LOOK`): a head that has not come is woken again and
+        its turn starts; the watcher looks again after growing pauses (it expects the head
+        to take the lock) and, once the head's grace has passed, drops it as dead and wakes
+        the next. After a grant with a lease: at its end, in case no release comes. While
+        the lock is held and someone waits: at the lease's end, so a holder that died is
+        replaced when its lease runs out. It stops once no one waits.
+        """
+        at = time.monotonic() + delay
+        with self._mutex:
+            self._turn_at = at
+            self._plans += 1
+            if self._watching and at >= self._wake_at:
+                return  # the watcher wakes before then and sees the new plan
+            self._watching = True
+            self._watcher += 1
+            self._wake_at = at  # the new watcher looks then (or earlier, for a newer plan)
+            watcher = self._watcher
+        yield Background(self._turn_watcher(watcher))
+
+    def _turn_watcher(self, watcher: int) -> Flow[None]:
+        pause = FIRST_LOOK
+        try:
+            while True:
+                with self._mutex:
+                    if self._watcher != watcher:
+                        return  # superseded by a watcher that looks earlier
+                    delay = self._turn_at - time.monotonic()
+                    plan = self._plans
+                    if delay > 0:
+                        self._wake_at = self._turn_at
+                if delay > 0:
+                    yield Sleep(delay)
+                    continue
+                try:
+                    state, ms = (int(x) for x in (yield self.turn_call()))
+                except LockKindError:
+                    state, ms = NOTHING, 0
+                except BackendError:  # look again later; the waiters' passes cover meanwhile
+                    state, ms = HELD, grace_ms(self.ctx)
+                with self._mutex:
+                    if self._watcher != watcher:
+                        return
+                    if self._plans != plan:  # the lock changed hands meanwhile: that plan
+                        pause = FIRST_LOOK
+                        continue
+                    if state == NOTHING:
+                        self._watching = False
+                        return
+                    if state == FREE:  # the head was woken: it should take the lock soon
+                        pause = min(2 * pause, ms / 1000)
+                        wait = pause
+                    else:
+                        pause, wait = FIRST_LOOK, ms / 1000
+                    self._turn_at = time.monotonic() + wait + TURN_SLACK
+        except BaseException:
+            with self._mutex:
+                if self._watcher == watcher:
+                    self._watching = False
+            raise
+
+    def turn_call(self) -> Call:
+        return Call(
+            self.turn_script,
+            self.waiter_keys(),
+            [grace_ms(self.ctx), self.waiter_prefix, self.unlock_message],
             changes=True,
         )

@@ -119,6 +119,48 @@ class Hold:
         return self.lock.renewal_keys(self.owner, len(self.leases))
 
 
+class QueuedWaiter(Protocol):
+    """A lock with waiters in a server-side queue (FairLock): what the renewal pass needs to
+    keep their entries alive (:func:`tenure.core.watchdog.refresh_waiters`)."""
+
+    key: str
+    waiter_prefix: str
+    """A waiter's channel is this prefix followed by its owner."""
+
+    def waiter_keys(self) -> list[str]: ...
+
+    def entry_gone(self, owner: str) -> None: ...
+
+
+class WaiterTable:
+    """Thread-safe set of (lock, owner) of one client queued on the server (FairLock), whose
+    queue entries the renewal pass refreshes (DESIGN §4 "Waiter liveness")."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._waiters: dict[tuple[int, str], tuple[QueuedWaiter, str]] = {}
+
+    def add(self, lock: QueuedWaiter, owner: str) -> None:
+        with self._mutex:
+            self._waiters[id(lock), owner] = (lock, owner)
+
+    def remove(self, lock: QueuedWaiter, owner: str) -> None:
+        with self._mutex:
+            self._waiters.pop((id(lock), owner), None)
+
+    def snapshot(self, alive: Callable[[str], bool]) -> list[tuple[QueuedWaiter, str]]:
+        """The queued waiters whose owner still runs; those of owners that ended are dropped
+        (their entries then run out on the server)."""
+        with self._mutex:
+            for k in [k for k, (_, owner) in self._waiters.items() if not alive(owner)]:
+                del self._waiters[k]
+            return list(self._waiters.values())
+
+    def __len__(self) -> int:
+        with self._mutex:
+            return len(self._waiters)
+
+
 class HoldTable:
     """Thread-safe table (key, field) -> :class:`Hold` of one client.
 
@@ -132,6 +174,8 @@ class HoldTable:
         self._next_look = math.inf
         self.poke: Callable[[], None] | None = None
         """Called (from any thread) when a new hold ends before the keeper's next look."""
+        self.waiters = WaiterTable()
+        """This client's queued fair-lock waiters, refreshed by the same keeper."""
 
     def push(
         self,

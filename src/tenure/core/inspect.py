@@ -84,8 +84,9 @@ class QueuedWaiter:
 
     Attributes:
         owner, client_id, number: as in :class:`Holder`.
-        deadline: server epoch seconds by which the waiter must take the lock once its
-            turn comes, or be dropped as dead; None if it has no deadline entry.
+        deadline: server epoch seconds at which the waiter's queue entry runs out and it
+            is dropped as dead, unless its client (alive) pushes it forward first (every
+            renewal period) or it takes the lock; None if it has no entry.
         remaining: seconds from the read until that deadline (negative once passed).
     """
 

@@ -264,6 +264,12 @@ class LockCore:
         """The channel on which ``owner`` waits for an unlock."""
         return self.channel
 
+    def recheck_after_subscribe(self, owner: str, ttl: int) -> bool:
+        """Whether to try again once subscribed, after a first attempt that saw ``ttl``:
+        an unlock published before the subscription would be missed otherwise. FairLock
+        skips it for a waiter queued behind the head (only the head is sent an unlock)."""
+        return True
+
     def give_up(self, owner: str) -> Flow[None]:
         """Cleanup after a wait that ended without the lock (FairLock leaves its queue)."""
         return
@@ -325,6 +331,8 @@ class LockCore:
                 subscribe = Subscribe(self.wait_channel(owner), self.wake_all)
                 yield subscribe
                 channel = subscribe.channel
+                if not self.recheck_after_subscribe(owner, ttl):
+                    yield Wait(channel, wait_for(ttl, deadline))
                 while True:
                     ttl = yield from self.try_once(owner, lease, wait)
                     if ttl is None or deadline.remaining() <= 0:

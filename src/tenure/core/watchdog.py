@@ -20,11 +20,11 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 
-from tenure import keys
+from tenure import keys, scripts
 from tenure.core.args import to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Flow
-from tenure.core.holds import Hold
+from tenure.core.holds import Hold, QueuedWaiter
 from tenure.errors import BackendError
 from tenure.scripts import Script
 
@@ -75,3 +75,45 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
         present = [int(r) == 1 for r in reply]
         lost += ctx.holds.renewed(batch, present, sent, ctx.watchdog_timeout)
     return lost
+
+
+def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
+    """Push forward the queue entries of every queued fair-lock waiter of ``ctx`` (DESIGN §4
+    "Waiter liveness"): one script call per batch of at most :data:`BATCH` waiters, the
+    batches of one lock together (``by_slot``: never mixing cluster slots). The same call
+    drops the dead heads of a free lock and wakes the live one. Returns the number of waiters
+    whose entry was gone (the script woke them: they join again). A failed call is retried
+    on the next pass: an entry lasts ``watchdog_timeout``, three passes.
+    """
+    waiters = ctx.holds.waiters.snapshot(ctx.identity.alive)
+    groups: dict[int, list[tuple[QueuedWaiter, str]]] = defaultdict(list)
+    for lock, owner in waiters:
+        groups[keys.key_slot(lock.key) if by_slot else 0].append((lock, owner))
+    entry_ms = to_ms(ctx.watchdog_timeout)
+    gone = 0
+    for group in groups.values():
+        group.sort(key=lambda w: w[0].key)
+        for start in range(0, len(group), BATCH):
+            batch = group[start : start + BATCH]
+            batch_keys: list[str] = []
+            args: list[str | int] = [entry_ms, grace_ms(ctx), keys.UNLOCK_MESSAGE]
+            for lock, owner in batch:
+                batch_keys += lock.waiter_keys()
+                args += [owner, lock.waiter_prefix]
+            try:
+                reply = yield Call(REFRESH, batch_keys, args, changes=True)
+            except BackendError:
+                continue
+            for (lock, owner), present in zip(batch, reply, strict=True):
+                if int(present) == 0:
+                    lock.entry_gone(owner)
+                    gone += 1
+    return gone
+
+
+REFRESH = scripts.get("fair_refresh")
+
+
+def grace_ms(ctx: Context) -> int:
+    """A fair-lock head's grace (ms) once the lock is free: one renewal period."""
+    return to_ms(ctx.watchdog_timeout / 3)

@@ -1,111 +1,170 @@
 -- Acquire (or re-enter) a fair lock, or join / stay in its FIFO queue of waiters.
--- KEYS[1] lock hash   KEYS[2] queue LIST (owners, head first)   KEYS[3] deadline ZSET
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
 -- ARGV[1] lease ms   ARGV[2] owner field
--- ARGV[3] the caller's wait allowance ms; 0 = one attempt that never joins the queue
--- ARGV[4] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
--- script builds them)   ARGV[5] wake-up message
--- A waiter's deadline (server epoch ms) is when it must have taken the lock or be dropped as
--- dead: the deadline of the waiter ahead (the head: the lock's expiry) plus its own
--- allowance. Every script that moves the lock's expiry moves all deadlines by as much.
--- Any change of the queue head sends the new head a wake-up, so it re-reads its wait.
--- Returns nil when acquired, else the ms to sleep before trying again (-1: until woken).
+-- ARGV[3] the waiter's entry lease ms (its client refreshes it every renewal period); 0 = one
+-- attempt that never joins the queue; -1 = the caller is queued already (its client knows:
+-- only its turn is checked)   ARGV[4] grace ms (see start_turn)
+-- ARGV[5] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
+-- script builds them)   ARGV[6] wake-up message   ARGV[7] 1 when the caller asks for a
+-- lease_time (that lease may run out with no release: the client then watches its end if
+-- waiters remain)
+-- The lock goes to the head of the queue only (or to anyone while the queue is empty). A
+-- release wakes the head; a lease that runs out is noticed by a turn watcher (fair_turn.lua).
+-- O(1) but for the dead heads dropped.
+-- Returns nil when acquired ('W' when acquired with ARGV[7] = 1 and waiters remain), else
+-- the ms to sleep before trying again: the lease left for
+-- the head (-1: no expiry, until woken), -2 behind the head (until woken: it will be when it
+-- becomes the head). A queued caller (ARGV[3] -1) is only ever woken as the head: it is
+-- told the lease left without reading the queue.
 -- @include server_time
--- @include fair_shift
 -- @include kinds
+-- @include fair_queue
 
-local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'list')
-    or type_error(KEYS[3], 'zset')
-if wrong then
-    return wrong
-end
+local lock, queue, zset = KEYS[1], KEYS[2], KEYS[3]
+local owner, prefix, message = ARGV[2], ARGV[5], ARGV[6]
+local entry = tonumber(ARGV[3])
+local wrong
 
-local now = now_ms()
-local lease = tonumber(ARGV[1])
-local owner = ARGV[2]
-local allowance = tonumber(ARGV[3])
-
-local function wake(waiter)
-    if waiter then
-        redis.call('publish', ARGV[4] .. waiter, ARGV[5])
-    end
-end
-
-if redis.call('hexists', KEYS[1], owner) == 1 then
-    local pttl = redis.call('pttl', KEYS[1])
-    redis.call('hincrby', KEYS[1], owner, 1)
-    redis.call('pexpire', KEYS[1], lease)
-    if pttl >= 0 then
-        shift(KEYS[3], lease - pttl)
+-- granted(): the grant's reply
+local function granted()
+    if ARGV[7] == '1' and redis.call('exists', queue) == 1 then
+        return 'W'
     end
     return nil
 end
 
-local head = redis.call('lindex', KEYS[2], 0)
-if redis.call('exists', KEYS[1]) == 0 then
-    -- The lock is free: heads that missed their deadline (dead or gone) are dropped, after
-    -- the wake-ups (a PUBLISH an ACL refuses must fail before any write).
-    local dead = 0
-    while head do
-        local deadline = redis.call('zscore', KEYS[3], head)
-        if deadline and tonumber(deadline) > now then
-            break
-        end
-        dead = dead + 1
-        head = redis.call('lindex', KEYS[2], dead)
+-- join(now): add the caller at the tail unless it is queued. Returns its place (1: the
+-- head), or 0 when it was queued already (place unknown).
+local function join(now)
+    local added = redis.pcall('zadd', zset, 'NX', now + entry, owner)
+    wrong = refused(added, zset, 'zset')
+    if wrong or added == 0 then
+        return 0
     end
-    local function drop_dead()
-        for _ = 1, dead do
-            redis.call('zrem', KEYS[3], redis.call('lpop', KEYS[2]))
+    local length = redis.pcall('rpush', queue, owner)
+    wrong = refused(length, queue, 'list')
+    if wrong then
+        redis.call('zrem', zset, owner)
+        return 0
+    end
+    return length
+end
+
+local pttl = redis.call('pttl', lock)
+if pttl ~= -2 then
+    -- Held. Unless the client knows the caller is queued (it waits, so it holds nothing):
+    -- re-entry, and the kind check before any write.
+    if entry >= 0 then
+        local fields = redis.pcall('hmget', lock, owner, 'mode')
+        wrong = refused(fields, lock, 'hash') or (fields[2] and kind_error(lock, false))
+        if wrong then
+            return wrong
+        end
+        if fields[1] then  -- re-entry
+            redis.call('hincrby', lock, owner, 1)
+            redis.call('pexpire', lock, ARGV[1])
+            return nil
+        end
+        if entry == 0 then
+            return pttl
+        end
+        local place = join(now_ms())
+        if wrong then
+            return wrong
+        end
+        if place > 0 then
+            return place == 1 and pttl or -2
         end
     end
-    if not head or head == owner then
-        if head then
-            -- Leave the queue; re-anchor the deadlines behind on this lease's end.
-            wake(redis.call('lindex', KEYS[2], dead + 1))
-            drop_dead()
-            local own = tonumber(redis.call('zscore', KEYS[3], owner))
-            redis.call('lpop', KEYS[2])
-            redis.call('zrem', KEYS[3], owner)
-            shift(KEYS[3], now + lease - own)
-        else
-            drop_dead()
-        end
-        redis.call('hset', KEYS[1], owner, 1)
-        redis.call('pexpire', KEYS[1], lease)
-        return nil
+    if entry == -1 then
+        -- Only the head is ever woken: the caller sleeps until the lease ends, as the head
+        -- does (it is not told when it becomes the head: see fair_turn.lua).
+        return pttl
     end
-    if dead > 0 then
-        -- the new head may take the free lock; the one behind must re-read its wait
-        wake(head)
-        wake(redis.call('lindex', KEYS[2], dead + 1))
-        drop_dead()
+    local head = redis.pcall('lindex', queue, 0)
+    wrong = refused(head, queue, 'list')
+    if wrong then
+        return wrong
+    end
+    return head == owner and pttl or -2
+end
+
+-- The lock is free.
+if entry == -1 then
+    -- A queued caller is woken as the head, and takes the lock (one read fewer: its entry
+    -- is popped, and pushed back in the rare case it is not the head).
+    local popped = redis.pcall('lpop', queue)
+    wrong = refused(popped, queue, 'list')
+    if wrong then
+        return wrong
+    end
+    if popped == owner then
+        wrong = refused(redis.pcall('zrem', zset, owner), zset, 'zset')
+        if wrong then
+            redis.call('lpush', queue, owner)
+            return wrong
+        end
+        redis.call('hset', lock, owner, 1)
+        redis.call('pexpire', lock, ARGV[1])
+        return granted()
+    end
+    if popped then
+        redis.call('lpush', queue, popped)
+    end
+end
+local front = redis.pcall('lrange', queue, 0, 0)
+wrong = refused(front, queue, 'list')
+if wrong then
+    return wrong
+end
+local head = front[1]
+local now, expiry = nil, nil
+if head and head ~= owner and entry > 0 then
+    -- Not the caller's turn: it joins the tail and is woken when it becomes the head. A dead
+    -- head is the business of the client that freed the lock (its turn watcher) and of the
+    -- waiters' renewal passes.
+    join(now_ms())
+    if wrong then
+        return wrong
+    end
+    return -2
+end
+if head and head ~= owner then
+    now = now_ms()
+    expiry = tonumber(redis.call('zscore', zset, head))
+    if not expiry or expiry <= now then
+        -- Not the caller's turn, and the head is dead: drop the dead heads. The PUBLISH
+        -- (which an ACL can refuse) comes before the writes: a refused one changes nothing.
+        local dead
+        dead, head = dead_heads(queue, zset, now)
+        if head and head ~= owner then
+            redis.call('publish', prefix .. head, message)
+        end
+        drop_heads(queue, zset, dead)
+        if head and head ~= owner then
+            start_turn(zset, head, now, tonumber(ARGV[4]))
+            expiry = tonumber(redis.call('zscore', zset, head))
+        end
     end
 end
 
-if allowance > 0 and not redis.call('zscore', KEYS[3], owner) then
-    local pttl = redis.call('pttl', KEYS[1])
-    local base = now + math.max(pttl, 0)
-    local last = redis.call('lindex', KEYS[2], -1)
-    local last_deadline = last and redis.call('zscore', KEYS[3], last)
-    if last_deadline then
-        base = math.max(base, tonumber(last_deadline))
+if not head or head == owner then
+    if head then  -- leave the queue
+        wrong = refused(redis.pcall('zrem', zset, owner), zset, 'zset')
+        if wrong then
+            return wrong
+        end
+        redis.call('lpop', queue)
+    else
+        wrong = type_error(zset, 'zset')  -- untouched, but another kind's key is refused
+        if wrong then
+            return wrong
+        end
     end
-    redis.call('lrem', KEYS[2], 0, owner)
-    redis.call('zadd', KEYS[3], base + allowance, owner)
-    redis.call('rpush', KEYS[2], owner)
-    if not head then
-        head = owner
-    end
+    redis.call('hset', lock, owner, 1)
+    redis.call('pexpire', lock, ARGV[1])
+    return head and granted() or nil
 end
 
--- How long to sleep. The head sleeps until the lease ends (or an unlock wakes it). Others
--- only need to look again when the head's deadline passes, so that a dead head is dropped;
--- while the lock is held they look again after (deadline - expiry), the head's allowance,
--- in case the lock is released early and the deadlines move ahead.
-local pttl = redis.call('pttl', KEYS[1])
-if not head or head == owner or pttl == -1 then
-    return pttl
-end
-local head_deadline = redis.call('zscore', KEYS[3], head)
-local until_head = head_deadline and (tonumber(head_deadline) - now) or 0
-return math.max(until_head - math.max(pttl, 0), 1)
+-- A live head's turn: look again if its entry runs out.
+return math.max(expiry - now, 1)

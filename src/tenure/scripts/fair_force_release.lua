@@ -1,27 +1,40 @@
--- Delete a fair lock whoever holds it and wake the queue head.
--- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] deadline ZSET
--- ARGV[1] unlock message   ARGV[2] waiter channel prefix (channel = prefix .. owner; channels
--- are not keys, so the script builds them)
--- Waiters' deadlines move with the lock's expiry (see fair_acquire.lua).
--- Returns 1 when something was held, else 0. The wake-ups (PUBLISH, which an ACL can
--- refuse) come before the DEL (see wake_head).
+-- Delete a fair lock whoever holds it, drop the dead waiters (entries that ran out) and
+-- wake the queue head, whose turn starts.
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
+-- ARGV[1] unlock message   ARGV[2] waiter channel prefix (channel = prefix .. owner;
+-- channels are not keys, so the script builds them)   ARGV[3] grace ms (see start_turn)
+-- Returns 1 when something was held, else 0. The wake-up (PUBLISH, which an ACL can refuse)
+-- comes before the writes. O(waiters x dead): an operator's tool, not a common path.
 -- @include server_time
--- @include fair_shift
--- @include fair_wake_head
 -- @include kinds
+-- @include fair_queue
 
-local wrong = kind_error(KEYS[1], false) or type_error(KEYS[2], 'list')
-    or type_error(KEYS[3], 'zset')
+local lock, queue, zset = KEYS[1], KEYS[2], KEYS[3]
+local wrong = kind_error(lock, false) or type_error(queue, 'list') or type_error(zset, 'zset')
 if wrong then
     return wrong
 end
-
-if redis.call('exists', KEYS[1]) == 0 then
-    return 0
+local now = now_ms()
+local dead = {}
+for _, waiter in ipairs(redis.call('zrangebyscore', zset, '-inf', now)) do
+    dead[waiter] = true
 end
-local pttl = redis.call('pttl', KEYS[1])
-local moved = pttl > 0 and -pttl or 0
-wake_head(KEYS[2], KEYS[3], ARGV[2], ARGV[1], moved)
-redis.call('del', KEYS[1])
-shift(KEYS[3], moved)
-return 1
+local head = nil
+for _, waiter in ipairs(redis.call('lrange', queue, 0, -1)) do
+    if not dead[waiter] and redis.call('zscore', zset, waiter) then
+        head = waiter
+        break
+    end
+    dead[waiter] = true  -- no entry: a leftover
+end
+if head then
+    redis.call('publish', ARGV[2] .. head, ARGV[1])
+end
+for waiter in pairs(dead) do
+    redis.call('zrem', zset, waiter)
+    redis.call('lrem', queue, 0, waiter)
+end
+if head then
+    start_turn(zset, head, now, tonumber(ARGV[3]))
+end
+return redis.call('del', lock)

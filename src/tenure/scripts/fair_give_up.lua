@@ -1,36 +1,35 @@
 -- A fair-lock waiter leaves the queue (timed out, cancelled, failed).
--- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] deadline ZSET
--- ARGV[1] owner field   ARGV[2] the waiter's allowance ms (its share of the deadlines behind)
--- ARGV[3] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
--- script builds them)   ARGV[4] wake-up message
--- The waiters behind move ahead by its allowance, so deadlines never drift; if it was the
--- head (or second), the new front of the queue is woken to re-read its wait.
--- Returns 1 if the waiter was queued, else 0.
--- The wake-ups (PUBLISH, which an ACL can refuse) come before the writes: a refused one
--- changes nothing.
-local queue = redis.call('lrange', KEYS[2], 0, -1)
-local at = nil
-for i, waiter in ipairs(queue) do
-    if waiter == ARGV[1] then
-        at = i
-        break
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
+-- ARGV[1] owner field   ARGV[2] grace ms (see start_turn)   ARGV[3] waiter channel prefix
+-- (channel = prefix .. owner; channels are not keys, so the script builds them)
+-- ARGV[4] wake-up message
+-- If it was the head, the new head is woken (its turn starts when the lock is free). No other
+-- entry changes. Returns 1 if the waiter was queued, else 0.
+-- The wake-up (PUBLISH, which an ACL can refuse) comes before the writes.
+-- @include server_time
+-- @include kinds
+-- @include fair_queue
+
+local lock, queue, zset, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local front = redis.pcall('lrange', queue, 0, 1)
+local wrong = refused(front, queue, 'list')
+if wrong then
+    return wrong
+end
+if front[1] == owner and front[2] then
+    redis.call('publish', ARGV[3] .. front[2], ARGV[4])
+end
+local removed = redis.pcall('zrem', zset, owner)
+wrong = refused(removed, zset, 'zset')
+if wrong then
+    return wrong
+end
+if front[1] == owner then
+    redis.call('lpop', queue)
+    if front[2] and redis.call('exists', lock) == 0 then
+        start_turn(zset, front[2], now_ms(), tonumber(ARGV[2]))
     end
+elseif removed == 1 then
+    redis.call('lrem', queue, 0, owner)  -- O(waiters), for a waiter leaving mid-queue only
 end
-if not at then
-    redis.call('zrem', KEYS[3], ARGV[1])
-    return 0
-end
-if at <= 2 then
-    -- a new head (it may take a free lock) or a new second: they re-read their waits
-    for i = 2, 3 do
-        if queue[i] and i ~= at then
-            redis.call('publish', ARGV[3] .. queue[i], ARGV[4])
-        end
-    end
-end
-redis.call('zrem', KEYS[3], ARGV[1])
-for i = at + 1, #queue do
-    redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), queue[i])
-end
-redis.call('lrem', KEYS[2], 0, ARGV[1])
-return 1
+return removed

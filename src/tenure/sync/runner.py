@@ -49,7 +49,7 @@ from tenure.core.effects import (
     resumed,
 )
 from tenure.core.holds import Hold
-from tenure.core.watchdog import renew
+from tenure.core.watchdog import refresh_waiters, renew
 from tenure.errors import BackendError, LockLostError
 
 T = TypeVar("T")
@@ -207,6 +207,13 @@ class Runner(Driver):
         except Exception:  # the next pass retries; the clock still reports expiries
             if not self.closed:
                 log.exception("tenure watchdog pass failed")
+        if len(self.ctx.holds.waiters):
+            # Fair-lock waiters' queue entries (DESIGN §4 "Waiter liveness"): same pass.
+            try:
+                self.run(refresh_waiters(self.ctx, by_slot=self.route.cluster))
+            except Exception:  # the next pass retries; an entry outlives two missed passes
+                if not self.closed:
+                    log.exception("tenure fair waiter refresh failed")
 
     def _drop_orphans(self) -> None:
         for hold in self.ctx.holds.orphans(self.ctx.identity.alive):
