@@ -105,11 +105,6 @@ def fair_waiter_channel_prefix(key: str) -> str:
     return f"{lock_channel(key)}:"
 
 
-FAIR_DEFAULT_ALLOWANCE = 300.0
-"""Seconds a FairLock waiter that gave no timeout may take to claim the lock once its turn
-came before it is considered dead and dropped from the queue (Redisson's 5 minutes)."""
-
-
 def rw_channel(key: str) -> str:
     """Pub/sub channel of a ReadWriteLock."""
     return prefix_name(RW_CHANNEL, key)
