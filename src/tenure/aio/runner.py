@@ -126,8 +126,8 @@ class AsyncRunner(AsyncDriver):
                 return await self._backend.call(effect)
             case Command(args=args):
                 return await self._backend.execute(*args)
-            case Wait(channel=channel, seconds=seconds):
-                return await self._listener.wait(channel, seconds)
+            case Wait(channel=channel, seconds=seconds, patience=patience):
+                return await self._listener.wait(channel, seconds, patience)
             case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
                 return await self._listener.subscribe(channel, wake_all, sharded)
             case Unsubscribe(channel=channel, pass_on=pass_on):

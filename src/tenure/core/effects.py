@@ -72,10 +72,18 @@ class Unsubscribe:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """Sleep until a message on ``channel`` or ``seconds`` pass; True when woken by a message."""
+    """Sleep until a message on ``channel`` or ``seconds`` pass; True when woken by a message.
+
+    ``patience``: given when ``seconds`` is the time until the holder's lease ends (as the
+    caller's last attempt saw it), capped by the caller's own deadline: ``patience`` is then
+    the time left until that deadline (``math.inf``: none). The waiters of one client on the
+    channel share the lease-end re-check (the oldest makes it and gets False) instead of one
+    each; the others sleep until a wake-up or their ``patience`` runs out.
+    """
 
     channel: str
     seconds: float
+    patience: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -326,7 +326,7 @@ class LockCore:
                     ttl = yield from self.try_once(owner, lease, wait)
                     if ttl is None or deadline.remaining() <= 0:
                         break
-                    yield Wait(channel, wait_for(ttl, deadline))
+                    yield Wait(channel, wait_for(ttl, deadline), deadline.remaining())
         except GeneratorExit:
             raise
         except BaseException:

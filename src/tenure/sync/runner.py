@@ -126,8 +126,8 @@ class Runner(Driver):
                 return self._backend.call(effect)
             case Command(args=args):
                 return self._backend.execute(*args)
-            case Wait(channel=channel, seconds=seconds):
-                return self._listener.wait(channel, seconds)
+            case Wait(channel=channel, seconds=seconds, patience=patience):
+                return self._listener.wait(channel, seconds, patience)
             case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
                 return self._listener.subscribe(channel, wake_all, sharded)
             case Unsubscribe(channel=channel, pass_on=pass_on):
