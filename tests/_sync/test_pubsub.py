@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from support.twins import Event, spawn, wait_until
+from support.twins import Event, sleep, spawn, wait_until
 from support.wire import pubsub_clients
 
 
@@ -54,3 +54,55 @@ def test_waiter_survives_pubsub_reconnect(make_client, r):
     holder.release()
     assert got.wait(2), "the waiter missed the unlock after its listener reconnected"
     job.result()
+
+
+def test_a_refused_subscribe_is_an_error_for_its_channel_only(make_client, server, r):
+    """Issue 9 item 13: an ACL that forbids a lock's channel is no connection loss. Its
+    waiter gets a BackendError naming the channel at once; the listener does not
+    reconnect; a waiter on an allowed channel of the same client is not disturbed."""
+    import time
+
+    import tenure
+
+    r.acl_setuser(
+        "limited", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all"],
+        channels=["redisson_lock__channel:{open}"], reset_channels=True,
+    )
+    holder = make_client()
+    holder.lock("open").acquire()
+    holder.lock("closed").acquire()
+    url = server.url.replace("redis://", "redis://limited:pw@")
+    client = tenure.Client(url)
+    try:
+        allowed = client.lock("open")
+
+        def take() -> bool:
+            got = allowed.acquire(timeout=20)
+            if got:
+                allowed.release()
+            return got
+
+        job = spawn(take)
+        channel = [b"redisson_lock__channel:{open}"]
+        assert wait_until(lambda: r.pubsub_channels() == channel, 5, 0.02)
+        before = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
+        assert len(before) == 1
+
+        started = time.monotonic()
+        try:
+            client.lock("closed").acquire(timeout=20)
+        except tenure.BackendError as error:
+            assert "redisson_lock__channel:{closed}" in str(error)
+            assert "NOPERM" in str(error) or "permission" in str(error).lower()
+        else:
+            raise AssertionError("a refused SUBSCRIBE must raise BackendError")
+        assert time.monotonic() - started < 2.0  # no socket timeout, no retry loop
+        sleep(0.3)  # a reconnect loop would show here
+        after = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
+        assert after == before  # the same pub/sub connection: never reconnected
+        assert not job.done()  # the other channel's waiter was not woken into failure
+        holder.lock("open").release()
+        assert job.result(10) is True
+    finally:
+        client.close()
+        r.acl_deluser("limited")
