@@ -204,6 +204,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="handoff,contention,many")
     parser.add_argument("--renewal", type=float, default=0.5)
+    parser.add_argument("--procs", type=int, nargs="+", default=[2, 4, 8])
     args = parser.parse_args()
     only = set(args.only.split(","))
     rounds = 40 if args.quick else 150
@@ -218,7 +219,7 @@ def main() -> None:
         if "contention" in only:
             print("contention   lib                 acq/s   Jain  cmds/acq  (targets: >= peer,"
                   " Jain >= 0.95, <= 12 cmds)")
-            for procs in (2, 4, 8):
+            for procs in args.procs:
                 for lib in ("tenure", "python-redis-lock"):
                     rate, jain, cmds = contention(url, lib, procs, seconds)
                     print(f"  P={procs}       {lib:18} {rate:7.0f}  {jain:.3f}  {cmds:6.1f}")

@@ -33,6 +33,10 @@ log = logging.getLogger("tenure")
 
 HEALTH_INTERVAL = 30.0
 """Seconds of silence after which the reader PINGs the server to notice a dead connection."""
+LINGER = 0.5
+"""Seconds a channel stays subscribed after its last waiter left: a lock taken again and
+again (contention) costs no SUBSCRIBE/UNSUBSCRIBE per acquisition, and a waiter who joins a
+quiet subscription need not try twice (:meth:`tenure.core.parking.Parked.fresh`)."""
 
 
 class AsyncListener:
@@ -61,7 +65,7 @@ class AsyncListener:
         """The last connection attempt failed (the server may be gone)."""
         self._timeout = timeout if timeout is not None else 5.0
         self._mutex = AsyncMutex()
-        self._parking = Parking()
+        self._parking = Parking(linger=LINGER)
         self._connected = False
         self._closed = False
         self._stopping = AsyncEvent()
@@ -86,8 +90,12 @@ class AsyncListener:
         await self._send(self._sub, *channels)
 
     # ------------------------------------------------------------- waiters
-    async def subscribe(self, channel: str, wake_all: frozenset[str]) -> None:
-        """Count the caller on ``channel``; return once the server confirmed the subscription."""
+    async def subscribe(
+        self, channel: str, wake_all: frozenset[str], since: float | None = None
+    ) -> bool:
+        """Count the caller on ``channel``; return once the server confirmed the subscription:
+        True if it is fresh for an attempt sent at ``since`` (monotonic; see
+        :meth:`tenure.core.parking.Parked.fresh`)."""
         key = async_waiter_key()
         async with self._mutex:
             if self._closed:
@@ -110,6 +118,7 @@ class AsyncListener:
             if entry.refusal is not None:
                 await self._leave(channel, key, pass_on=False)
                 raise BackendError(entry.refusal)
+            return since is not None and entry.fresh(since)
 
     async def wait(self, channel: str, seconds: float, patience: float | None = None) -> bool:
         """Sleep until woken on ``channel`` (True) or ``seconds`` pass (False).
@@ -165,7 +174,7 @@ class AsyncListener:
         return self.down or channel in self._parking.dropped
 
     def idle(self) -> bool:
-        return not self._parking.channels
+        return not any(entry.tickets for entry in self._parking.channels.values())
 
     async def evict(self, channel: str) -> tuple[frozenset[str], list[Any]]:
         """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
@@ -249,15 +258,22 @@ class AsyncListener:
 
     async def _read(self) -> None:
         pinged = False
+        heard = time.monotonic()
         while not self._closed:
+            async with self._mutex:  # lingering channels whose time is up
+                gone, sweep = self._parking.expired()
+                for channel in gone:
+                    await self._send(self._unsub, channel)
+            silence = (self._timeout if pinged else HEALTH_INTERVAL) - (time.monotonic() - heard)
             try:
-                reply = await async_read_push(
-                    self._conn, self._timeout if pinged else HEALTH_INTERVAL
-                )
+                reply = await async_read_push(self._conn, max(0.0, min(silence, sweep)))
             except ResponseError as refused:  # MOVED for a slot this shard no longer owns
                 await self._refused(refused)
                 continue
             if reply is None:  # nothing within the timeout
+                if sweep < silence:  # woke to let lingering channels go
+                    continue
+                heard = time.monotonic()
                 if pinged:
                     raise ConnectionError("no answer to PING on the pub/sub connection")
                 async with self._mutex:
@@ -265,6 +281,7 @@ class AsyncListener:
                 pinged = True
                 continue
             pinged = False
+            heard = time.monotonic()
             if isinstance(reply, list) and len(reply) >= 3:
                 await self._dispatch(text(reply[0]), text(reply[1]), text(reply[2]))
 
@@ -349,8 +366,15 @@ class AsyncListeners:
             )
         return listener
 
-    async def subscribe(self, channel: str, wake_all: frozenset[str], sharded: bool = True) -> None:
-        """Count the caller on ``channel``; return once the server confirmed the subscription.
+    async def subscribe(
+        self,
+        channel: str,
+        wake_all: frozenset[str],
+        sharded: bool = True,
+        since: float | None = None,
+    ) -> bool:
+        """Count the caller on ``channel``; return once the server confirmed the subscription
+        (True if fresh for an attempt sent at ``since``: see :meth:`AsyncListener.subscribe`).
 
         ``sharded``: the channel is in its key's slot (see :class:`tenure.core.effects.Subscribe`).
         """
@@ -363,7 +387,7 @@ class AsyncListeners:
                 self._sharded[channel] = sharded
             self._refs[channel] = self._refs.get(channel, 0) + 1
         try:
-            await listener.subscribe(channel, wake_all)
+            return await listener.subscribe(channel, wake_all, since)
         except BaseException:
             await self._forget(channel)
             raise

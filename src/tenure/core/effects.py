@@ -56,6 +56,10 @@ class Subscribe:
     it with sharded pub/sub. False for a channel that hashes elsewhere (Redisson's latch
     channel of a hash-tagged name): plain SUBSCRIBE, and its script publishes with an
     upper-case ``redis.call('PUBLISH', ...)``, which :func:`tenure.scripts.sharded` keeps."""
+    since: float | None = None
+    """Monotonic time just before the caller's last attempt was sent: the reply is True
+    when the subscription was already quiet then (confirmed, no message since), so an
+    unlock after that attempt is sure to wake the caller, who need not try again first."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,13 @@ Rules:
 - A ticket that leaves with an unused permit, or abnormally (error, cancellation: it may
   have taken a wake-up it will not use), passes one on to the oldest ticket without one.
 - After a reconnect every waiter is woken: messages may have been missed meanwhile.
+- With ``linger``, a channel stays subscribed for ``linger`` seconds after its last waiter
+  left (a lock taken in a loop costs no SUBSCRIBE/UNSUBSCRIBE per acquisition); the driver
+  sends UNSUBSCRIBE for the channels :meth:`Parking.expired` names.
+- A subscription is **fresh** for an attempt sent at ``since`` when it was confirmed before
+  ``since`` and no message (nor a reconnect) came after: an unlock published after that
+  attempt is then sure to wake a waiter who joins now, so the waiter need not try again
+  before it sleeps.
 - A channel left and joined again before the first SUBSCRIBE was answered has two
   SUBSCRIBEs in flight: only the reply to the last one confirms the new waiter (an unlock
   published between the two would otherwise be missed).
@@ -35,6 +42,7 @@ whom to notify.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +76,16 @@ class Parked:
     """Monotonic time at which the holder's lease ends, as the latest attempt saw it."""
     refusal: str | None = None
     """Why the server refused this channel's subscription (its waiters raise it)."""
+    quiet_since: float = math.inf
+    """Monotonic time since which the subscription is confirmed with no message and no
+    reconnect (``math.inf``: not confirmed now)."""
+    idle_since: float = math.inf
+    """Monotonic time its last waiter left (a lingering channel); ``math.inf`` while waited on."""
+
+    def fresh(self, since: float) -> bool:
+        """True if an unlock published after an attempt sent at ``since`` will reach a
+        waiter who joins now (see the module's rules)."""
+        return self.refusal is None and self.quiet_since <= since
 
     @property
     def refs(self) -> int:
@@ -92,7 +110,9 @@ class Parked:
         return []
 
     def give_all(self) -> list[Ticket]:
-        """A permit to every ticket; the tickets to notify (all of them)."""
+        """A permit to every ticket; the tickets to notify (all of them). Used when messages
+        may have been missed: the subscription is no longer quiet."""
+        self.quiet_since = math.inf
         for ticket in self.tickets.values():
             ticket.permit = True
         return list(self.tickets.values())
@@ -116,6 +136,30 @@ class Parking:
     """Channel -> UNSUBSCRIBEs sent and not yet answered on this connection."""
     dropped: set[str] = field(default_factory=set)
     """Channels with waiters that the server unsubscribed on its own."""
+    linger: float = 0.0
+    """Seconds a channel stays subscribed after its last waiter left."""
+    clock: Callable[[], float] = time.monotonic
+
+    def expired(self) -> tuple[list[str], float]:
+        """Lingering channels whose time is up (removed from the table and counted as
+        UNSUBSCRIBE sent), and the seconds until the next one is (``math.inf``: none)."""
+        now = self.clock()
+        gone, nxt = [], math.inf
+        for channel, entry in self.channels.items():
+            if entry.tickets or not math.isfinite(entry.idle_since):
+                continue
+            at = entry.idle_since + self.linger
+            if at <= now:
+                gone.append(channel)
+            else:
+                nxt = min(nxt, at - now)
+        for channel in gone:
+            del self.channels[channel]
+            if channel in self.dropped:
+                self.dropped.discard(channel)
+            else:
+                self.unsubscribing(channel)
+        return [c for c in gone if c in self.leaving], nxt
 
     def unsubscribing(self, channel: str) -> None:
         """The driver sent UNSUBSCRIBE for ``channel``."""
@@ -175,6 +219,13 @@ class Parking:
         first = entry is None
         if entry is None:
             entry = self.channels[channel] = Parked(wake_all)
+        elif not entry.tickets:  # a lingering channel: waited on again
+            entry.idle_since = math.inf
+            entry.wake_all = wake_all
+            if entry.refusal is not None:  # asked again (the ACL may have changed)
+                entry.refusal = None
+                entry.confirmed = False
+                first = True
         ticket = entry.tickets.get(key)
         if ticket is None:
             ticket = entry.tickets[key] = Ticket(make_cond())
@@ -198,6 +249,10 @@ class Parking:
             return [], False
         was_head = ticket is entry.head()
         del entry.tickets[key]
+        if not entry.tickets and self.linger > 0 and entry.refusal is None:
+            entry.idle_since = self.clock()  # stays subscribed a while (see expired())
+            entry.expiry = math.inf
+            return [], False
         if not entry.tickets:
             del self.channels[channel]
             if channel in self.dropped:  # the server unsubscribed it already
@@ -228,9 +283,14 @@ class Parking:
         if entry is None:
             return []
         if kind in ("message", "smessage"):
+            live = math.isfinite(entry.quiet_since)
             if payload in entry.wake_all or WAKE_ANY in entry.wake_all:
-                return entry.give_all()
-            return entry.give_one()
+                notify = entry.give_all()
+            else:
+                notify = entry.give_one()
+            if live:  # a message is no loss: still subscribed, quiet from now on
+                entry.quiet_since = self.clock()
+            return notify
         return []
 
     def _subscribed(self, channel: str) -> list[Ticket]:
@@ -241,6 +301,8 @@ class Parking:
             self.in_flight[channel] = pending - 1
             return []
         entry = self.channels.get(channel)
+        if entry is not None and channel not in self.dropped:
+            entry.quiet_since = self.clock()
         if entry is not None and not entry.confirmed:
             entry.confirmed = True
             return list(entry.tickets.values())
@@ -291,6 +353,9 @@ class Parking:
         self.in_flight.clear()
         self.leaving.clear()
         woken: list[Ticket] = []
-        for entry in self.channels.values():
+        for channel, entry in list(self.channels.items()):
+            if not entry.tickets:  # lingering: a new connection starts without it
+                del self.channels[channel]
+                self.dropped.discard(channel)
             woken += entry.give_all()
         return woken

@@ -128,8 +128,8 @@ class Runner(Driver):
                 return self._backend.execute(*args)
             case Wait(channel=channel, seconds=seconds, patience=patience):
                 return self._listener.wait(channel, seconds, patience)
-            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
-                return self._listener.subscribe(channel, wake_all, sharded)
+            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded, since=since):
+                return self._listener.subscribe(channel, wake_all, sharded, since)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return self._listener.unsubscribe(channel, pass_on)
             case WatchHolds():
