@@ -7,6 +7,7 @@ from functools import partial
 
 from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
 from support.wire import pubsub_clients
+from tenure import keys
 
 
 async def test_many_waiters_share_one_connection(async_make_client, r):
@@ -106,3 +107,38 @@ async def test_a_refused_subscribe_is_an_error_for_its_channel_only(async_make_c
     finally:
         await client.close()
         r.acl_deluser("limited")
+
+
+async def test_idle_waiters_of_one_client_recheck_the_lease_end_once_not_each(
+    async_make_client, r
+):
+    """Issue 14 item 5: 50 waiters of one client on a lock whose holder renews every 0.5 s
+    (1.5 s lease). Only the oldest waiter re-checks at the lease end it saw; the others
+    sleep until an unlock wakes them one at a time. Before: every waiter re-checked at
+    every lease end it saw (about 50 attempts per 1.5 s)."""
+    holder = async_make_client(watchdog_timeout=1.5)
+    await holder.lock("crowd").acquire()
+    client = async_make_client()
+    done = []
+
+    async def take() -> None:
+        lock = client.lock("crowd")
+        if await lock.acquire(timeout=30):
+            done.append(1)
+            await lock.release()
+
+    jobs = [async_spawn(take) for _ in range(50)]
+    assert await async_wait_until(lambda: r.pubsub_numsub(keys.lock_channel("crowd"))[0][1] == 1)
+    await async_sleep(1.0)  # the first attempts of all 50 are over
+
+    def attempts() -> int:  # each acquire attempt runs one HMGET (renewals run none)
+        return int(r.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
+
+    before = attempts()
+    await async_sleep(3.0)  # two lease ends at least
+    idle = attempts() - before
+    assert idle <= 6, f"{idle} attempts from 50 idle waiters in 3 s"
+    await holder.lock("crowd").release()
+    for job in jobs:
+        await job.join(20)
+    assert len(done) == 50  # every waiter had its turn, one unlock at a time
