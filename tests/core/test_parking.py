@@ -418,3 +418,38 @@ def test_a_refused_subscribe_marks_unconfirmed_channels_dropped() -> None:
     assert set(map(id, table.refused())) == {id(ta), id(tb)}
     assert table.dropped == {"a", "b"} and table.in_flight == {}
     assert b.confirmed and tb.permit
+
+
+# ------------------------------------------------------------------------ linger
+
+
+def test_a_lingering_channel_stays_subscribed_then_goes() -> None:
+    now = [0.0]
+    table = Parking(linger=0.5, clock=lambda: now[0])
+    entry, _, first = table.join(CH, NOBODY, 0, object)
+    assert first
+    assert table.expired() == ([], 0.5)  # waited on: look again within linger
+    assert table.leave(CH, 0, pass_on=False) == ([], False)  # no UNSUBSCRIBE yet
+    now[0] = 0.2
+    assert table.expired() == ([], pytest.approx(0.3))
+    _, _, first = table.join(CH, NOBODY, 1, object)  # waited on again: no SUBSCRIBE
+    assert not first and table.channels[CH] is entry
+    table.leave(CH, 1, pass_on=False)
+    now[0] = 0.8
+    assert table.expired() == ([CH], math.inf)
+    assert table.channels == {} and table.leaving == {CH: 1}
+
+
+def test_a_quiet_subscription_is_fresh_for_attempts_sent_after_it_was_confirmed() -> None:
+    now = [1.0]
+    table = Parking(linger=0.5, clock=lambda: now[0])
+    entry, _, _ = table.join(CH, NOBODY, 0, object)
+    table.subscribing([CH])
+    assert not entry.fresh(5.0)  # not confirmed yet
+    table.received("subscribe", CH, "1")
+    assert entry.fresh(1.0) and not entry.fresh(0.9)
+    now[0] = 2.0
+    table.received("message", CH, UNLOCK)  # an unlock after an attempt sent at 1.5
+    assert not entry.fresh(1.5) and entry.fresh(2.0)
+    table.disconnected()
+    assert not entry.fresh(9.0)

@@ -142,11 +142,16 @@ class Parking:
 
     def expired(self) -> tuple[list[str], float]:
         """Lingering channels whose time is up (removed from the table and counted as
-        UNSUBSCRIBE sent), and the seconds until the next one is (``math.inf``: none)."""
+        UNSUBSCRIBE sent), and the seconds until the driver should look again
+        (``math.inf``: no channel at all). A channel still waited on may start lingering
+        at any moment without the driver's reader hearing of it: then look again within
+        ``linger`` (a local timer; nothing is sent)."""
         now = self.clock()
         gone, nxt = [], math.inf
         for channel, entry in self.channels.items():
             if entry.tickets or not math.isfinite(entry.idle_since):
+                if self.linger > 0:
+                    nxt = min(nxt, self.linger)
                 continue
             at = entry.idle_since + self.linger
             if at <= now:
