@@ -14,7 +14,7 @@ import concurrent.futures
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
 from typing import Any, TypeVar
 
 from tenure.core.holds import Identity
@@ -39,6 +39,16 @@ def async_current_owner(identity: Identity) -> str:
 def current_owner(identity: Identity) -> str:
     """The owner id of the calling thread (one per thread, never reused)."""
     return identity.thread_owner()
+
+
+def async_waiter_key() -> Hashable:
+    """What tells the listener's waiters apart: the running task (one wait at a time each)."""
+    return asyncio.current_task()
+
+
+def waiter_key() -> Hashable:
+    """What tells the listener's waiters apart: the calling thread (one wait at a time each)."""
+    return threading.get_ident()
 
 
 # ---------------------------------------------------------------- mutual exclusion
@@ -67,6 +77,18 @@ class AsyncCondition:
             return predicate()
         return True
 
+    async def wait(self, timeout: float | None) -> None:
+        """Sleep until notified or ``timeout`` seconds pass (the caller re-checks)."""
+        limit = _timeout(timeout)
+        if limit is None:
+            await self._cond.wait()
+            return
+        try:
+            async with asyncio.timeout(limit):
+                await self._cond.wait()
+        except TimeoutError:
+            pass
+
     def notify_all(self) -> None:
         self._cond.notify_all()
 
@@ -80,6 +102,10 @@ class Condition:
     def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
         """Wait until ``predicate()`` holds or ``timeout`` seconds pass; its last value."""
         return self._cond.wait_for(predicate, _timeout(timeout))
+
+    def wait(self, timeout: float | None) -> None:
+        """Sleep until notified or ``timeout`` seconds pass (the caller re-checks)."""
+        self._cond.wait(_timeout(timeout))
 
     def notify_all(self) -> None:
         self._cond.notify_all()

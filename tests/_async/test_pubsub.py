@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from support.twins import AsyncEvent, async_spawn, async_wait_until
+from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
 from support.wire import pubsub_clients
+from tenure import keys
 
 
 async def test_many_waiters_share_one_connection(async_make_client, r):
@@ -54,3 +55,90 @@ async def test_waiter_survives_pubsub_reconnect(async_make_client, r):
     await holder.release()
     assert await got.wait(2), "the waiter missed the unlock after its listener reconnected"
     await job.result()
+
+
+async def test_a_refused_subscribe_is_an_error_for_its_channel_only(async_make_client, server, r):
+    """Issue 9 item 13: an ACL that forbids a lock's channel is no connection loss. Its
+    waiter gets a BackendError naming the channel at once; the listener does not
+    reconnect; a waiter on an allowed channel of the same client is not disturbed."""
+    import time
+
+    import tenure
+
+    r.acl_setuser(
+        "limited", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all"],
+        channels=["redisson_lock__channel:{open}"], reset_channels=True,
+    )
+    holder = async_make_client()
+    await holder.lock("open").acquire()
+    await holder.lock("closed").acquire()
+    url = server.url.replace("redis://", "redis://limited:pw@")
+    client = tenure.AsyncClient(url)
+    try:
+        allowed = client.lock("open")
+
+        async def take() -> bool:
+            got = await allowed.acquire(timeout=20)
+            if got:
+                await allowed.release()
+            return got
+
+        job = async_spawn(take)
+        channel = [b"redisson_lock__channel:{open}"]
+        assert await async_wait_until(lambda: r.pubsub_channels() == channel, 5, 0.02)
+        before = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
+        assert len(before) == 1
+
+        started = time.monotonic()
+        try:
+            await client.lock("closed").acquire(timeout=20)
+        except tenure.BackendError as error:
+            assert "redisson_lock__channel:{closed}" in str(error)
+            assert "NOPERM" in str(error) or "permission" in str(error).lower()
+        else:
+            raise AssertionError("a refused SUBSCRIBE must raise BackendError")
+        assert time.monotonic() - started < 2.0  # no socket timeout, no retry loop
+        await async_sleep(0.3)  # a reconnect loop would show here
+        after = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
+        assert after == before  # the same pub/sub connection: never reconnected
+        assert not job.done()  # the other channel's waiter was not woken into failure
+        await holder.lock("open").release()
+        assert await job.result(10) is True
+    finally:
+        await client.close()
+        r.acl_deluser("limited")
+
+
+async def test_idle_waiters_of_one_client_recheck_the_lease_end_once_not_each(
+    async_make_client, r
+):
+    """Issue 14 item 5: 50 waiters of one client on a lock whose holder renews every 0.5 s
+    (1.5 s lease). Only the oldest waiter re-checks at the lease end it saw; the others
+    sleep until an unlock wakes them one at a time. Before: every waiter re-checked at
+    every lease end it saw (about 50 attempts per 1.5 s)."""
+    holder = async_make_client(watchdog_timeout=1.5)
+    await holder.lock("crowd").acquire()
+    client = async_make_client()
+    done = []
+
+    async def take() -> None:
+        lock = client.lock("crowd")
+        if await lock.acquire(timeout=30):
+            done.append(1)
+            await lock.release()
+
+    jobs = [async_spawn(take) for _ in range(50)]
+    assert await async_wait_until(lambda: r.pubsub_numsub(keys.lock_channel("crowd"))[0][1] == 1)
+    await async_sleep(1.0)  # the first attempts of all 50 are over
+
+    def attempts() -> int:  # each acquire attempt runs one HMGET (renewals run none)
+        return int(r.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
+
+    before = attempts()
+    await async_sleep(3.0)  # two lease ends at least
+    idle = attempts() - before
+    assert idle <= 6, f"{idle} attempts from 50 idle waiters in 3 s"
+    await holder.lock("crowd").release()
+    for job in jobs:
+        await job.join(20)
+    assert len(done) == 50  # every waiter had its turn, one unlock at a time

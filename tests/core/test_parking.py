@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tenure.core.parking import Parked, Parking
+from tenure.core.parking import Parked, Parking, Ticket
 
 CH = "redisson_lock__channel:{l}"
 WRITE = "1"  # a payload in wake_all (as the RW write unlock)
@@ -14,119 +16,132 @@ UNLOCK = "0"
 NOBODY: frozenset[str] = frozenset()
 
 
-class Conds:
-    """``make_cond`` that counts how many conditions the table made."""
-
-    def __init__(self) -> None:
-        self.made: list[object] = []
-
-    def __call__(self) -> object:
-        cond = object()
-        self.made.append(cond)
-        return cond
-
-
-def parked(n: int, wake_all: frozenset[str] = NOBODY) -> tuple[Parking, Parked]:
+def parked(n: int, wake_all: frozenset[str] = NOBODY) -> tuple[Parking, Parked, list[Ticket]]:
+    """A table with ``n`` waiters (keys 0..n-1, joined in that order) on CH."""
     table = Parking()
-    for _ in range(n):
-        entry, _first = table.join(CH, wake_all, object)
-    return table, entry
+    tickets = []
+    for key in range(n):
+        entry, ticket, _first = table.join(CH, wake_all, key, object)
+        tickets.append(ticket)
+    return table, entry, tickets
+
+
+def permits(tickets: list[Ticket]) -> list[bool]:
+    return [t.permit for t in tickets]
 
 
 # --------------------------------------------------------------------------- join
 
 
-def test_first_join_subscribes_later_joins_share_the_entry() -> None:
-    table, conds = Parking(), Conds()
-    entry, first = table.join(CH, frozenset({WRITE}), conds)
+def test_first_join_subscribes_later_joins_share_the_entry_with_a_ticket_each() -> None:
+    table = Parking()
+    made: list[object] = []
+
+    def cond() -> object:
+        made.append(object())
+        return made[-1]
+
+    entry, a, first = table.join(CH, frozenset({WRITE}), "a", cond)
     assert first is True
     assert entry.refs == 1 and entry.permits == 0 and not entry.confirmed
-    assert entry.wake_all == frozenset({WRITE})
-    assert entry.cond is conds.made[0]
-    again, first = table.join(CH, frozenset({WRITE}), conds)
-    assert again is entry and first is False
-    assert entry.refs == 2
-    assert len(conds.made) == 1  # one condition per channel
+    assert entry.wake_all == frozenset({WRITE}) and a.cond is made[0]
+    again, b, first = table.join(CH, frozenset({WRITE}), "b", cond)
+    assert again is entry and first is False and b is not a
+    assert entry.refs == 2 and len(made) == 2  # one wake-up object per waiter
+    assert entry.head() is a  # the oldest
     assert table.channels == {CH: entry}
+
+
+def test_the_same_waiter_joining_twice_keeps_one_ticket() -> None:
+    table = Parking()
+    _, a, _ = table.join(CH, NOBODY, "a", object)
+    _, again, first = table.join(CH, NOBODY, "a", object)
+    assert again is a and not first and a.depth == 2
+    assert table.leave(CH, "a", pass_on=False) == ([], False)
+    assert table.leave(CH, "a", pass_on=False) == ([], True)
 
 
 def test_channels_are_separate() -> None:
     table = Parking()
-    a, first_a = table.join("a", NOBODY, object)
-    b, first_b = table.join("b", NOBODY, object)
+    a, ta, first_a = table.join("a", NOBODY, 1, object)
+    b, tb, first_b = table.join("b", NOBODY, 1, object)
     assert first_a and first_b and a is not b
-    assert table.received("message", "a", UNLOCK) is a
-    assert (a.permits, b.permits) == (1, 0)
+    assert table.received("message", "a", UNLOCK) == [ta]
+    assert (ta.permit, tb.permit) == (True, False)
 
 
 # -------------------------------------------------------------------------- leave
 
 
 def test_last_leaver_unsubscribes_and_the_channel_is_forgotten() -> None:
-    table, _entry = parked(1)
-    assert table.leave(CH, pass_on=False) == (None, True)
+    table, _entry, _ = parked(1)
+    assert table.leave(CH, 0, pass_on=False) == ([], True)
     assert table.channels == {}
     # joining again starts afresh: a new SUBSCRIBE, unconfirmed, no old wake-ups
-    entry, first = table.join(CH, NOBODY, object)
-    assert first and entry.refs == 1 and entry.permits == 0 and not entry.confirmed
+    entry, ticket, first = table.join(CH, NOBODY, 0, object)
+    assert first and entry.refs == 1 and not ticket.permit and not entry.confirmed
 
 
 def test_last_leaver_with_pass_on_unsubscribes_and_notifies_nobody() -> None:
-    table, _entry = parked(1)
-    assert table.leave(CH, pass_on=True) == (None, True)
+    table, _entry, _ = parked(1)
+    assert table.leave(CH, 0, pass_on=True) == ([], True)
     assert table.channels == {}
 
 
-def test_leave_without_pass_on_keeps_the_channel_and_notifies_nobody() -> None:
-    table, entry = parked(3)
-    assert table.leave(CH, pass_on=False) == (None, False)
+def test_a_waiter_behind_the_head_leaves_quietly() -> None:
+    table, entry, t = parked(3)
+    assert table.leave(CH, 1, pass_on=False) == ([], False)
     assert entry.refs == 2 and entry.permits == 0
-    assert table.channels == {CH: entry}
+    assert list(entry.tickets.values()) == [t[0], t[2]]
 
 
-def test_leave_with_pass_on_hands_a_wake_up_to_another_waiter() -> None:
-    table, entry = parked(3)
-    assert table.leave(CH, pass_on=True) == (entry, False)
-    assert entry.refs == 2 and entry.permits == 1
-    assert table.take(entry) is True
+def test_the_head_leaving_wakes_the_next_to_take_the_lease_end_check_over() -> None:
+    table, entry, t = parked(3)
+    assert table.leave(CH, 0, pass_on=False) == ([t[1]], False)
+    assert entry.head() is t[1] and not t[1].permit  # notified, not given a wake-up
+
+
+def test_leave_with_pass_on_hands_a_wake_up_to_the_oldest_without_one() -> None:
+    table, _entry, t = parked(3)
+    table.received("message", CH, UNLOCK)  # to waiter 0
+    assert table.leave(CH, 2, pass_on=True) == ([t[1]], False)
+    assert permits(t[:2]) == [True, True]
+
+
+def test_an_unused_wake_up_is_passed_on_by_a_normal_leave() -> None:
+    table, entry, t = parked(3)
+    table.received("message", CH, UNLOCK)  # to waiter 0, who acquires without using it
+    notify, last = table.leave(CH, 0, pass_on=False)
+    assert notify == [t[1]] and not last and t[1].permit and entry.permits == 1
 
 
 def test_leave_with_pass_on_never_makes_more_wake_ups_than_waiters() -> None:
-    table, entry = parked(2)
+    table, entry, _t = parked(2)
     table.received("message", CH, UNLOCK)
-    assert entry.permits == 1
-    table.leave(CH, pass_on=True)  # one waiter left, already woken
+    table.received("message", CH, UNLOCK)
+    assert entry.permits == 2
+    table.leave(CH, 1, pass_on=True)  # one waiter left, already woken
     assert entry.refs == 1 and entry.permits == 1
 
 
-def test_normal_leave_takes_unused_wake_ups_down_to_the_waiters_left() -> None:
-    table, entry = parked(3)
-    table.received("message", CH, WRITE)  # not in wake_all: one
-    table.received("message", CH, UNLOCK)
-    table.received("message", CH, UNLOCK)
-    assert entry.permits == 3
-    table.leave(CH, pass_on=False)
-    assert entry.permits == 2
-    table.leave(CH, pass_on=False)
-    assert entry.permits == 1
-
-
-def test_leave_of_a_channel_nobody_waits_on_is_a_no_op() -> None:
+def test_leave_of_a_channel_or_waiter_not_there_is_a_no_op() -> None:
     table = Parking()
-    assert table.leave(CH, pass_on=True) == (None, False)
-    assert table.leave(CH, pass_on=False) == (None, False)
-    assert table.channels == {}
+    assert table.leave(CH, 0, pass_on=True) == ([], False)
+    table.join(CH, NOBODY, 0, object)
+    assert table.leave(CH, 9, pass_on=True) == ([], False)
+    assert table.channels[CH].refs == 1
 
 
 # --------------------------------------------------------------------------- take
 
 
-def test_take_uses_one_wake_up_at_a_time() -> None:
-    table, entry = parked(2)
-    assert table.take(entry) is False
+def test_take_uses_the_waiters_own_wake_up_once() -> None:
+    table, entry, t = parked(2)
+    assert table.take(t[0]) is False
     table.received("message", CH, UNLOCK)
-    assert table.take(entry) is True
-    assert table.take(entry) is False
+    assert table.take(t[1]) is False  # the wake-up is waiter 0's
+    assert table.take(t[0]) is True
+    assert table.take(t[0]) is False
     assert entry.permits == 0
 
 
@@ -134,78 +149,73 @@ def test_take_uses_one_wake_up_at_a_time() -> None:
 
 
 @pytest.mark.parametrize("kind", ["message", "smessage"])
-def test_an_unlock_wakes_one_waiter(kind: str) -> None:
-    table, entry = parked(3)
-    assert table.received(kind, CH, UNLOCK) is entry
-    assert entry.permits == 1
-    assert [table.take(entry) for _ in range(3)] == [True, False, False]
+def test_an_unlock_wakes_the_oldest_waiter_only(kind: str) -> None:
+    table, _entry, t = parked(3)
+    assert table.received(kind, CH, UNLOCK) == [t[0]]
+    assert permits(t) == [True, False, False]
+    assert table.received(kind, CH, UNLOCK) == [t[1]]  # the next without one
+    assert table.take(t[0])
+    assert table.received(kind, CH, UNLOCK) == [t[0]]
+    assert permits(t) == [True, True, False]
 
 
 @pytest.mark.parametrize("kind", ["message", "smessage"])
 def test_a_wake_all_payload_wakes_every_waiter(kind: str) -> None:
-    table, entry = parked(3, frozenset({WRITE}))
-    assert table.received(kind, CH, WRITE) is entry
-    assert entry.permits == 3
-    assert [table.take(entry) for _ in range(4)] == [True, True, True, False]
+    table, _entry, t = parked(3, frozenset({WRITE}))
+    assert table.received(kind, CH, WRITE) == t
+    assert permits(t) == [True] * 3
 
 
 def test_an_ordinary_payload_on_a_wake_all_channel_wakes_one() -> None:
-    table, entry = parked(3, frozenset({WRITE}))
-    table.received("message", CH, UNLOCK)
+    table, entry, t = parked(3, frozenset({WRITE}))
+    assert table.received("message", CH, UNLOCK) == [t[0]]
     assert entry.permits == 1
 
 
 def test_messages_never_make_more_wake_ups_than_waiters() -> None:
-    table, entry = parked(2, frozenset({WRITE}))
+    table, entry, _ = parked(2, frozenset({WRITE}))
     for _ in range(5):
         table.received("message", CH, UNLOCK)
     assert entry.permits == 2
+    assert table.received("message", CH, UNLOCK) == []
     table.received("message", CH, WRITE)
     assert entry.permits == 2
 
 
-def test_wake_all_after_some_were_taken_wakes_every_waiter_again() -> None:
-    table, entry = parked(3, frozenset({WRITE}))
-    table.received("message", CH, UNLOCK)
-    assert table.take(entry)
-    table.received("message", CH, WRITE)
-    assert entry.permits == 3
-
-
 def test_a_message_on_a_channel_nobody_waits_on_is_ignored() -> None:
-    table, entry = parked(1)
-    assert table.received("message", "other", UNLOCK) is None
+    table, entry, _ = parked(1)
+    assert table.received("message", "other", UNLOCK) == []
     assert entry.permits == 0
     assert "other" not in table.channels
 
 
 @pytest.mark.parametrize("kind", ["subscribe", "ssubscribe"])
 def test_subscribe_reply_confirms_once(kind: str) -> None:
-    table, entry = parked(2)
-    assert table.received(kind, CH, "1") is entry
-    assert entry.confirmed and entry.permits == 0  # a confirmation wakes nobody's wait
-    assert table.received(kind, CH, "1") is None  # e.g. the re-subscribe after a reconnect
+    table, entry, t = parked(2)
+    assert table.received(kind, CH, "1") == t  # every waiter awaiting it is notified
+    assert entry.confirmed and entry.permits == 0  # a confirmation is no wake-up
+    assert table.received(kind, CH, "1") == []  # e.g. the re-subscribe after a reconnect
     assert entry.confirmed
 
 
 def test_confirmation_of_a_channel_nobody_waits_on_is_ignored() -> None:
     table = Parking()
-    assert table.received("subscribe", CH, "1") is None
+    assert table.received("subscribe", CH, "1") == []
     assert table.channels == {}
 
 
 @pytest.mark.parametrize(("kind", "payload"), [("pong", ""), ("psubscribe", "1")])
 def test_other_replies_change_nothing(kind: str, payload: str) -> None:
-    table, entry = parked(2)
-    assert table.received(kind, CH, payload) is None
+    table, entry, _ = parked(2)
+    assert table.received(kind, CH, payload) == []
     assert (entry.refs, entry.permits, entry.confirmed) == (2, 0, False)
 
 
 @pytest.mark.parametrize("kind", ["unsubscribe", "sunsubscribe"])
 def test_the_answer_to_our_own_unsubscribe_changes_nothing(kind: str) -> None:
-    table, entry = parked(2)
+    table, entry, _ = parked(2)
     table.unsubscribing(CH)  # e.g. left (UNSUBSCRIBE sent) and joined again
-    assert table.received(kind, CH, "0") is None
+    assert table.received(kind, CH, "0") == []
     assert (entry.refs, entry.permits) == (2, 0) and CH not in table.dropped
     assert table.leaving == {}
 
@@ -215,22 +225,36 @@ def test_an_unsubscribe_we_did_not_ask_for_wakes_all_and_marks_the_channel_dropp
     kind: str,
 ) -> None:
     # A cluster drops the sharded subscriptions of a slot that moved to another shard.
-    table, entry = parked(3)
-    assert table.received(kind, CH, "0") is entry
+    table, entry, t = parked(3)
+    assert table.received(kind, CH, "0") == t
     assert entry.permits == 3 and CH in table.dropped
     table.resubscribing(CH)
     assert CH not in table.dropped and table.in_flight == {CH: 1}
 
 
 def test_evicted_channel_wakes_its_waiters_and_is_adopted_elsewhere() -> None:
-    table, entry = parked(2)
+    table, entry, _ = parked(2)
     assert table.evict(CH) is entry and CH not in table.channels
     assert entry.permits == 2 and entry.confirmed  # a waiter awaiting its SUBSCRIBE goes on
     other = Parking()
-    moved = other.adopt(CH, NOBODY, entry.refs, object)
-    assert moved.refs == 2 and moved.permits == 0
-    assert other.leave(CH, pass_on=False) == (None, False)
-    assert other.leave(CH, pass_on=False) == (None, True)
+    moved = other.adopt(CH, NOBODY, list(entry.tickets), object)
+    assert moved.refs == 2 and moved.permits == 2  # each re-checks on its new listener
+    assert other.leave(CH, 0, pass_on=False)[1] is False
+    assert other.leave(CH, 1, pass_on=False) == ([], True)
+
+
+# ----------------------------------------------------------------- lease-end check
+
+
+def test_only_the_head_sleeps_until_the_lease_end() -> None:
+    _table, entry, t = parked(2)
+    entry.expiry = 5.0
+    assert entry.sleep_until(t[0], math.inf, shared=True) == 5.0
+    assert entry.sleep_until(t[1], math.inf, shared=True) == math.inf
+    assert entry.sleep_until(t[1], 3.0, shared=True) == 3.0
+    assert entry.sleep_until(t[0], 3.0, shared=True) == 3.0
+    # without a shared lease end (semaphores, latches) each sleeps its own time
+    assert entry.sleep_until(t[0], 9.0, shared=False) == 9.0
 
 
 # ------------------------------------------------------------------- disconnected
@@ -238,36 +262,41 @@ def test_evicted_channel_wakes_its_waiters_and_is_adopted_elsewhere() -> None:
 
 def test_disconnect_wakes_every_waiter_of_every_channel() -> None:
     table = Parking()
-    a, _ = table.join("a", NOBODY, object)
-    table.join("a", NOBODY, object)
-    b, _ = table.join("b", NOBODY, object)
+    a, a0, _ = table.join("a", NOBODY, 0, object)
+    _, a1, _ = table.join("a", NOBODY, 1, object)
+    b, b0, _ = table.join("b", NOBODY, 0, object)
     table.received("subscribe", "a", "1")
-    woken = table.disconnected()
-    assert list(woken) == [a, b]
+    assert table.disconnected() == [a0, a1, b0]
     assert (a.permits, b.permits) == (2, 1)
     assert a.confirmed  # still counted as subscribed: the reader re-subscribes every channel
     assert table.channels == {"a": a, "b": b}
 
 
 def test_disconnect_with_nobody_waiting() -> None:
-    assert list(Parking().disconnected()) == []
+    assert Parking().disconnected() == []
 
 
-def test_disconnect_returns_a_snapshot() -> None:
-    """The driver notifies the entries after the table may have changed."""
-    table, entry = parked(1)
-    woken = table.disconnected()
-    table.leave(CH, pass_on=False)
-    table.join("new", NOBODY, object)
-    assert list(woken) == [entry]
+# ----------------------------------------------------------------------- forbidden
+
+
+def test_a_forbidden_channel_tells_its_waiters_and_nobody_else() -> None:
+    table = Parking()
+    a, a0, _ = table.join("a", NOBODY, 0, object)
+    b, b0, _ = table.join("b", NOBODY, 0, object)
+    table.subscribing(["a"])
+    table.subscribing(["b"])
+    assert table.forbidden(["a"], "NOPERM a") == [a0]
+    assert a.refusal == "NOPERM a" and a.confirmed and "a" not in table.in_flight
+    assert b.refusal is None and not b.confirmed and not b0.permit
+    assert table.in_flight == {"b": 1} and table.dropped == set()
 
 
 # ----------------------------------------------------------------------- property
 
 op = st.one_of(
-    st.tuples(st.just("join"), st.sampled_from("ab")),
-    st.tuples(st.just("leave"), st.sampled_from("ab"), st.booleans()),
-    st.tuples(st.just("take"), st.sampled_from("ab")),
+    st.tuples(st.just("join"), st.sampled_from("ab"), st.integers(0, 3)),
+    st.tuples(st.just("leave"), st.sampled_from("ab"), st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("take"), st.sampled_from("ab"), st.integers(0, 3)),
     st.tuples(st.just("message"), st.sampled_from("ab"), st.sampled_from([UNLOCK, WRITE])),
     st.tuples(st.just("subscribe"), st.sampled_from("ab")),
     st.tuples(st.just("disconnected")),
@@ -277,61 +306,64 @@ op = st.one_of(
 @given(st.lists(op, max_size=60))
 @settings(max_examples=300, deadline=None)
 def test_the_table_follows_its_rules(ops: list[tuple[object, ...]]) -> None:
-    """Against a model of waiter counts: SUBSCRIBE on 0 -> 1, UNSUBSCRIBE on 1 -> 0, and
-    wake-ups never negative, never more than the waiters."""
+    """Against a model of waiters: SUBSCRIBE on 0 -> 1, UNSUBSCRIBE on 1 -> 0, one message
+    wakes the oldest waiter not yet woken, wake-ups are never lost by a leave."""
     table = Parking()
-    waiters = {"a": 0, "b": 0}
+    model: dict[str, dict[int, bool]] = {"a": {}, "b": {}}  # waiter -> has a wake-up
+    depth: dict[tuple[str, int], int] = {}
     wake_all = {"a": frozenset({WRITE}), "b": NOBODY}
+
+    def give_one(ch: str) -> None:
+        for key, has in model[ch].items():
+            if not has:
+                model[ch][key] = True
+                return
+
     for name, *args in ops:
         if name == "join":
-            (ch,) = args
-            entry, first = table.join(ch, wake_all[ch], object)
-            assert first == (waiters[ch] == 0)
-            waiters[ch] += 1
+            ch, key = args
+            _, _, first = table.join(ch, wake_all[ch], key, object)
+            assert first == (not model[ch])
+            if key not in model[ch]:
+                model[ch][key] = False
+            depth[ch, key] = depth.get((ch, key), 0) + 1
         elif name == "leave":
-            ch, pass_on = args
-            if waiters[ch] == 0:
-                continue  # only a waiter leaves
-            before = table.channels[ch].permits
-            notify, last = table.leave(ch, pass_on)
-            waiters[ch] -= 1
-            assert last == (waiters[ch] == 0)
-            if last:
-                assert notify is None
-            elif pass_on:
-                assert notify is table.channels[ch]
-                assert notify.permits == min(before + 1, waiters[ch])
-            else:
-                assert notify is None
-                assert table.channels[ch].permits == min(before, waiters[ch])
-        elif name == "take":
-            (ch,) = args
-            if waiters[ch] == 0:
+            ch, key, pass_on = args
+            if key not in model[ch]:
+                assert table.leave(ch, key, pass_on) == ([], False)
                 continue
-            entry = table.channels[ch]
-            before = entry.permits
-            assert table.take(entry) == (before > 0)
-            assert entry.permits == max(0, before - 1)
+            _, last = table.leave(ch, key, pass_on)
+            depth[ch, key] -= 1
+            if depth[ch, key] == 0:
+                had = model[ch].pop(key)
+                if pass_on or had:
+                    give_one(ch)
+            assert last == (not model[ch])
+        elif name == "take":
+            ch, key = args
+            if key not in model[ch]:
+                continue
+            ticket = table.channels[ch].tickets[key]
+            assert table.take(ticket) == model[ch][key]
+            model[ch][key] = False
         elif name == "message":
             ch, payload = args
-            before = table.channels[ch].permits if waiters[ch] else 0
-            entry = table.received("message", ch, payload)
-            if waiters[ch] == 0:
-                assert entry is None
-            elif payload in wake_all[ch]:
-                assert entry is not None and entry.permits == waiters[ch]
+            table.received("message", ch, payload)
+            if payload in wake_all[ch]:
+                model[ch] = dict.fromkeys(model[ch], True)
             else:
-                assert entry is not None and entry.permits == min(before + 1, waiters[ch])
+                give_one(ch)
         elif name == "subscribe":
             (ch,) = args
             table.received("subscribe", ch, "1")
         else:
-            woken = list(table.disconnected())
-            assert {id(e) for e in woken} == {id(table.channels[c]) for c in table.channels}
-        assert set(table.channels) == {c for c, n in waiters.items() if n > 0}
+            table.disconnected()
+            for ch in model:
+                model[ch] = dict.fromkeys(model[ch], True)
+        assert set(table.channels) == {c for c, w in model.items() if w}
         for ch, entry in table.channels.items():
-            assert entry.refs == waiters[ch]
-            assert 0 <= entry.permits <= entry.refs
+            assert {k: t.permit for k, t in entry.tickets.items()} == model[ch]
+            assert list(entry.tickets) == list(model[ch])  # join order kept
             assert entry.wake_all == wake_all[ch]
 
 
@@ -339,50 +371,85 @@ def test_only_the_last_subscribe_reply_confirms_a_rejoined_channel() -> None:
     # A waiter leaves before its SUBSCRIBE is answered and another joins at once: two
     # SUBSCRIBEs are in flight; the first reply must not confirm the newcomer.
     table = Parking()
-    first, new = table.join(CH, frozenset(), object)
+    first, _, new = table.join(CH, frozenset(), 0, object)
     assert new
     table.subscribing([CH])
-    assert table.leave(CH, pass_on=False) == (None, True)  # UNSUBSCRIBE sent
-    second, new = table.join(CH, frozenset(), object)
+    assert table.leave(CH, 0, pass_on=False) == ([], True)  # UNSUBSCRIBE sent
+    second, ticket, new = table.join(CH, frozenset(), 1, object)
     assert new and second is not first
     table.subscribing([CH])
-    assert table.received("subscribe", CH, "1") is None and not second.confirmed
-    assert table.received("unsubscribe", CH, "0") is None
-    assert table.received("subscribe", CH, "1") is second and second.confirmed
+    assert table.received("subscribe", CH, "1") == [] and not second.confirmed
+    assert table.received("unsubscribe", CH, "0") == []
+    assert table.received("subscribe", CH, "1") == [ticket] and second.confirmed
 
 
 def test_a_reconnect_forgets_unanswered_subscribes() -> None:
     table = Parking()
-    entry, _ = table.join(CH, frozenset(), object)
+    entry, ticket, _ = table.join(CH, frozenset(), 0, object)
     table.subscribing([CH])
     table.subscribing([CH])
     table.disconnected()
     table.subscribing([CH])  # the reconnect's SUBSCRIBE: its reply confirms
-    assert table.received("subscribe", CH, "1") is entry and entry.confirmed
+    assert table.received("subscribe", CH, "1") == [ticket] and entry.confirmed
 
 
 def test_an_answer_after_the_last_waiter_left_is_still_counted() -> None:
     # The waiter left before its SUBSCRIBE was answered; the answer then arrives; a new
     # waiter joins: its own SUBSCRIBE's answer must confirm it (no stale count).
     table = Parking()
-    table.join(CH, NOBODY, object)
+    table.join(CH, NOBODY, 0, object)
     table.subscribing([CH])
-    assert table.leave(CH, pass_on=False) == (None, True)
-    assert table.received("subscribe", CH, "1") is None
-    assert table.received("unsubscribe", CH, "0") is None
-    entry, first = table.join(CH, NOBODY, object)
+    assert table.leave(CH, 0, pass_on=False) == ([], True)
+    assert table.received("subscribe", CH, "1") == []
+    assert table.received("unsubscribe", CH, "0") == []
+    entry, ticket, first = table.join(CH, NOBODY, 0, object)
     assert first
     table.subscribing([CH])
-    assert table.received("subscribe", CH, "1") is entry and entry.confirmed
+    assert table.received("subscribe", CH, "1") == [ticket] and entry.confirmed
 
 
 def test_a_refused_subscribe_marks_unconfirmed_channels_dropped() -> None:
     table = Parking()
-    a, _ = table.join("a", NOBODY, object)
-    b, _ = table.join("b", NOBODY, object)
+    _a, ta, _ = table.join("a", NOBODY, 0, object)
+    b, tb, _ = table.join("b", NOBODY, 0, object)
     table.subscribing(["a", "b", "gone"])  # "gone": its waiter left meanwhile
-    assert table.received("ssubscribe", "a", "1") is a
+    assert table.received("ssubscribe", "a", "1") == [ta]
     table.subscribing(["a"])
-    assert set(map(id, table.refused())) == {id(a), id(b)}
+    assert set(map(id, table.refused())) == {id(ta), id(tb)}
     assert table.dropped == {"a", "b"} and table.in_flight == {}
-    assert b.confirmed and b.permits == 1
+    assert b.confirmed and tb.permit
+
+
+# ------------------------------------------------------------------------ linger
+
+
+def test_a_lingering_channel_stays_subscribed_then_goes() -> None:
+    now = [0.0]
+    table = Parking(linger=0.5, clock=lambda: now[0])
+    entry, _, first = table.join(CH, NOBODY, 0, object)
+    assert first
+    assert table.expired() == ([], 0.5)  # waited on: look again within linger
+    assert table.leave(CH, 0, pass_on=False) == ([], False)  # no UNSUBSCRIBE yet
+    now[0] = 0.2
+    assert table.expired() == ([], pytest.approx(0.3))
+    _, _, first = table.join(CH, NOBODY, 1, object)  # waited on again: no SUBSCRIBE
+    assert not first and table.channels[CH] is entry
+    table.leave(CH, 1, pass_on=False)
+    now[0] = 0.8
+    assert table.expired() == ([CH], math.inf)
+    assert table.channels == {} and table.leaving == {CH: 1}
+
+
+def test_a_quiet_subscription_is_fresh_for_attempts_sent_after_it_was_confirmed() -> None:
+    now = [1.0]
+    table = Parking(linger=0.5, clock=lambda: now[0])
+    entry, _, _ = table.join(CH, NOBODY, 0, object)
+    table.subscribing([CH])
+    assert not entry.fresh(5.0)  # not confirmed yet
+    table.received("subscribe", CH, "1")
+    assert entry.fresh(1.0) and not entry.fresh(0.9)
+    now[0] = 2.0
+    table.received("message", CH, UNLOCK)  # an unlock after an attempt sent at 1.5
+    assert not entry.fresh(1.5) and entry.fresh(2.0)
+    table.disconnected()
+    assert not entry.fresh(9.0)

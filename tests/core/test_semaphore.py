@@ -191,9 +191,9 @@ def test_latch_channel_is_an_argument_not_a_key(ctx: Context) -> None:
 
 def test_wake_any_wakes_every_waiter_on_any_message() -> None:
     parking = Parking()
-    entry, first = parking.join("c", frozenset({WAKE_ANY}), object)
-    parking.join("c", frozenset({WAKE_ANY}), object)
-    parking.join("c", frozenset({WAKE_ANY}), object)
+    entry, _, first = parking.join("c", frozenset({WAKE_ANY}), 0, object)
+    parking.join("c", frozenset({WAKE_ANY}), 1, object)
+    parking.join("c", frozenset({WAKE_ANY}), 2, object)
     assert first
-    assert parking.received("message", "c", "1") is entry
+    assert parking.received("message", "c", "1") == list(entry.tickets.values())
     assert entry.permits == 3

@@ -143,10 +143,10 @@ class AsyncRunner(AsyncDriver):
                 return await self.backend.call(effect)
             case Command(args=args):
                 return await self.backend.execute(*args)
-            case Wait(channel=channel, seconds=seconds):
-                return await self._listener.wait(channel, seconds)
-            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
-                return await self._listener.subscribe(channel, wake_all, sharded)
+            case Wait(channel=channel, seconds=seconds, patience=patience):
+                return await self._listener.wait(channel, seconds, patience)
+            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded, since=since):
+                return await self._listener.subscribe(channel, wake_all, sharded, since)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return await self._listener.unsubscribe(channel, pass_on)
             case WatchHolds():

@@ -56,6 +56,10 @@ class Subscribe:
     it with sharded pub/sub. False for a channel that hashes elsewhere (Redisson's latch
     channel of a hash-tagged name): plain SUBSCRIBE, and its script publishes with an
     upper-case ``redis.call('PUBLISH', ...)``, which :func:`tenure.scripts.sharded` keeps."""
+    since: float | None = None
+    """Monotonic time just before the caller's last attempt was sent: the reply is True
+    when the subscription was already quiet then (confirmed, no message since), so an
+    unlock after that attempt is sure to wake the caller, who need not try again first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +76,18 @@ class Unsubscribe:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """Sleep until a message on ``channel`` or ``seconds`` pass; True when woken by a message."""
+    """Sleep until a message on ``channel`` or ``seconds`` pass; True when woken by a message.
+
+    ``patience``: given when ``seconds`` is the time until the holder's lease ends (as the
+    caller's last attempt saw it), capped by the caller's own deadline: ``patience`` is then
+    the time left until that deadline (``math.inf``: none). The waiters of one client on the
+    channel share the lease-end re-check (the oldest makes it and gets False) instead of one
+    each; the others sleep until a wake-up or their ``patience`` runs out.
+    """
 
     channel: str
     seconds: float
+    patience: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

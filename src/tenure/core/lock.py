@@ -55,6 +55,9 @@ RECONCILE_PAUSE = (0.05, 1.0)
 """First and longest pause (seconds) between reconcile attempts while the server is away."""
 RECONCILE_RECHECK = 0.1
 """Pause before the second "nothing to undo" check of a reconcile."""
+YIELD_GRACE = 0.003
+"""Seconds a releaser whose unlock reached other clients' waiters lets them take the lock
+before its own next acquire tries (no barging: fairness without a queue)."""
 
 
 def guard(call: Call, field: str, recorded: int | None) -> Call:
@@ -98,6 +101,9 @@ class LockCore:
         self._prune_at = PRUNE_FIRST
         self._reconciling: set[str] = set()
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
+        self._yield_until = 0.0
+        """Monotonic time until which a new acquire through this object waits for the
+        waiters its last release woke before it tries (see :data:`YIELD_GRACE`)."""
 
     # ----------------------------------------------------------------- hooks
     def field(self, owner: str) -> str:
@@ -326,18 +332,32 @@ class LockCore:
         deadline = Deadline(wait)
         channel: str | None = None
         try:
-            ttl = yield from self.try_once(owner, lease, wait)
+            now = time.monotonic()
+            sent: float | None = now
+            grace = self._yield_until - now
+            if grace > 0 and wait > 0 and self.ctx.holds.get(self.key, self.field(owner)) is None:
+                # Our last release woke other clients' waiters: let one of them take the
+                # lock rather than barge ahead of it; try once the grace ends or on unlock.
+                self._yield_until = 0.0
+                ttl: int | None = max(1, int(grace * 1000))
+                sent = None
+            else:
+                ttl = yield from self.try_once(owner, lease, wait)
             if ttl is not None and deadline.remaining() > 0:
-                subscribe = Subscribe(self.wait_channel(owner), self.wake_all)
-                yield subscribe
+                subscribe = Subscribe(self.wait_channel(owner), self.wake_all, since=sent)
+                # True: the channel was subscribed and quiet before that attempt (a lock
+                # taken again and again), so an unlock since is sure to wake us: no retry.
+                fresh = yield subscribe
                 channel = subscribe.channel
                 if not self.recheck_after_subscribe(owner, ttl):
                     yield Wait(channel, wait_for(ttl, deadline))
                 while True:
-                    ttl = yield from self.try_once(owner, lease, wait)
+                    if fresh is not True and sent is not None:
+                        ttl = yield from self.try_once(owner, lease, wait)
+                    fresh, sent = False, 0.0
                     if ttl is None or deadline.remaining() <= 0:
                         break
-                    yield Wait(channel, wait_for(ttl, deadline))
+                    yield Wait(channel, wait_for(ttl, deadline), deadline.remaining())
         except GeneratorExit:
             raise
         except BaseException:
@@ -397,8 +417,12 @@ class LockCore:
         if reply is None:
             self.ctx.holds.discard(self.key, field)
             self.not_owned(owner, hold)
-        elif int(reply) == 1:
+        elif int(reply) >= 1:
             self.ctx.holds.discard(self.key, field)
+            # 1 + the subscribers the unlock reached; one of them may be this client's own
+            # (lingering) subscription: more than that means other clients' waiters woke.
+            if int(reply) > 2:
+                self._yield_until = time.monotonic() + YIELD_GRACE
 
     def not_owned(self, owner: str, hold: Hold | None) -> None:
         """Raise for a release the server refused: LockLostError if we held it, else NotOwned."""

@@ -2,28 +2,48 @@
 
 One client has one pub/sub connection however many of its threads or tasks wait. A channel
 is subscribed while at least one of them waits on it (SUBSCRIBE for the first, UNSUBSCRIBE
-after the last). Rules:
+after the last). Each waiter has a **ticket** (in the order they joined) with its own
+wake-up object, so a message wakes exactly the waiters it is for, never the whole crowd.
+Rules:
 
-- An unlock message wakes **one** waiter of this client (a payload in the channel's
-  ``wake_all``, e.g. a write unlock, wakes all): the others stay asleep instead of racing
-  for a lock only one can take. Wake-ups are permits, never more than there are waiters.
-- A waiter that leaves abnormally (error, cancellation) may have taken a wake-up it will not
-  use, so it passes one on.
+- An unlock message gives **one** wake-up (a permit) to the oldest ticket that has none
+  (a payload in the channel's ``wake_all``, e.g. a write unlock, gives every ticket one):
+  the others stay asleep instead of racing for a lock only one can take, and the waiter
+  that waited longest goes first. A permit given to a waiter that is busy retrying is used
+  by its next wait at once: a message is never lost between an attempt and the sleep.
+- **One expiry re-check per channel**: waiters report the holder's remaining lease with
+  each sleep (``Wait.patience``); only the head ticket (the oldest) sleeps until that
+  lease ends to try again; the others sleep until a permit or their own deadline. When the
+  head leaves, the next ticket is woken to take the duty over.
+- A ticket that leaves with an unused permit, or abnormally (error, cancellation: it may
+  have taken a wake-up it will not use), passes one on to the oldest ticket without one.
 - After a reconnect every waiter is woken: messages may have been missed meanwhile.
+- With ``linger``, a channel stays subscribed for ``linger`` seconds after its last waiter
+  left (a lock taken in a loop costs no SUBSCRIBE/UNSUBSCRIBE per acquisition); the driver
+  sends UNSUBSCRIBE for the channels :meth:`Parking.expired` names.
+- A subscription is **fresh** for an attempt sent at ``since`` when it was confirmed before
+  ``since`` and no message (nor a reconnect) came after: an unlock published after that
+  attempt is then sure to wake a waiter who joins now, so the waiter need not try again
+  before it sleeps.
 - A channel left and joined again before the first SUBSCRIBE was answered has two
   SUBSCRIBEs in flight: only the reply to the last one confirms the new waiter (an unlock
   published between the two would otherwise be missed).
 - An unsubscribe reply this client did not ask for (a cluster drops sharded subscriptions
   of a slot that moved to another shard) wakes every waiter of that channel, and the channel
   is marked ``dropped`` until the driver subscribes it again (on the slot's new owner).
+- A SUBSCRIBE the server refused for lack of permission (ACL ``-NOPERM``) is no connection
+  loss: the channel's waiters get the error (``Parked.refusal``), the others go on.
 
 The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
-and the conditions; it asks this table what to send and whom to notify.
+and the wake-up objects (one condition per ticket); it asks this table what to send and
+whom to notify.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+import time
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,15 +54,75 @@ so waking one could leave a satisfiable waiter asleep."""
 
 
 @dataclass(eq=False)
+class Ticket:
+    """One waiter (a thread or task) on one channel."""
+
+    cond: Any
+    """The driver's condition on which this waiter sleeps."""
+    permit: bool = False
+    depth: int = 1
+    """Joins of the same waiter on the same channel not yet left."""
+
+
+@dataclass(eq=False)
 class Parked:
     """The waiters of this client on one channel."""
 
     wake_all: frozenset[str]
-    cond: Any
-    """The driver's condition on which these waiters sleep."""
-    refs: int = 0
-    permits: int = 0
+    tickets: dict[Hashable, Ticket] = field(default_factory=dict)
+    """Waiter key -> ticket, in the order they joined (the oldest first)."""
     confirmed: bool = False
+    expiry: float = math.inf
+    """Monotonic time at which the holder's lease ends, as the latest attempt saw it."""
+    refusal: str | None = None
+    """Why the server refused this channel's subscription (its waiters raise it)."""
+    quiet_since: float = math.inf
+    """Monotonic time since which the subscription is confirmed with no message and no
+    reconnect (``math.inf``: not confirmed now)."""
+    idle_since: float = math.inf
+    """Monotonic time its last waiter left (a lingering channel); ``math.inf`` while waited on."""
+
+    def fresh(self, since: float) -> bool:
+        """True if an unlock published after an attempt sent at ``since`` will reach a
+        waiter who joins now (see the module's rules)."""
+        return self.refusal is None and self.quiet_since <= since
+
+    @property
+    def refs(self) -> int:
+        """Waiters on the channel."""
+        return len(self.tickets)
+
+    @property
+    def permits(self) -> int:
+        """Wake-ups given and not yet used."""
+        return sum(t.permit for t in self.tickets.values())
+
+    def head(self) -> Ticket | None:
+        """The oldest ticket: the one that re-checks at the holder's lease end."""
+        return next(iter(self.tickets.values()), None)
+
+    def give_one(self) -> list[Ticket]:
+        """A permit to the oldest ticket without one; the tickets to notify."""
+        for ticket in self.tickets.values():
+            if not ticket.permit:
+                ticket.permit = True
+                return [ticket]
+        return []
+
+    def give_all(self) -> list[Ticket]:
+        """A permit to every ticket; the tickets to notify (all of them). Used when messages
+        may have been missed: the subscription is no longer quiet."""
+        self.quiet_since = math.inf
+        for ticket in self.tickets.values():
+            ticket.permit = True
+        return list(self.tickets.values())
+
+    def sleep_until(self, ticket: Ticket, end: float, shared: bool) -> float:
+        """Until when ``ticket`` sleeps when its own wait ends at ``end``: the head also
+        wakes at the holder's lease end when the waiters share it (``shared``)."""
+        if shared and ticket is self.head():
+            return min(end, self.expiry)
+        return end
 
 
 @dataclass
@@ -56,6 +136,35 @@ class Parking:
     """Channel -> UNSUBSCRIBEs sent and not yet answered on this connection."""
     dropped: set[str] = field(default_factory=set)
     """Channels with waiters that the server unsubscribed on its own."""
+    linger: float = 0.0
+    """Seconds a channel stays subscribed after its last waiter left."""
+    clock: Callable[[], float] = time.monotonic
+
+    def expired(self) -> tuple[list[str], float]:
+        """Lingering channels whose time is up (removed from the table and counted as
+        UNSUBSCRIBE sent), and the seconds until the driver should look again
+        (``math.inf``: no channel at all). A channel still waited on may start lingering
+        at any moment without the driver's reader hearing of it: then look again within
+        ``linger`` (a local timer; nothing is sent)."""
+        now = self.clock()
+        gone, nxt = [], math.inf
+        for channel, entry in self.channels.items():
+            if entry.tickets or not math.isfinite(entry.idle_since):
+                if self.linger > 0:
+                    nxt = min(nxt, self.linger)
+                continue
+            at = entry.idle_since + self.linger
+            if at <= now:
+                gone.append(channel)
+            else:
+                nxt = min(nxt, at - now)
+        for channel in gone:
+            del self.channels[channel]
+            if channel in self.dropped:
+                self.dropped.discard(channel)
+            else:
+                self.unsubscribing(channel)
+        return [c for c in gone if c in self.leaving], nxt
 
     def unsubscribing(self, channel: str) -> None:
         """The driver sent UNSUBSCRIBE for ``channel``."""
@@ -76,16 +185,29 @@ class Parking:
             self.unsubscribing(channel)  # the driver sends UNSUBSCRIBE
         self.in_flight.pop(channel, None)
         if entry is not None:
-            entry.permits = entry.refs
+            entry.give_all()
             entry.confirmed = True  # a waiter still waiting for its SUBSCRIBE goes on
         return entry
 
-    def adopt(self, channel: str, wake_all: frozenset[str], refs: int, cond: Any) -> Parked:
-        """Take over ``refs`` waiters of ``channel`` from another connection."""
+    def adopt(
+        self,
+        channel: str,
+        wake_all: frozenset[str],
+        waiters: Iterable[Hashable],
+        make_cond: Callable[[], Any],
+    ) -> Parked:
+        """Take over ``waiters`` (their keys) of ``channel`` from another connection; each
+        is given a wake-up (it re-checks at once)."""
         entry = self.channels.get(channel)
         if entry is None:
-            entry = self.channels[channel] = Parked(wake_all, cond)
-        entry.refs += refs
+            entry = self.channels[channel] = Parked(wake_all)
+        for key in waiters:
+            ticket = entry.tickets.get(key)
+            if ticket is None:
+                entry.tickets[key] = Ticket(make_cond(), permit=True)
+            else:
+                ticket.depth += 1
+                ticket.permit = True
         return entry
 
     def subscribing(self, channels: Iterable[str]) -> None:
@@ -94,102 +216,151 @@ class Parking:
             self.in_flight[channel] = self.in_flight.get(channel, 0) + 1
 
     def join(
-        self, channel: str, wake_all: frozenset[str], make_cond: Callable[[], Any]
-    ) -> tuple[Parked, bool]:
-        """Count one more waiter on ``channel``; (entry, True if SUBSCRIBE must be sent)."""
+        self, channel: str, wake_all: frozenset[str], key: Hashable, make_cond: Callable[[], Any]
+    ) -> tuple[Parked, Ticket, bool]:
+        """Count waiter ``key`` on ``channel``: (entry, its ticket, True if SUBSCRIBE must be
+        sent)."""
         entry = self.channels.get(channel)
         first = entry is None
         if entry is None:
-            entry = self.channels[channel] = Parked(wake_all, make_cond())
-        entry.refs += 1
-        return entry, first
+            entry = self.channels[channel] = Parked(wake_all)
+        elif not entry.tickets:  # a lingering channel: waited on again
+            entry.idle_since = math.inf
+            entry.wake_all = wake_all
+            if entry.refusal is not None:  # asked again (the ACL may have changed)
+                entry.refusal = None
+                entry.confirmed = False
+                first = True
+        ticket = entry.tickets.get(key)
+        if ticket is None:
+            ticket = entry.tickets[key] = Ticket(make_cond())
+        else:
+            ticket.depth += 1
+        return entry, ticket, first
 
-    def leave(self, channel: str, pass_on: bool) -> tuple[Parked | None, bool]:
-        """One waiter less on ``channel``: (entry to notify or None, True if UNSUBSCRIBE
-        must be sent: it is counted as sent). With ``pass_on`` the leaver's possible
-        wake-up goes to another."""
+    def leave(self, channel: str, key: Hashable, pass_on: bool) -> tuple[list[Ticket], bool]:
+        """Waiter ``key`` leaves ``channel``: (tickets to notify, True if UNSUBSCRIBE must be
+        sent: it is counted as sent). A permit the leaver did not use, and with
+        ``pass_on`` one it may have taken, goes to the oldest ticket without one; a new
+        head is notified to take the lease-end re-check over."""
         entry = self.channels.get(channel)
         if entry is None:
-            return None, False
-        entry.refs -= 1
-        if entry.refs == 0:
+            return [], False
+        ticket = entry.tickets.get(key)
+        if ticket is None:
+            return [], False
+        ticket.depth -= 1
+        if ticket.depth > 0:
+            return [], False
+        was_head = ticket is entry.head()
+        del entry.tickets[key]
+        if not entry.tickets and self.linger > 0 and entry.refusal is None:
+            entry.idle_since = self.clock()  # stays subscribed a while (see expired())
+            entry.expiry = math.inf
+            return [], False
+        if not entry.tickets:
             del self.channels[channel]
             if channel in self.dropped:  # the server unsubscribed it already
                 self.dropped.discard(channel)
-                return None, False
+                return [], False
             self.unsubscribing(channel)
-            return None, True
-        entry.permits = min(entry.permits + pass_on, entry.refs)
-        return (entry if pass_on else None), False
+            return [], True
+        notify = entry.give_one() if (pass_on or ticket.permit) else []
+        head = entry.head()
+        if was_head and head is not None and head not in notify:
+            notify.append(head)
+        return notify, False
 
-    def take(self, entry: Parked) -> bool:
-        """Use one wake-up of ``entry``, if there is one."""
-        if entry.permits > 0:
-            entry.permits -= 1
+    def take(self, ticket: Ticket) -> bool:
+        """Use ``ticket``'s wake-up, if it has one."""
+        if ticket.permit:
+            ticket.permit = False
             return True
         return False
 
-    def received(self, kind: str, channel: str, payload: str) -> Parked | None:
-        """Apply one pub/sub reply; the entry whose waiters must be notified, if any."""
+    def received(self, kind: str, channel: str, payload: str) -> list[Ticket]:
+        """Apply one pub/sub reply; the tickets whose waiters must be notified."""
         if kind in ("unsubscribe", "sunsubscribe"):
             return self._unsubscribed(channel)
         if kind in ("subscribe", "ssubscribe"):
             return self._subscribed(channel)
         entry = self.channels.get(channel)
         if entry is None:
-            return None
+            return []
         if kind in ("message", "smessage"):
+            live = math.isfinite(entry.quiet_since)
             if payload in entry.wake_all or WAKE_ANY in entry.wake_all:
-                entry.permits = entry.refs
+                notify = entry.give_all()
             else:
-                entry.permits = min(entry.permits + 1, entry.refs)
-            return entry
-        return None
+                notify = entry.give_one()
+            if live:  # a message is no loss: still subscribed, quiet from now on
+                entry.quiet_since = self.clock()
+            return notify
+        return []
 
-    def _subscribed(self, channel: str) -> Parked | None:
+    def _subscribed(self, channel: str) -> list[Ticket]:
         # Counted even when nobody waits any more (the waiter left before the answer):
         # a stale count would make a later waiter wait for an answer that never comes.
         pending = self.in_flight.pop(channel, 0)
         if pending > 1:  # the answer to an earlier SUBSCRIBE: wait for the last
             self.in_flight[channel] = pending - 1
-            return None
+            return []
         entry = self.channels.get(channel)
+        if entry is not None and channel not in self.dropped:
+            entry.quiet_since = self.clock()
         if entry is not None and not entry.confirmed:
             entry.confirmed = True
-            return entry
-        return None
+            return list(entry.tickets.values())
+        return []
 
-    def refused(self) -> list[Parked]:
+    def refused(self) -> list[Ticket]:
         """The server answered a SUBSCRIBE with an error (MOVED, CROSSSLOT) without saying
         for which channel: every channel with a SUBSCRIBE in flight, or not yet confirmed,
-        is marked dropped (its waiters re-check and subscribe it again); their entries."""
+        is marked dropped (its waiters re-check and subscribe it again); their tickets."""
         woken = []
         for channel, entry in self.channels.items():
             if not entry.confirmed or channel in self.in_flight:
                 self.dropped.add(channel)
                 entry.confirmed = True
-                entry.permits = entry.refs
-                woken.append(entry)
+                woken += entry.give_all()
         self.in_flight.clear()
         return woken
 
-    def _unsubscribed(self, channel: str) -> Parked | None:
+    def forbidden(self, channels: Iterable[str], reason: str) -> list[Ticket]:
+        """The server refused to subscribe ``channels`` for lack of permission: their waiters
+        get ``reason`` (an error for them, not a connection loss); their tickets."""
+        woken = []
+        for channel in channels:
+            pending = self.in_flight.pop(channel, 0)
+            if pending > 1:
+                self.in_flight[channel] = pending - 1
+            entry = self.channels.get(channel)
+            if entry is not None and not entry.confirmed:
+                entry.refusal = reason
+                entry.confirmed = True
+                woken += entry.give_all()
+        return woken
+
+    def _unsubscribed(self, channel: str) -> list[Ticket]:
         pending = self.leaving.pop(channel, 0)
         if pending > 0:  # the answer to our own UNSUBSCRIBE
             if pending > 1:
                 self.leaving[channel] = pending - 1
-            return None
+            return []
         entry = self.channels.get(channel)
         if entry is None:
-            return None
+            return []
         self.dropped.add(channel)  # the server dropped it: wake all to re-check elsewhere
-        entry.permits = entry.refs
-        return entry
+        return entry.give_all()
 
-    def disconnected(self) -> Iterable[Parked]:
+    def disconnected(self) -> list[Ticket]:
         """The connection dropped: every waiter may have missed a message; wake them all."""
         self.in_flight.clear()
         self.leaving.clear()
-        for entry in self.channels.values():
-            entry.permits = entry.refs
-        return list(self.channels.values())
+        woken: list[Ticket] = []
+        for channel, entry in list(self.channels.items()):
+            if not entry.tickets:  # lingering: a new connection starts without it
+                del self.channels[channel]
+                self.dropped.discard(channel)
+            woken += entry.give_all()
+        return woken

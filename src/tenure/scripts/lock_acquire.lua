@@ -1,16 +1,24 @@
 -- Acquire (or re-enter) a reentrant lock.
 -- KEYS[1] lock hash   ARGV[1] lease ms   ARGV[2] owner field
 -- Returns nil when acquired, else the holder's remaining lease in ms (-1: no expiry).
+-- One HMGET answers the kind checks (a key of another type fails it; a ReadWriteLock hash
+-- has 'mode') and re-entry at once: a refused attempt costs two calls, which matters when
+-- every waiter of every client retries on an unlock.
 -- @include kinds
 
-local wrong = kind_error(KEYS[1], false)
-if wrong then
-    return wrong
+local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[2])
+if found['err'] then
+    return type_error(KEYS[1], 'hash')
 end
-
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
+if found[1] then
+    return kind_reply(KEYS[1], 'a ReadWriteLock, not a Lock, FairLock or FencedLock')
 end
-return redis.call('pttl', KEYS[1])
+if not found[2] then
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl ~= -2 then
+        return ttl
+    end
+end
+redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('pexpire', KEYS[1], ARGV[1])
+return nil

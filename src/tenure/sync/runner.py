@@ -143,10 +143,10 @@ class Runner(Driver):
                 return self.backend.call(effect)
             case Command(args=args):
                 return self.backend.execute(*args)
-            case Wait(channel=channel, seconds=seconds):
-                return self._listener.wait(channel, seconds)
-            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded):
-                return self._listener.subscribe(channel, wake_all, sharded)
+            case Wait(channel=channel, seconds=seconds, patience=patience):
+                return self._listener.wait(channel, seconds, patience)
+            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded, since=since):
+                return self._listener.subscribe(channel, wake_all, sharded, since)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return self._listener.unsubscribe(channel, pass_on)
             case WatchHolds():
