@@ -156,6 +156,29 @@ def test_acquire_that_timed_out_leaves_no_hold_once_the_server_answers(own_serve
         r.close()
 
 
+def test_grant_right_after_a_failed_acquire_is_not_undone_by_its_reconcile(own_server):
+    """A failed acquire's reconcile releases what the server holds beyond the recorded
+    count; a grant to the same owner landing between that read and the reconcile's script
+    was undone under its holder (acquire True, then release LockLostError: seen in the
+    cluster failover test, with a new lock object per attempt). The owner's next acquire now
+    waits for the reconcile."""
+    client = tenure.Client(own_server.url, socket_timeout=0.3)
+    try:
+        client.lock("race").acquire()  # connect; then leave the lock free again
+        client.lock("race").release()
+        own_server.pause()
+        with pytest.raises(tenure.BackendError):
+            client.lock("race").acquire()
+        own_server.resume()
+        for _ in range(20):  # a new object each time, as a caller looping on a name does
+            lock = client.lock("race")
+            assert lock.acquire(timeout=5)
+            lock.release()  # LockLostError when its grant was taken for an orphan
+    finally:
+        own_server.resume()
+        client.close()
+
+
 def test_fair_waiter_whose_server_timed_out_leaves_the_queue(own_server):
     """The server paused past the socket timeout while a fair waiter waited: its give-up
     failed too, and is retried in the background until the server answers (issue 9

@@ -45,6 +45,9 @@ class Context:
         from its renewal loop, so a slow callback cannot delay the renewal of other holds."""
         self.persistence_checked = False
         """True once a FencedLock checked the server's persistence (one warning per client)."""
+        self.reconciling: set[tuple[str, str]] = set()
+        """(key, hash field) of each owner whose holds a background reconcile is bringing
+        back to the recorded count (:meth:`tenure.core.lock.LockCore.reconcile`)."""
 
     def deliver(self, callback: Callable[[], None], what: str) -> None:
         """Run user ``callback`` (an ``on_lost``) through :attr:`dispatch`; ``what`` names it
@@ -57,6 +60,7 @@ class Context:
             return False
         self.identity = Identity()
         self.holds = HoldTable()
+        self.reconciling = set()
         return True
 
     def wire_name(self, name: str) -> str:

@@ -55,6 +55,11 @@ RECONCILE_PAUSE = (0.05, 1.0)
 """First and longest pause (seconds) between reconcile attempts while the server is away."""
 RECONCILE_RECHECK = 0.1
 """Pause before the second "nothing to undo" check of a reconcile."""
+RECONCILE_WAIT = 1.5
+"""Longest an owner's acquire waits for a reconcile of its holds on the same lock to end
+(the longest reconcile pause plus its recheck, with a margin); after it, BackendError."""
+RECONCILE_POLL = 0.01
+"""Seconds between looks at a pending reconcile (only after an acquire that failed)."""
 YIELD_GRACE = 0.003
 """Seconds a releaser whose unlock reached other clients' waiters lets them take the lock
 before its own next acquire tries (no barging: fairness without a queue)."""
@@ -99,7 +104,6 @@ class LockCore:
         self._lost_unreported: set[str] = set()
         self._sent: dict[str, float] = {}
         self._prune_at = PRUNE_FIRST
-        self._reconciling: set[str] = set()
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
         self._yield_until = 0.0
         """Monotonic time until which a new acquire through this object waits for the
@@ -143,6 +147,8 @@ class LockCore:
         """
         if call.changes != self.is_grant:
             call = replace(call, changes=self.is_grant)
+        if self.ctx.reconciling:
+            yield from self.after_reconcile(owner)
         sent = time.monotonic()
         try:
             reply = yield call
@@ -155,8 +161,9 @@ class LockCore:
         except BaseException:
             # Timeout, lost connection, cancellation, KeyboardInterrupt: the script may have
             # run, now or later. Bring the server back to the holds the caller knows of.
-            if owner not in self._reconciling:
-                self._reconciling.add(owner)
+            pending = (self.key, self.field(owner))
+            if pending not in self.ctx.reconciling:
+                self.ctx.reconciling.add(pending)
                 yield Background(self.reconcile(owner))
             raise
         if self.is_grant(reply):
@@ -170,6 +177,25 @@ class LockCore:
                 raise LateGrant
             self._sent[owner] = sent
         return reply
+
+    def after_reconcile(self, owner: str) -> Flow[None]:
+        """Wait while a reconcile of ``owner``'s holds on this lock runs (any lock object of
+        this client may have started it). The reconcile releases what the server holds
+        beyond the count recorded here; a new grant landing between its read of that count
+        and its script would be taken for an orphan and undone under its holder.
+
+        Raises BackendError when it has not ended after :data:`RECONCILE_WAIT` seconds (the
+        server has not answered since the failed attempt)."""
+        pending = (self.key, self.field(owner))
+        waited = 0.0
+        while pending in self.ctx.reconciling:
+            if waited >= RECONCILE_WAIT:
+                raise BackendError(
+                    f"lock {self.name!r}: an earlier acquire by this owner failed and the "
+                    "server has not answered since (its outcome is being reconciled)"
+                )
+            yield Sleep(RECONCILE_POLL)  # a fault path only: a short look, no event needed
+            waited += RECONCILE_POLL
 
     def is_grant(self, reply: Any) -> bool:
         """True if an acquire script's ``reply`` means the hold was granted."""
@@ -226,7 +252,7 @@ class LockCore:
                 else:
                     log.warning("lock %r: undid a grant to %s with a lost reply", self.name, owner)
         finally:
-            self._reconciling.discard(owner)
+            self.ctx.reconciling.discard((self.key, self.field(owner)))
 
     def granted(self, owner: str, lease: float | None) -> Hold:
         """Record a hold the server just granted to ``owner`` (its script went through
