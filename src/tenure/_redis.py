@@ -569,11 +569,19 @@ def send_command(conn: Any, *args: Any) -> None:
     conn.send_command(*args)
 
 
+async def _async_can_read(conn: Any) -> bool:
+    """True if a reply is waiting on ``conn`` (redis-py before 6 names it
+    ``can_read_destructive``: it may move the bytes into the parser's buffer, where the
+    next read finds them)."""
+    can_read = getattr(conn, "can_read", None) or conn.can_read_destructive
+    return bool(await can_read())
+
+
 async def async_idle(conn: Any) -> bool:
     """True if ``conn`` is connected with nothing waiting to be read: safe to send on (as
     the pool checks before lending a connection; here without a system call)."""
     try:
-        return bool(conn.is_connected) and not await conn.can_read()
+        return bool(conn.is_connected) and not await _async_can_read(conn)
     except (RedisError, OSError):
         return False
 
@@ -608,7 +616,7 @@ async def async_read_reply(conn: Any, timeout: float | None) -> Any:
     if timeout is None:
         return await conn.read_response()
     if timeout <= 0:
-        if not await conn.can_read():
+        if not await _async_can_read(conn):
             raise NotReady
         return await conn.read_response()
     try:
