@@ -8,6 +8,7 @@ driver, by the same substitution as everything else (``tools/unasync.py``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import select
 import socket
@@ -634,7 +635,17 @@ def read_reply(conn: Any, timeout: float | None) -> Any:
         if not conn.can_read(0):
             raise NotReady
         return conn.read_response()
-    return conn.read_response(timeout=timeout)  # redis-py disconnects when it runs out
+    if _READ_TAKES_TIMEOUT:
+        return conn.read_response(timeout=timeout)  # redis-py disconnects when it runs out
+    if not conn.can_read(timeout):  # older redis-py: no timeout on read_response
+        raise RedisTimeoutError("Timeout reading from socket")
+    return conn.read_response()
+
+
+_READ_TAKES_TIMEOUT = "timeout" in inspect.signature(
+    redis.connection.Connection.read_response
+).parameters
+"""redis-py's sync ``read_response`` takes a ``timeout`` (not in 5.3.0, the floor)."""
 
 
 async def async_read_push(conn: Any, timeout: float) -> Any:
