@@ -62,33 +62,12 @@ def many_waiters(url: str, tasks: int) -> tuple[float, float]:
     return (after - before) / tasks, elapsed
 
 
-def _fair_loop(
-    url: str, name: str, start: float, seconds: float, out: Any, order: bool = False
-) -> None:
-    raw = redis.Redis.from_url(url)
+def _timed_loop(
+    lock: Any, raw: redis.Redis, name: str, start: float, seconds: float, order: bool
+) -> list[int] | int:
+    """Take ``lock`` again and again from epoch ``start`` for ``seconds``: the count, or with
+    ``order`` the global sequence number of each of this process's acquisitions."""
     seqs: list[int] = []
-    with tenure.Client(url) as client:
-        lock = client.fair_lock(name)
-        while time.time() < start:
-            time.sleep(0.001)
-        count = 0
-        while time.time() < start + seconds:
-            with lock:
-                count += 1
-                if order:
-                    seqs.append(int(raw.incr(name + ":seq")))
-    raw.close()
-    out.put(seqs if order else count)
-
-
-def _prl_loop(
-    url: str, name: str, start: float, seconds: float, out: Any, order: bool = False
-) -> None:
-    import redis_lock  # python-redis-lock
-
-    raw = redis.Redis.from_url(url)
-    seqs: list[int] = []
-    lock = redis_lock.Lock(raw, name, expire=30)
     while time.time() < start:
         time.sleep(0.001)
     count = 0
@@ -97,8 +76,24 @@ def _prl_loop(
             count += 1
             if order:
                 seqs.append(int(raw.incr(name + ":seq")))
-    raw.close()
-    out.put(seqs if order else count)
+    return seqs if order else count
+
+
+def _fair_loop(
+    url: str, name: str, start: float, seconds: float, out: Any, order: bool = False
+) -> None:
+    with redis.Redis.from_url(url) as raw, tenure.Client(url) as client:
+        out.put(_timed_loop(client.fair_lock(name), raw, name, start, seconds, order))
+
+
+def _prl_loop(
+    url: str, name: str, start: float, seconds: float, out: Any, order: bool = False
+) -> None:
+    import redis_lock  # python-redis-lock
+
+    with redis.Redis.from_url(url) as raw:
+        lock = redis_lock.Lock(raw, name, expire=30)
+        out.put(_timed_loop(lock, raw, name, start, seconds, order))
 
 
 def contended(url: str, procs: int, seconds: float, target: Any) -> tuple[float, float]:

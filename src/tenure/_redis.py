@@ -211,7 +211,7 @@ class _NodePool:
         self.gate.release()
 
 
-class AsyncRoute:
+class _RouteBase:
     """Where a command for a key goes: the one server, or the cluster node owning its slot.
 
     A URL client finds out on first use whether the server runs in cluster mode (INFO
@@ -219,11 +219,13 @@ class AsyncRoute:
     refreshed after a connection failure (a master may have died) and on MOVED.
     """
 
+    cluster_class: Any = None
+
     def __init__(
         self, client: Any, url: str | None, timeout: float | None, connect: float | None
     ) -> None:
         self.client = client
-        self.cluster = isinstance(client, AsyncRedisCluster)
+        self.cluster = isinstance(client, self.cluster_class)
         if self.cluster:
             require_cluster_support()
         self.sharded = False
@@ -231,10 +233,29 @@ class AsyncRoute:
         self._url, self._timeout, self._connect = url, timeout, connect
         self._ready = False
         self._stale = False
-        self._mutex = AsyncMutex()
-        self._gates: dict[str, asyncio.Semaphore] = {}
         self.built: Any = None
         """The cluster client this route built from a URL (closed by :meth:`close`)."""
+
+    def slot(self, key: str) -> int:
+        return slot_of(key)
+
+    def failed(self) -> None:
+        """A connection failed: refresh the topology before the next command."""
+        if self.cluster:
+            self._stale = True
+
+
+class AsyncRoute(_RouteBase):
+    """:class:`_RouteBase` for redis.asyncio clients."""
+
+    cluster_class = AsyncRedisCluster
+
+    def __init__(
+        self, client: Any, url: str | None, timeout: float | None, connect: float | None
+    ) -> None:
+        super().__init__(client, url, timeout, connect)
+        self._mutex = AsyncMutex()
+        self._gates: dict[str, asyncio.Semaphore] = {}
 
     async def prepare(self) -> None:
         """Detect cluster mode and sharded pub/sub once (first use)."""
@@ -273,9 +294,6 @@ class AsyncRoute:
         finally:
             await pool.release(conn)
 
-    def slot(self, key: str) -> int:
-        return slot_of(key)
-
     async def _refresh(self) -> None:
         if not self._stale:
             return
@@ -286,11 +304,6 @@ class AsyncRoute:
                     await self.client.nodes_manager.initialize()
                 except RedisError:
                     self._stale = True
-
-    def failed(self) -> None:
-        """A connection failed: refresh the topology before the next command."""
-        if self.cluster:
-            self._stale = True
 
     async def node_for(self, key: str) -> Any:
         await self.prepare()
@@ -354,29 +367,16 @@ class AsyncRoute:
             await self.built.aclose()
 
 
-class Route:
-    """Where a command for a key goes: the one server, or the cluster node owning its slot.
+class Route(_RouteBase):
+    """:class:`_RouteBase` for redis-py's sync clients."""
 
-    A URL client finds out on first use whether the server runs in cluster mode (INFO
-    cluster) and then builds a cluster client for the same URL by itself. Topology is
-    refreshed after a connection failure (a master may have died) and on MOVED.
-    """
+    cluster_class = RedisCluster
 
     def __init__(
         self, client: Any, url: str | None, timeout: float | None, connect: float | None
     ) -> None:
-        self.client = client
-        self.cluster = isinstance(client, RedisCluster)
-        if self.cluster:
-            require_cluster_support()
-        self.sharded = False
-        """Release publishes with SPUBLISH and waiters SSUBSCRIBE (cluster on Redis >= 7)."""
-        self._url, self._timeout, self._connect = url, timeout, connect
-        self._ready = False
-        self._stale = False
+        super().__init__(client, url, timeout, connect)
         self._mutex = Mutex()
-        self.built: Any = None
-        """The cluster client this route built from a URL (closed by :meth:`close`)."""
 
     def prepare(self) -> None:
         """Detect cluster mode and sharded pub/sub once (first use)."""
@@ -415,9 +415,6 @@ class Route:
         finally:
             pool.release(conn)
 
-    def slot(self, key: str) -> int:
-        return slot_of(key)
-
     def _refresh(self) -> None:
         if not self._stale:
             return
@@ -429,11 +426,6 @@ class Route:
                     self.client.nodes_manager.initialize(disconnect_startup_nodes_pools=False)
                 except RedisError:
                     self._stale = True
-
-    def failed(self) -> None:
-        """A connection failed: refresh the topology before the next command."""
-        if self.cluster:
-            self._stale = True
 
     def node_for(self, key: str) -> Any:
         self.prepare()
@@ -595,8 +587,10 @@ def idle(conn: Any) -> bool:
     sock = getattr(conn, "_sock", None)
     buffer = getattr(getattr(conn, "_parser", None), "_buffer", None)
     try:
-        if isinstance(sock, socket.socket) and buffer is not None:
-            return not buffer.unread_bytes() and not select.select([sock], [], [], 0)[0]
+        # redis-py's Python parser keeps a SocketBuffer; hiredis's keeps a plain bytearray.
+        unread = getattr(buffer, "unread_bytes", None)
+        if isinstance(sock, socket.socket) and unread is not None:
+            return not unread() and not select.select([sock], [], [], 0)[0]
         return not conn.can_read(0)
     except (RedisError, OSError, ValueError):
         return False

@@ -106,6 +106,16 @@ def _read_counter(raw: redis.Redis, kind: str, key: str) -> int:
     return int(raw.get(key) or 0)
 
 
+def _in_threads(work: Callable[[int], None], worker: int, threads: int) -> None:
+    """Run ``work(wid)`` in ``threads`` threads of process ``worker`` (wids unique across
+    processes) and wait for them all."""
+    pool = [threading.Thread(target=work, args=(worker * threads + t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+
+
 def _sync_worker(
     urls: tuple[str, ...],
     name: str,
@@ -144,11 +154,7 @@ def _sync_worker(
                 with done.get_lock():
                     done.value += 1
 
-        pool = [threading.Thread(target=work, args=(worker * threads + t,)) for t in range(threads)]
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join()
+        _in_threads(work, worker, threads)
     return spans, refused
 
 
@@ -232,11 +238,7 @@ def _sync_primitive_worker(
                 with done.get_lock():
                     done.value += 1
 
-        pool = [threading.Thread(target=work, args=(worker * threads + t,)) for t in range(threads)]
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join()
+        _in_threads(work, worker, threads)
     return spans, 0
 
 
@@ -626,11 +628,7 @@ def _cluster_worker(
                 with done.get_lock():
                     done.value += 1
 
-        pool = [threading.Thread(target=work, args=(worker * threads + t,)) for t in range(threads)]
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join()
+        _in_threads(work, worker, threads)
     return spans, 0
 
 

@@ -50,7 +50,7 @@ from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tenure.core.effects import Call
+from tenure.core.effects import Call, continued
 from tenure.errors import BackendError, LockLostError
 
 log = logging.getLogger("tenure")
@@ -364,33 +364,26 @@ def _batch(call: Call) -> list[tuple[str, str]]:
 def renewal(flow: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
     """The watchdog pass ``flow``, observed: each renewal call's renewed holds are counted,
     and a failed call is logged at WARNING with the holds it was renewing."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            effect = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value
-        try:
-            value, error = (yield effect), None
-        except BaseException as failure:
-            value, error = None, failure
-        if not isinstance(effect, Call):
-            continue
-        otel = _otel
-        if isinstance(error, BackendError):
-            holds = _batch(effect)
-            log.warning(
-                "renewal of %d hold(s) failed (retried next pass; lost once the lease ran "
-                "out): %s; holds: %s",
-                len(holds),
-                error,
-                ", ".join(f"{key!r} by {owner}" for key, owner in holds),
-            )
-            if otel is not None:
-                otel.renewal_failures.add(len(holds))
-        elif error is None and otel is not None and isinstance(value, list):
-            otel.renewals.add(sum(1 for r in value if int(r) == 1))
+    return continued(flow, seen=_renewal_outcome)
+
+
+def _renewal_outcome(effect: Any, value: Any, error: BaseException | None) -> None:
+    if not isinstance(effect, Call):
+        return
+    otel = _otel
+    if isinstance(error, BackendError):
+        holds = _batch(effect)
+        log.warning(
+            "renewal of %d hold(s) failed (retried next pass; lost once the lease ran "
+            "out): %s; holds: %s",
+            len(holds),
+            error,
+            ", ".join(f"{key!r} by {owner}" for key, owner in holds),
+        )
+        if otel is not None:
+            otel.renewal_failures.add(len(holds))
+    elif error is None and otel is not None and isinstance(value, list):
+        otel.renewals.add(sum(1 for r in value if int(r) == 1))
 
 
 instrument()

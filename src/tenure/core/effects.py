@@ -242,11 +242,19 @@ def wait_for(ttl_ms: int, deadline: Deadline) -> float:
 
 
 def continued(
-    flow: Generator[Any, Any, T], value: Any = None, error: BaseException | None = None
+    flow: Generator[Any, Any, T],
+    value: Any = None,
+    error: BaseException | None = None,
+    *,
+    seen: Callable[[Any, Any, BaseException | None], None] | None = None,
 ) -> Generator[Any, Any, T]:
     """The rest of a started ``flow``, as a flow: ``value`` is sent in first (or ``error``
     thrown in: the outcome of the effect it last asked for), then each later effect passes
-    through. Lets a driver hand a flow it began to another driver or to the background."""
+    through. Lets a driver hand a flow it began to another driver or to the background.
+
+    ``seen(effect, value, error)``, when given, is told each effect's outcome before the
+    flow gets it (how :mod:`tenure.observe` watches a renewal pass; a fresh flow starts
+    with ``value`` None)."""
     while True:
         try:
             effect = flow.throw(error) if error is not None else flow.send(value)
@@ -257,6 +265,8 @@ def continued(
             value, error = (yield effect), None
         except BaseException as failure:
             value, error = None, failure
+        if seen is not None:
+            seen(effect, value, error)
 
 
 def resumed(flow: Generator[Any, Any, T], effect: Any) -> Generator[Any, Any, T]:
