@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -13,6 +14,7 @@ import tenure
 from support.twins import async_gather, async_sleep, async_spawn, async_stamped, async_wait_until
 from support.wire import deadlines, queue_of, server_ms
 from tenure import keys
+from tenure.core.fair import FIRST_LOOK
 
 
 async def test_reentrant_hold_count_and_wire_layout(
@@ -111,6 +113,32 @@ async def test_waiters_queued_one_by_one_acquire_in_arrival_order(
     for job in jobs:
         await job.result(60)
     assert order == list(range(6))
+
+
+async def test_clients_taking_turns_are_woken_by_the_release_not_the_turn_watcher(
+    async_make_client: Callable[..., tenure.AsyncClient],
+) -> None:
+    """Two clients take one FairLock in turns. A client that asks again right after its
+    release queues behind the woken head, on its channel still subscribed from its last
+    wait; the next release must wake it at once, not the releasing client's turn watcher
+    at its first look (FIRST_LOOK, the fallback for a lost wake-up)."""
+    clients = [async_make_client(), async_make_client()]
+    handoffs: list[float] = []
+    released = [0.0]
+
+    async def take_turns(client: tenure.AsyncClient) -> None:
+        lock = client.fair_lock("turns")
+        for _ in range(30):
+            assert await lock.acquire(timeout=10)
+            if released[0]:
+                handoffs.append(time.monotonic() - released[0])
+            await lock.release()
+            released[0] = time.monotonic()
+
+    await async_gather(*(lambda c=c: take_turns(c) for c in clients))
+    assert len(handoffs) == 59
+    # Woken by the release: well under a millisecond here; a lost wake-up costs FIRST_LOOK.
+    assert sorted(handoffs)[len(handoffs) // 2] < FIRST_LOOK / 2, sorted(handoffs)
 
 
 async def test_500_callers_increment_under_fair_lock(

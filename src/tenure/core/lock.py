@@ -377,6 +377,8 @@ class LockCore:
                 channel = subscribe.channel
                 if not self.recheck_after_subscribe(owner, ttl):
                     yield Wait(channel, wait_for(ttl, deadline))
+                    # Woken (or timed out): the next attempt is due, fresh or not.
+                    fresh, sent = False, 0.0
                 while True:
                     if fresh is not True and sent is not None:
                         ttl = yield from self.try_once(owner, lease, wait)
