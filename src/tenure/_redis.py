@@ -220,6 +220,9 @@ class _RouteBase:
     """
 
     cluster_class: Any = None
+    """The client library's cluster client class (sync or asyncio)."""
+    mutex_class: Any = None
+    """Its mutex: one topology refresh at a time."""
 
     def __init__(
         self, client: Any, url: str | None, timeout: float | None, connect: float | None
@@ -235,6 +238,10 @@ class _RouteBase:
         self._stale = False
         self.built: Any = None
         """The cluster client this route built from a URL (closed by :meth:`close`)."""
+        self._mutex = self.mutex_class()
+        self._gates: dict[str, Any] = {}
+        """Cluster node -> semaphore bounding its connections (asyncio: redis-py's async
+        cluster pools raise when full instead of waiting)."""
 
     def slot(self, key: str) -> int:
         return slot_of(key)
@@ -249,13 +256,7 @@ class AsyncRoute(_RouteBase):
     """:class:`_RouteBase` for redis.asyncio clients."""
 
     cluster_class = AsyncRedisCluster
-
-    def __init__(
-        self, client: Any, url: str | None, timeout: float | None, connect: float | None
-    ) -> None:
-        super().__init__(client, url, timeout, connect)
-        self._mutex = AsyncMutex()
-        self._gates: dict[str, asyncio.Semaphore] = {}
+    mutex_class = AsyncMutex
 
     async def prepare(self) -> None:
         """Detect cluster mode and sharded pub/sub once (first use)."""
@@ -371,12 +372,7 @@ class Route(_RouteBase):
     """:class:`_RouteBase` for redis-py's sync clients."""
 
     cluster_class = RedisCluster
-
-    def __init__(
-        self, client: Any, url: str | None, timeout: float | None, connect: float | None
-    ) -> None:
-        super().__init__(client, url, timeout, connect)
-        self._mutex = Mutex()
+    mutex_class = Mutex
 
     def prepare(self) -> None:
         """Detect cluster mode and sharded pub/sub once (first use)."""
