@@ -72,6 +72,45 @@ def test_splice_replaces_only_whole_include_lines() -> None:
         scripts.get("_server_time")
 
 
+@pytest.mark.parametrize(
+    ("held_by", "retry", "reply", "inner"),
+    [
+        (None, False, None, {"pttl": 1, "hincrby": 1, "pexpire": 1}),  # free: no hash read
+        (None, True, None, {"pttl": 1, "hincrby": 1, "pexpire": 1}),
+        ("other", False, "ttl", {"pttl": 1, "hmget": 1}),  # first attempt: kind, re-entry
+        ("other", True, "ttl", {"pttl": 1}),  # a waiter's retry: one call
+        ("me", False, None, {"pttl": 1, "hmget": 1, "hincrby": 1, "pexpire": 1}),  # re-entry
+    ],
+)
+def test_lock_acquire_calls_per_outcome(
+    r: redis.Redis, held_by: str | None, retry: bool, reply: str | None, inner: dict[str, int]
+) -> None:
+    """Issue 14: every client's waiter retries on each unlock, so the server work of a
+    refused retry is counted: PTTL alone."""
+    name = f"calls:{held_by}:{retry}"
+    if held_by is not None:
+        r.hset(name, held_by, 1)
+        r.pexpire(name, 20000)
+    script = scripts.get("lock_acquire")
+    r.script_load(script.source)
+
+    def stats() -> dict[str, int]:
+        info = r.info("commandstats")
+        return {k[len("cmdstat_"):]: int(v["calls"]) for k, v in info.items()}
+
+    before = stats()
+    got = r.evalsha(script.sha, 1, name, 30000, "me", *([1] if retry else []))
+    after = stats()
+    calls = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    calls.pop("info", None)
+    assert calls.pop("evalsha") == 1
+    assert calls == inner
+    if reply is None:
+        assert got is None and r.hget(name, "me") == (b"2" if held_by == "me" else b"1")
+    else:
+        assert 0 < got <= 20000 and r.hget(name, "me") is None
+
+
 # ------------------------------------------------------------------ slots and batches
 @pytest.mark.parametrize("key", ["lock", "a{b}c", "{}x", "x{}", "{a}{b}", "x{y", "{ab", "é{ü}"])
 def test_key_slot_is_the_cluster_rule(key: str) -> None:

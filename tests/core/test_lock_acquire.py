@@ -188,6 +188,62 @@ def test_keeps_looping_until_granted(ctx: Context, owner: str, clock: Clock) -> 
     assert len(run.calls(ACQ)) == 7
 
 
+def test_retries_within_a_wait_tell_the_script_that_the_owner_holds_nothing(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    """Issue 14: a refused retry costs the server one PTTL, not PTTL + HMGET; only the
+    first attempt checks the kind and re-entry."""
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(ACQ, 100), (Subscribe, None), (ACQ, 100), (Wait, True), (ACQ, None), (Unsubscribe, None)],
+        clock=clock,
+    )
+    assert run.result is True
+    assert [c.args for c in run.calls(ACQ)] == [[30000, owner], *[[30000, owner, 1]] * 2]
+
+
+def test_a_late_reentry_retried_in_the_wait_keeps_the_reentry_check(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    """An owner that holds the lock and whose re-entry was granted too late (undone) retries:
+    that retry must still be able to re-enter, so it is sent without the flag."""
+    lock = LockCore(ctx, "l")
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
+    late = Do(lambda call: clock.advance(40.0))  # None: granted, after the 30 s lease
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(ACQ, late), ("lock_release", 0), (Subscribe, None), (ACQ, None), (Unsubscribe, None)],
+        clock=clock,
+    )
+    assert run.result is True
+    assert [c.args for c in run.calls(ACQ)] == [[30000, owner]] * 2
+
+
+def test_the_first_attempt_after_a_yield_checks_the_kind(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    """A releaser that yields to woken waiters makes its first attempt after the wait: that
+    attempt is a first one (kind and re-entry checked), the next ones are retries."""
+    lock = LockCore(ctx, "l")
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
+    drive(lock.release(owner), [("lock_release", 3)])  # the unlock reached other clients
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [
+            (Subscribe, None),
+            (Wait, True),
+            (ACQ, 50),
+            (Wait, True),
+            (ACQ, None),
+            (Unsubscribe, None),
+        ],
+        clock=clock,
+    )
+    assert run.result is True
+    assert [c.args for c in run.calls(ACQ)] == [[30000, owner], [30000, owner, 1]]
+
+
 def test_deadline_reached_returns_false_unsubscribes_and_records_nothing(
     ctx: Context, owner: str, clock: Clock
 ) -> None:

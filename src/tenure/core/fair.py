@@ -104,7 +104,9 @@ class FairLockCore(LockCore):
     def waiter_keys(self) -> list[str]:
         return [self.key, self.queue_key, self.timeout_key]
 
-    def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
+    def attempt(
+        self, owner: str, lease: float | None, wait: float, again: bool = False
+    ) -> Flow[int | None]:
         entry = 0
         if wait > 0:  # one attempt (wait 0) never joins the queue
             with self._mutex:

@@ -32,7 +32,9 @@ class FencedLockCore(LockCore):
         self.token_key = keys.token_key(self.key)
         self._tokens: dict[str, int] = {}
 
-    def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
+    def attempt(
+        self, owner: str, lease: float | None, wait: float, again: bool = False
+    ) -> Flow[int | None]:
         call = Call(
             self.acquire_script,
             [self.key, self.token_key],

@@ -148,7 +148,9 @@ class ReadLockCore(_SideCore):
             return True
         return mode == keys.RW_WRITE_MODE and any(keys.rw_is_reader_field(f) for f in fields)
 
-    def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
+    def attempt(
+        self, owner: str, lease: float | None, wait: float, again: bool = False
+    ) -> Flow[int | None]:
         lease_ms = self.lease_ms(lease)
 
         def build(readers: Readers) -> Call:
@@ -223,7 +225,9 @@ class WriteLockCore(_SideCore):
     def field(self, owner: str) -> str:
         return keys.rw_writer_field(owner)
 
-    def attempt(self, owner: str, lease: float | None, wait: float) -> Flow[int | None]:
+    def attempt(
+        self, owner: str, lease: float | None, wait: float, again: bool = False
+    ) -> Flow[int | None]:
         call = Call(
             self.acquire_script,
             [self.key],

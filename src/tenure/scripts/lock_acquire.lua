@@ -1,21 +1,27 @@
 -- Acquire (or re-enter) a reentrant lock.
 -- KEYS[1] lock hash   ARGV[1] lease ms   ARGV[2] owner field
+-- ARGV[3] '1' for a retry within a wait by an owner that holds nothing here (optional)
 -- Returns nil when acquired, else the holder's remaining lease in ms (-1: no expiry).
--- One HMGET answers the kind checks (a key of another type fails it; a ReadWriteLock hash
--- has 'mode') and re-entry at once: a refused attempt costs two calls, which matters when
--- every waiter of every client retries on an unlock.
+-- Calls are counted, since every client's waiter retries on each unlock (Redisson's channel
+-- reaches them all): PTTL first, so a free lock is granted with no read of the hash. A held
+-- one costs one HMGET more, which answers the kind checks (a key of another type fails it; a
+-- ReadWriteLock hash has 'mode') and re-entry at once; a retry costs the PTTL alone, as its
+-- owner cannot re-enter and its first attempt already checked the kind.
 -- @include kinds
 
-local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[2])
-if found['err'] then
-    return type_error(KEYS[1], 'hash')
-end
-if found[1] then
-    return kind_reply(KEYS[1], 'a ReadWriteLock, not a Lock, FairLock or FencedLock')
-end
-if not found[2] then
-    local ttl = redis.call('pttl', KEYS[1])
-    if ttl ~= -2 then
+local ttl = redis.call('pttl', KEYS[1])
+if ttl ~= -2 then
+    if ARGV[3] == '1' then
+        return ttl
+    end
+    local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[2])
+    if found['err'] then
+        return type_error(KEYS[1], 'hash')
+    end
+    if found[1] then
+        return kind_reply(KEYS[1], 'a ReadWriteLock, not a Lock, FairLock or FencedLock')
+    end
+    if not found[2] then
         return ttl
     end
 end
