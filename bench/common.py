@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -104,10 +105,22 @@ def jain(counts: list[int]) -> float:
     return total * total / (len(counts) * squares) if squares else 0.0
 
 
+def rounds(names: list[str], n: int) -> Iterator[tuple[int, list[str]]]:
+    """``n`` rounds of ``names``, each in an order shuffled afresh (seeded: runs repeat).
+
+    Rotating one order would keep every case behind the same neighbour: a case that leaves
+    work behind (pottery's thread pool was seen to) would slow the one after it every time.
+    """
+    order, rng = list(names), random.Random(14)
+    for i in range(n):
+        rng.shuffle(order)
+        yield i, order
+
+
 def interleave(
     cases: Mapping[str, Pair], n: int, warmup: int = 50
 ) -> dict[str, tuple[list[float], list[float]]]:
-    """Time acquire and release of every case, one cycle of each per round, rotating the order.
+    """Time acquire and release of every case, one cycle of each per round (:func:`rounds`).
 
     Every case sees the same machine load: on two shared cores the load drifts within seconds,
     so figures from separate runs cannot be compared but figures from one round can. Returns
@@ -115,9 +128,8 @@ def interleave(
     """
     names = list(cases)
     out: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in names}
-    for i in range(warmup + n):
-        k = i % len(names)
-        for name in names[k:] + names[:k]:
+    for i, order in rounds(names, warmup + n):
+        for name in order:
             acquire, release = cases[name]
             t0 = time.perf_counter()
             acquire()
@@ -142,9 +154,8 @@ async def ainterleave(
         if inspect.isawaitable(result):
             await result
 
-    for i in range(warmup + n):
-        k = i % len(names)
-        for name in names[k:] + names[:k]:
+    for i, order in rounds(names, warmup + n):
+        for name in order:
             acquire, release = cases[name]
             t0 = time.perf_counter()
             await call(acquire)

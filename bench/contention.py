@@ -72,10 +72,11 @@ def contend(url: str, subject: str, procs: int, seconds: float) -> dict[str, Any
 
 def contention(results: Results, url: str, seconds: float, procs: tuple[int, ...]) -> None:
     names = list(peers.TENURE) + peers.available("python-redis-lock", "redis-py Lock", "sherlock")
+    names += list(peers.FLOORS)
     for p in procs:
         for name in names:
             r = contend(url, name, p, seconds)
-            role = "tenure" if name in peers.TENURE else "peer"
+            role = "tenure" if name in peers.TENURE else "floor" if name in peers.FLOORS else "peer"
             extra = {"procs": p, "counts": r["counts"], "commands": r["commands"]}
             for metric in ("acq_per_s", "jain", "cmds_per_acq"):
                 results.add("contended", name, role, metric, r[metric], **extra)

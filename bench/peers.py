@@ -12,12 +12,16 @@ Peers run with their documented defaults where they wait: redis-py's Lock and sh
 from __future__ import annotations
 
 import importlib.util
+import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import redis
 
 import tenure
+from tenure import keys, scripts
+from tenure.core.lock import YIELD_GRACE
 
 Participant = tuple[Callable[[], object], Callable[[], object], Callable[[], object]]
 Factory = Callable[[str, str], Participant]
@@ -73,6 +77,52 @@ def pottery_redlock(url: str, name: str) -> Participant:
     return lock.acquire, lock.release, r.close
 
 
+def raw_handoff(url: str, name: str) -> Participant:
+    """The floor of a lock that does not barge, on Redisson's layout: tenure's own two scripts
+    sent with bare redis-py, and a waiter that reads its own pub/sub socket (no reader thread,
+    hold table or watchdog). A release that woke another client's waiter lets it take the
+    lock (as tenure's does): the releaser's next acquire waits for the next unlock, or for
+    tenure's grace. One participant is one client, subscribed for the whole run (as tenure's
+    lingering subscription is under contention)."""
+    r = redis.Redis.from_url(url)
+    acquire_script, release_script = scripts.get("lock_acquire"), scripts.get("lock_release")
+    for script in (acquire_script, release_script):
+        r.script_load(script.source)
+    channel = keys.lock_channel(name)
+    sub = r.pubsub(ignore_subscribe_messages=True)
+    sub.subscribe(channel)
+    owner = f"{uuid.uuid4()}:1"
+    yielding = [False]
+
+    def unlock(seconds: float) -> bool:
+        """Wait up to ``seconds`` for one unlock message."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if sub.get_message(timeout=left) is not None:
+                return True
+        return False
+
+    def acquire() -> None:
+        if yielding[0]:
+            yielding[0] = False
+            unlock(YIELD_GRACE)
+        extra: list[int] = []
+        while (ttl := r.evalsha(acquire_script.sha, 1, name, 30000, owner, *extra)) is not None:
+            extra = [1]  # a retry (lock_acquire.lua)
+            unlock(ttl / 1000 if ttl > 0 else LEASE)
+
+    def release() -> None:
+        heard = r.evalsha(release_script.sha, 2, name, channel, "0", 30000, owner)
+        unlock(LEASE)  # our own unlock, heard by our subscription
+        yielding[0] = heard > 2  # and another client's waiter's
+
+    def close() -> None:
+        sub.close()
+        r.close()
+
+    return acquire, release, close
+
+
 TENURE: dict[str, Factory] = {
     "tenure Lock": tenure_lock,
     "tenure FairLock": tenure_fair_lock,
@@ -86,7 +136,13 @@ PEERS: dict[str, tuple[str | None, Factory]] = {
     "pottery Redlock (1 master)": ("pottery", pottery_redlock),
 }
 
-FACTORIES: dict[str, Factory] = {**TENURE, **{k: f for k, (_, f) in PEERS.items()}}
+FLOORS: dict[str, Factory] = {"raw handoff floor": raw_handoff}
+
+FACTORIES: dict[str, Factory] = {
+    **TENURE,
+    **{k: f for k, (_, f) in PEERS.items()},
+    **FLOORS,
+}
 
 
 def installed(module: str | None) -> bool:

@@ -122,6 +122,11 @@ def _contended(res: Results, rows: list[Row]) -> None:
                 subject,
                 f"{rate:,.0f} acq/s, Jain {j:.2f}, {cmds:.1f} cmd/acq",
             )
+            floor = res.get("contended", "raw handoff floor", "acq_per_s", procs=p)
+            if floor and subject == "tenure Lock":
+                floor_cmds = res.get("contended", "raw handoff floor", "cmds_per_acq", procs=p)
+                row.floor = f"raw handoff {floor:,.0f}/s, {floor_cmds or math.nan:.1f} cmd"
+                row.vs_floor = rate / floor
             if best:
                 row.peer = "; ".join(
                     f"{peer} {rates[peer]:,.0f}/s, Jain "
