@@ -20,6 +20,7 @@ from support.twins import (
     async_spawn,
     async_wait_until,
 )
+from tenure import keys
 
 
 async def test_wire_layout_is_redissons(async_client, r):
@@ -255,6 +256,38 @@ async def test_waiter_is_woken_by_release_not_by_lease(async_make_client, r):
     await holder.release()
     assert await got.wait(2)
     await job.result()
+
+
+async def test_a_releaser_with_no_subscription_lets_the_waiter_it_woke_in_first(
+    async_make_client, r
+):
+    """Issue 14: no barging. The release script counts the subscribers its unlock reached;
+    the releaser takes away its own subscription only if it has one. Before, it guessed that
+    one of them was its own: a holder that had never waited (no subscription) and woke one
+    other client's waiter took the lock straight back, ahead of that waiter."""
+    holder_client, waiter_client = async_make_client(), async_make_client()
+    rounds, waiter_first = 10, 0
+    for i in range(rounds):  # a new name each round: the holder has never waited on it
+        name = f"polite{i}"
+        holder, waiter = holder_client.lock(name), waiter_client.lock(name)
+        await holder.acquire()
+        order: list[str] = []
+
+        async def wait(waiter=waiter, order=order) -> None:
+            assert await waiter.acquire(timeout=10)
+            order.append("waiter")
+            await waiter.release()
+
+        job = async_spawn(wait)
+        channel = keys.lock_channel(name)
+        assert await async_wait_until(lambda channel=channel: r.pubsub_numsub(channel)[0][1] == 1)
+        await holder.release()
+        assert await holder.acquire(timeout=10)
+        order.append("holder")
+        await holder.release()
+        await job.result()
+        waiter_first += order[0] == "waiter"
+    assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
 
 
 async def test_no_subscription_left_after_contention(async_make_client, r):

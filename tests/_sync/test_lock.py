@@ -20,6 +20,7 @@ from support.twins import (
     spawn,
     wait_until,
 )
+from tenure import keys
 
 
 def test_wire_layout_is_redissons(client, r):
@@ -255,6 +256,38 @@ def test_waiter_is_woken_by_release_not_by_lease(make_client, r):
     holder.release()
     assert got.wait(2)
     job.result()
+
+
+def test_a_releaser_with_no_subscription_lets_the_waiter_it_woke_in_first(
+    make_client, r
+):
+    """Issue 14: no barging. The release script counts the subscribers its unlock reached;
+    the releaser takes away its own subscription only if it has one. Before, it guessed that
+    one of them was its own: a holder that had never waited (no subscription) and woke one
+    other client's waiter took the lock straight back, ahead of that waiter."""
+    holder_client, waiter_client = make_client(), make_client()
+    rounds, waiter_first = 10, 0
+    for i in range(rounds):  # a new name each round: the holder has never waited on it
+        name = f"polite{i}"
+        holder, waiter = holder_client.lock(name), waiter_client.lock(name)
+        holder.acquire()
+        order: list[str] = []
+
+        def wait(waiter=waiter, order=order) -> None:
+            assert waiter.acquire(timeout=10)
+            order.append("waiter")
+            waiter.release()
+
+        job = spawn(wait)
+        channel = keys.lock_channel(name)
+        assert wait_until(lambda channel=channel: r.pubsub_numsub(channel)[0][1] == 1)
+        holder.release()
+        assert holder.acquire(timeout=10)
+        order.append("holder")
+        holder.release()
+        job.result()
+        waiter_first += order[0] == "waiter"
+    assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
 
 
 def test_no_subscription_left_after_contention(make_client, r):

@@ -440,6 +440,30 @@ def test_a_lingering_channel_stays_subscribed_then_goes() -> None:
     assert table.channels == {} and table.leaving == {CH: 1}
 
 
+def test_hears_while_confirmed_waited_on_or_lingering_and_not_once_gone() -> None:
+    """A releaser takes its own subscription away from the count of subscribers its unlock
+    reached only while the server has it subscribed."""
+    now = [0.0]
+    table = Parking(linger=0.5, clock=lambda: now[0])
+    assert not table.hears(CH)  # never subscribed
+    table.join(CH, NOBODY, 0, object)
+    table.subscribing([CH])
+    assert not table.hears(CH)  # asked, not yet confirmed
+    table.received("subscribe", CH, "1")
+    assert table.hears(CH)
+    table.leave(CH, 0, pass_on=False)
+    assert table.hears(CH)  # lingering
+    now[0] = 1.0
+    table.expired()
+    assert not table.hears(CH)  # UNSUBSCRIBE sent
+    table.received("unsubscribe", CH, "0")  # its answer
+    table.join(CH, NOBODY, 1, object)
+    table.subscribing([CH])
+    table.received("subscribe", CH, "1")
+    table.received("unsubscribe", CH, "0")  # the server dropped it (its slot moved)
+    assert not table.hears(CH)
+
+
 def test_a_quiet_subscription_is_fresh_for_attempts_sent_after_it_was_confirmed() -> None:
     now = [1.0]
     table = Parking(linger=0.5, clock=lambda: now[0])

@@ -43,6 +43,10 @@ class Context:
         self.dispatch: Callable[[Callable[[], None], str], None] = call_now
         """How :meth:`deliver` runs a user callback; the runner sets one that runs it away
         from its renewal loop, so a slow callback cannot delay the renewal of other holds."""
+        self.hears: Callable[[str], bool] = lambda channel: False
+        """Whether this client's own pub/sub connection is subscribed to a channel now
+        (waited on, or lingering after its waiters left): a release counts how many other
+        clients its unlock reached. The runner sets it; no I/O."""
         self.persistence_checked = False
         """True once a FencedLock checked the server's persistence (one warning per client)."""
         self.reconciling: set[tuple[str, str]] = set()

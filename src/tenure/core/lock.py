@@ -458,9 +458,9 @@ class LockCore:
             self.not_owned(owner, hold)
         elif int(reply) >= 1:
             self.ctx.holds.discard(self.key, field)
-            # 1 + the subscribers the unlock reached; one of them may be this client's own
-            # (lingering) subscription: more than that means other clients' waiters woke.
-            if int(reply) > 2:
+            # 1 + the subscribers the unlock reached, of which this client's own (waited on
+            # or lingering) subscription is one if it has one: the rest are other clients.
+            if int(reply) - 1 - self.ctx.hears(self.channel) > 0:
                 self._yield_until = time.monotonic() + YIELD_GRACE
 
     def not_owned(self, owner: str, hold: Hold | None) -> None:

@@ -166,6 +166,18 @@ class Parking:
                 self.unsubscribing(channel)
         return [c for c in gone if c in self.leaving], nxt
 
+    def hears(self, channel: str) -> bool:
+        """True if the server has this connection subscribed to ``channel`` now (waited on
+        or lingering), as far as the replies read so far tell: a message published now
+        would reach it."""
+        entry = self.channels.get(channel)
+        return (
+            entry is not None
+            and entry.confirmed
+            and entry.refusal is None
+            and channel not in self.dropped
+        )
+
     def unsubscribing(self, channel: str) -> None:
         """The driver sent UNSUBSCRIBE for ``channel``."""
         self.leaving[channel] = self.leaving.get(channel, 0) + 1

@@ -176,6 +176,11 @@ class Listener:
     def idle(self) -> bool:
         return not any(entry.tickets for entry in self._parking.channels.values())
 
+    def hears(self, channel: str) -> bool:
+        """True if this connection is subscribed to ``channel`` now (no lock taken: a
+        moment's answer, for a guess that may be off by a message in flight)."""
+        return self._connected and self._parking.hears(channel)
+
     def evict(self, channel: str) -> tuple[frozenset[str], list[Any]]:
         """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
         every one of them here to re-check; (wake_all, the waiters' keys)."""
@@ -441,6 +446,11 @@ class Listeners:
                         del self._by_node[name]
                 old.close()
             return True
+
+    def hears(self, channel: str) -> bool:
+        """True if one of this client's pub/sub connections is subscribed to ``channel``
+        now (:meth:`Listener.hears`)."""
+        return any(listener.hears(channel) for listener in list(self._by_node.values()))
 
     def close(self) -> None:
         """Stop every reader and wake every waiter (they raise BackendError)."""

@@ -129,6 +129,7 @@ class Runner(Driver):
         self._callbacks = Spawner("tenure-callbacks")
         self.ctx.holds.poke = self._look.set
         self.ctx.dispatch = self._dispatch
+        self.ctx.hears = self._listener.hears
 
     def owner(self) -> str:
         """The calling thread's or task's owner id on this client."""
