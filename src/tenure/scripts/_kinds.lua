@@ -32,3 +32,17 @@ local function kind_error(key, rw)
     end
     return kind_reply(key, 'a ReadWriteLock, not a Lock, FairLock or FencedLock')
 end
+
+-- lock_count(key, field): for a Lock-family hash (or no key), `field`'s hold count or false,
+-- and nil; else nil and the error reply. One HMGET answers the kind checks (a key of another
+-- type fails it; a ReadWriteLock hash has 'mode') and the count at once.
+local function lock_count(key, field)
+    local found = redis.pcall('hmget', key, 'mode', field)
+    if found['err'] then
+        return nil, type_error(key, 'hash')
+    end
+    if found[1] then
+        return nil, kind_reply(key, 'a ReadWriteLock, not a Lock, FairLock or FencedLock')
+    end
+    return found[2], nil
+end

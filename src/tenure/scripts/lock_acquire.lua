@@ -4,9 +4,8 @@
 -- Returns nil when acquired, else the holder's remaining lease in ms (-1: no expiry).
 -- Calls are counted, since every client's waiter retries on each unlock (Redisson's channel
 -- reaches them all): PTTL first, so a free lock is granted with no read of the hash. A held
--- one costs one HMGET more, which answers the kind checks (a key of another type fails it; a
--- ReadWriteLock hash has 'mode') and re-entry at once; a retry costs the PTTL alone, as its
--- owner cannot re-enter and its first attempt already checked the kind.
+-- one costs one HMGET more (lock_count: the kind checks and re-entry at once); a retry costs
+-- the PTTL alone, as its owner cannot re-enter and its first attempt already checked the kind.
 -- @include kinds
 
 local ttl = redis.call('pttl', KEYS[1])
@@ -14,14 +13,11 @@ if ttl ~= -2 then
     if ARGV[3] == '1' then
         return ttl
     end
-    local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[2])
-    if found['err'] then
-        return type_error(KEYS[1], 'hash')
+    local count, wrong = lock_count(KEYS[1], ARGV[2])
+    if wrong then
+        return wrong
     end
-    if found[1] then
-        return kind_reply(KEYS[1], 'a ReadWriteLock, not a Lock, FairLock or FencedLock')
-    end
-    if not found[2] then
+    if not count then
         return ttl
     end
 end

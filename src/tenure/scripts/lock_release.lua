@@ -3,19 +3,16 @@
 -- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds   ARGV[3] owner
 -- Returns nil when the owner holds nothing, 0 when holds remain, and when the lock was freed
 -- 1 + the number of subscribers the unlock reached (the releaser need not barge ahead of them).
--- One HMGET answers the kind checks and the owner's count (see lock_acquire.lua).
+-- One HMGET answers the kind checks and the owner's count (lock_count).
 -- The PUBLISH (which an ACL can refuse) comes before the DEL: a refused one changes nothing,
 -- and as the script is atomic nobody is woken before the key is gone.
 -- @include kinds
 
-local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[3])
-if found['err'] then
-    return type_error(KEYS[1], 'hash')
+local found, wrong = lock_count(KEYS[1], ARGV[3])
+if wrong then
+    return wrong
 end
-if found[1] then
-    return kind_reply(KEYS[1], 'a ReadWriteLock, not a Lock, FairLock or FencedLock')
-end
-local count = tonumber(found[2])
+local count = tonumber(found)
 if not count then
     return nil
 end
