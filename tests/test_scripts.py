@@ -135,6 +135,9 @@ class FakeLock:
     def renewal_keys(self, owner: str, holds: int) -> list[str]:
         return [self.key, *keys.rw_read_timeout_keys(self.key, owner, holds)]
 
+    def renewal_channel(self) -> str:
+        return f"channel:{self.key}"
+
 
 def test_renewal_batches_layout_and_slots() -> None:
     table = HoldTable()
@@ -157,9 +160,10 @@ def test_renewal_batches_layout_and_slots() -> None:
     call = watchdog.renewal_call(script, holds[:3], 600)
     assert call.args[0] == 600
     at = 0
-    pairs = zip(call.args[1::2], call.args[2::2], strict=True)
-    for hold, (owner, count) in zip(holds[:3], pairs, strict=True):
+    triples = zip(call.args[1::3], call.args[2::3], call.args[3::3], strict=True)
+    for hold, (owner, count, channel) in zip(holds[:3], triples, strict=True):
         assert owner == hold.field and call.keys[at] == hold.key
+        assert channel == hold.renewal_channel() == f"channel:{hold.key}"
         assert list(call.keys[at : at + int(count)]) == hold.renewal_keys()
         at += int(count)
     assert at == len(call.keys)

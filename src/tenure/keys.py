@@ -27,6 +27,21 @@ UNLOCK_MESSAGE = "0"
 READ_UNLOCK_MESSAGE = "0"
 WRITE_UNLOCK_MESSAGE = "1"
 """Published when a write lock is freed: every waiter may proceed (readers share)."""
+RENEWED_PREFIX = "-"
+"""A watchdog renewal publishes ``-<lease ms>`` on the lock's channel (tenure's addition to
+the layout): this client's waiters move their lease-end re-check instead of polling. It is a
+number that is neither ``0`` nor ``1``, which Redisson's lock listeners ignore."""
+
+
+def renewed_lease(payload: str) -> float | None:
+    """Seconds of lease a renewal message (``-<lease ms>``) announces; None for any other
+    message (an unlock)."""
+    if not payload.startswith(RENEWED_PREFIX):
+        return None
+    try:
+        return int(payload[1:]) / 1000
+    except ValueError:
+        return None
 
 
 def prefix_name(prefix: str, name: str) -> str:

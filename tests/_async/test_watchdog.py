@@ -8,7 +8,8 @@ import time
 import pytest
 
 import tenure
-from support.twins import AsyncEvent, async_sleep
+from support.twins import AsyncEvent, async_sleep, async_wait_until
+from tenure import keys
 
 
 async def test_watchdog_keeps_lock_past_three_leases(async_make_client, r):
@@ -21,6 +22,30 @@ async def test_watchdog_keeps_lock_past_three_leases(async_make_client, r):
     assert await lock.owned() and not lock.lost
     await lock.release()
     assert not r.exists("kept")
+
+
+async def test_a_renewal_tells_the_waiters_channel_the_new_lease(async_make_client, r):
+    """The renewal publishes ``-<lease ms>`` on the channel waiters listen on (a Lock's, a
+    read-write lock's); a number neither 0 nor 1, which Redisson's listeners ignore."""
+    client = async_make_client(watchdog_timeout=0.9)
+    sub = r.pubsub(ignore_subscribe_messages=True)
+    sub.subscribe(keys.lock_channel("told"), keys.rw_channel("told-rw"))
+    try:
+        await client.lock("told").acquire()
+        await client.read_write_lock("told-rw").read_lock().acquire()
+        heard: dict[str, str] = {}
+
+        def both() -> bool:
+            message = sub.get_message(timeout=0)
+            if message is not None:
+                heard[message["channel"].decode()] = message["data"].decode()
+            return len(heard) == 2
+
+        assert await async_wait_until(both, timeout=5)
+        assert heard == {keys.lock_channel("told"): "-900", keys.rw_channel("told-rw"): "-900"}
+        assert keys.renewed_lease("-900") == 0.9 and keys.renewed_lease("0") is None
+    finally:
+        sub.close()
 
 
 async def test_explicit_lease_is_never_renewed(async_make_client, r):

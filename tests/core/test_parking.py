@@ -257,6 +257,19 @@ def test_only_the_head_sleeps_until_the_lease_end() -> None:
     assert entry.sleep_until(t[0], 9.0, shared=False) == 9.0
 
 
+def test_a_renewal_message_moves_the_lease_end_and_wakes_nobody() -> None:
+    table, entry, t = parked(2)
+    table.received("subscribe", CH, "1")
+    quiet = entry.quiet_since
+    entry.expiry = 5.0
+    now = table.clock()
+    assert table.received("message", CH, "-3000") == []
+    assert permits(t) == [False, False]
+    assert now + 3.0 <= entry.expiry <= table.clock() + 3.0
+    assert entry.quiet_since == quiet  # not an unlock: an attempt before it is still fresh
+    assert table.received("message", CH, UNLOCK) == [t[0]]  # an unlock still wakes one
+
+
 # ------------------------------------------------------------------- disconnected
 
 

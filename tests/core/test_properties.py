@@ -61,10 +61,13 @@ def test_reentrancy_matches_a_model_server(ops: list[tuple[str, int, float | Non
         return 1
 
     def renew_reply(call: object) -> list[int]:
-        # ARGV: lease, then per hold its owner field and its key count (one: the hash)
-        fields, counts = call.args[1::2], call.args[2::2]  # type: ignore[attr-defined]
-        assert call.args[0] == 30000  # type: ignore[attr-defined]
+        # ARGV: lease, then per hold its owner field, its key count (one: the hash) and the
+        # channel told of the renewal
+        args = call.args  # type: ignore[attr-defined]
+        fields, counts, channels = args[1::3], args[2::3], args[3::3]
+        assert args[0] == 30000
         assert counts == [1] * len(fields)
+        assert channels == ["redisson_lock__channel:{l}"] * len(fields)
         assert call.keys == ["l"] * len(fields)  # type: ignore[attr-defined]
         return [int(o in model.server) for o in fields]
 

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from tenure import keys
 from tenure.core.context import Context
 from tenure.core.fair import FairLockCore
 from tenure.core.fenced import FencedLockCore
@@ -31,13 +32,19 @@ def take(lock: LockCore, owner: str, lease: float | None = None, script: str | N
 
 
 def all_present(call: object) -> list[int]:
-    """One 1 per hold of a batch: ARGV is the lease, then a field and a key count per hold."""
-    return [1] * ((len(call.args) - 1) // 2)  # type: ignore[attr-defined]
+    """One 1 per hold of a batch: ARGV is the lease, then a field, a key count and a channel
+    per hold."""
+    return [1] * ((len(call.args) - 1) // 3)  # type: ignore[attr-defined]
+
+
+def channel(name: str) -> str:
+    """A Lock's channel, told of its renewal."""
+    return keys.lock_channel(name)
 
 
 def held(call: object) -> list[str]:
     """The owner fields of a batch, hold by hold."""
-    return list(call.args[1::2])  # type: ignore[attr-defined]
+    return list(call.args[1::3])  # type: ignore[attr-defined]
 
 
 def test_nothing_to_renew_sends_nothing(ctx: Context, owner: str) -> None:
@@ -56,7 +63,8 @@ def test_renews_watchdog_holds_with_the_watchdog_lease(owner: str) -> None:
     assert run.result == []
     (call,) = run.effects
     assert call.keys == ["a", "b"]
-    assert call.args == [9000, owner, 1, owner, 1]
+    # each hold's channel is told of its renewal (its waiters sleep on to the new lease end)
+    assert call.args == [9000, owner, 1, channel("a"), owner, 1, channel("b")]
     assert call.changes is True  # with wait_for_replicas, a renewal waits for replicas too
 
 
@@ -66,7 +74,7 @@ def test_hold_with_a_leased_and_a_watchdog_hold_is_renewed(ctx: Context, owner: 
     take(lock, owner)
     (call,) = drive(renew(ctx), [(RENEW, [1])]).effects
     assert call.keys == ["l"]
-    assert call.args == [30000, owner, 1]
+    assert call.args == [30000, owner, 1, channel("l")]
 
 
 @pytest.mark.parametrize(
@@ -82,7 +90,8 @@ def test_batches_of_one_hundred(ctx: Context, holds: int, batches: list[int]) ->
     start = 0
     for call, size in zip(run.effects, batches, strict=True):
         assert call.keys == [f"l{i}" for i in range(start, start + size)]
-        assert call.args == [30000, *[owner, 1] * size]
+        names = range(start, start + size)
+        assert call.args == [30000, *(a for i in names for a in (owner, 1, channel(f"l{i}")))]
         start += size
 
 
@@ -100,14 +109,16 @@ def test_one_call_per_renewal_script(ctx: Context, owner: str) -> None:
     assert run.names == ["lock_renew", "rw_read_renew"]
     plain, read = run.effects
     assert plain.keys == ["plain", "fair", "rw"]
-    assert plain.args == [30000, owner, 1, owner, 1, f"{owner}:write", 1]
+    # a fair lock's waiters listen on channels of their own: no channel for its renewal
+    rw = keys.rw_channel("rw")
+    assert plain.args == [30000, owner, 1, channel("plain"), owner, 1, "", f"{owner}:write", 1, rw]
     # a read hold: its hash, then the timeout keys of every hold in the table (1..2)
     assert read.keys == [
         "rw",
         f"{{rw}}:{owner}:rwlock_timeout:1",
         f"{{rw}}:{owner}:rwlock_timeout:2",
     ]
-    assert read.args == [30000, owner, 3]
+    assert read.args == [30000, owner, 3, rw]
 
 
 def test_a_hold_reported_gone_is_lost_and_removed(ctx: Context, owner: str) -> None:
@@ -256,7 +267,8 @@ def test_reply_is_per_hold_not_per_key(ctx: Context, owner: str) -> None:
     run = drive(renew(ctx), [("rw_read_renew", Do(lambda c: [1, 0, 1]))])
     (call,) = run.effects
     assert held(call) == [owner, mate, owner]
-    assert call.args == [30000, owner, 4, mate, 2, owner, 2]
+    r, s = keys.rw_channel("r"), keys.rw_channel("s")
+    assert call.args == [30000, owner, 4, r, mate, 2, r, owner, 2, s]
     assert call.keys == [
         "r",
         *(f"{{r}}:{owner}:rwlock_timeout:{n}" for n in (1, 2, 3)),
@@ -334,7 +346,9 @@ def test_batches_group_by_hash_slot(ctx: Context, owner: str) -> None:
         assert len({key_slot(k) for h in batch for k in h.renewal_keys()}) == 1
     run = drive(renew(ctx, by_slot=True), [(RENEW, Do(all_present))] * 3)
     assert [c.keys for c in run.effects] == [keys for _, keys in grouped]
-    assert run.effects[0].args == [30000, owner, 1, owner, 1, owner, 1]
+    assert run.effects[0].args == [
+        30000, *(a for k in grouped[0][1] for a in (owner, 1, channel(k)))
+    ]  # fmt: skip
     assert run.result == []
     assert ctx.holds.watchdog_holds() == list(by_key.values())
 

@@ -101,6 +101,10 @@ class FairLockCore(LockCore):
     def wait_channel(self, owner: str) -> str:
         return keys.fair_waiter_channel(self.key, owner)
 
+    def renewal_channel(self) -> str:
+        # Waiters listen on their own channels: the head re-checks at the lease end itself.
+        return ""
+
     def waiter_keys(self) -> list[str]:
         return [self.key, self.queue_key, self.timeout_key]
 

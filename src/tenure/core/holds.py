@@ -86,6 +86,8 @@ class LossListener(Protocol):
 
     def renewal_keys(self, owner: str, holds: int) -> list[str]: ...
 
+    def renewal_channel(self) -> str: ...
+
 
 @dataclass(eq=False)
 class Hold:
@@ -117,6 +119,10 @@ class Hold:
     def renewal_keys(self) -> list[str]:
         """The KEYS of this hold in a renewal batch, the lock hash first."""
         return self.lock.renewal_keys(self.owner, len(self.leases))
+
+    def renewal_channel(self) -> str:
+        """The channel the renewal announces the new lease on ('' for none)."""
+        return self.lock.renewal_channel()
 
 
 class QueuedWaiter(Protocol):

@@ -342,6 +342,12 @@ class LockCore:
         """The KEYS the watchdog's renewal script needs for ``owner``'s ``holds`` holds."""
         return [self.key]
 
+    def renewal_channel(self) -> str:
+        """Where the watchdog's renewal tells waiters the new lease (``keys.RENEWED_PREFIX``):
+        the channel they wait on, so that they sleep on to the new lease end instead of
+        re-checking at the old one."""
+        return self.channel
+
     def force_release_call(self) -> Call:
         """The script call deleting the lock whoever holds it. Reply: 1 if it was held."""
         return Call(

@@ -14,7 +14,9 @@ Rules:
 - **One expiry re-check per channel**: waiters report the holder's remaining lease with
   each sleep (``Wait.patience``); only the head ticket (the oldest) sleeps until that
   lease ends to try again; the others sleep until a permit or their own deadline. When the
-  head leaves, the next ticket is woken to take the duty over.
+  head leaves, the next ticket is woken to take the duty over. A renewal message
+  (``-<lease ms>``, :data:`tenure.keys.RENEWED_PREFIX`) wakes nobody and moves that lease
+  end: while the holder's watchdog renews, the head sleeps on and sends nothing.
 - A ticket that leaves with an unused permit, or abnormally (error, cancellation: it may
   have taken a wake-up it will not use), passes one on to the oldest ticket without one.
 - After a reconnect every waiter is woken: messages may have been missed meanwhile.
@@ -46,6 +48,8 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from tenure.keys import renewed_lease
 
 WAKE_ANY = "*"
 """In a channel's ``wake_all``: every message wakes every waiter of this client. Semaphores use
@@ -300,6 +304,10 @@ class Parking:
         if entry is None:
             return []
         if kind in ("message", "smessage"):
+            lease = renewed_lease(payload)
+            if lease is not None:  # the holder renewed: no wake-up, the lease end moves
+                entry.expiry = self.clock() + lease
+                return []
             live = math.isfinite(entry.quiet_since)
             if payload in entry.wake_all or WAKE_ANY in entry.wake_all:
                 notify = entry.give_all()

@@ -199,6 +199,10 @@ class PermitCore(SemaphoreCore):
         """KEYS of one permit in a watchdog batch (``permit_renew``): the permit ZSET."""
         return [self.timeout_key]
 
+    def renewal_channel(self) -> str:
+        """None: a permit's waiters wait for a release, not for a lease end."""
+        return ""
+
     def hold_lost(self, permit_id: str) -> None:
         """Report ``permit_id`` lost: :meth:`is_lost`, then the ``on_lost`` callback."""
         self._lost.add(permit_id)

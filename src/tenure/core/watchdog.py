@@ -9,9 +9,12 @@ renewal that too few replicas acknowledged confirms nothing: a promoted replica 
 have it.
 
 Batch layout, the same for every renewal script (``scripts/_renew_batch.lua``): ARGV is the
-lease in ms, then per hold its owner field and the number of its keys; KEYS are those keys,
-hold after hold, each hold's lock hash first (a FairLock hold adds its deadline ZSET, a read
-hold its read-hold timeout keys). The reply has one 1 (renewed) or 0 (gone) per hold.
+lease in ms, then per hold its owner field, the number of its keys and the channel its lock's
+waiters listen on ('' for none); KEYS are those keys, hold after hold, each hold's lock hash
+first (a read hold adds its read-hold timeout keys). The reply has one 1 (renewed) or 0
+(gone) per hold. Each channel of a renewed hold is told ``-<lease ms>`` (once per call), so
+that waiters sleep on to the new lease end: idle waiters send nothing while their holder
+lives, and still re-check when a holder that died lets its lease run out.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def renewal_call(script: Script, batch: list[Hold], lease_ms: int) -> Call:
     for hold in batch:
         hold_keys = hold.renewal_keys()
         batch_keys += hold_keys
-        args += [hold.field, len(hold_keys)]
+        args += [hold.field, len(hold_keys), hold.renewal_channel()]
     return Call(script, batch_keys, args, changes=True)
 
 

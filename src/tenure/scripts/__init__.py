@@ -84,7 +84,7 @@ def guarded(script: Script) -> Script:
     source = fragment("reconcile_guard") + script.source
     return Script(f"{script.name}+guard", source, hashlib.sha1(source.encode()).hexdigest())
 
-PUBLISH = re.compile(r"redis\.call\('publish',")
+PUBLISH = re.compile(r"redis\.(p?call)\('publish',")
 
 
 @cache
@@ -93,10 +93,11 @@ def sharded(script: Script) -> Script:
     message goes to the shard owning the channel's slot, where its waiters SSUBSCRIBE).
 
     One ``.lua`` per operation stays the source; this variant is derived from it at load.
-    Only the lower-case ``redis.call('publish',`` is rewritten: a script that must publish
-    cluster-wide (a channel outside its keys' slot) writes ``redis.call('PUBLISH',``.
+    Only the lower-case ``redis.call('publish',`` (or ``redis.pcall``) is rewritten: a script
+    that must publish cluster-wide (a channel outside its keys' slot) writes
+    ``redis.call('PUBLISH',``.
     """
-    source = PUBLISH.sub("redis.call('spublish',", script.source)
+    source = PUBLISH.sub(r"redis.\1('spublish',", script.source)
     if source == script.source:
         return script
     return Script(script.name, source, hashlib.sha1(source.encode()).hexdigest())

@@ -1,6 +1,6 @@
 -- Watchdog: re-apply the lease to many holds in one call.
--- Batch layout (see _renew_batch.lua): ARGV[1] lease ms, then per hold its owner field and
--- its key count (1); KEYS: per hold its lock hash.
+-- Batch layout (see _renew_batch.lua): ARGV[1] lease ms, then per hold its owner field, its
+-- key count (1) and its waiters' channel (told of the renewal); KEYS: per hold its lock hash.
 -- Returns a list: 1 for a hold still present (lease renewed), 0 for a hold that is gone.
 -- @include renew_batch
 -- @include kinds

@@ -1,6 +1,7 @@
 -- Watchdog: re-apply the lease to many permits taken without lease_time, in one call.
--- Batch layout (see _renew_batch.lua): ARGV[1] lease ms, then per permit its id (32 hex) and
--- its key count (1); KEYS: per permit its semaphore's permit ZSET.
+-- Batch layout (see _renew_batch.lua): ARGV[1] lease ms, then per permit its id (32 hex), its
+-- key count (1) and '' (no channel: a permit's waiters do not wait for a lease end); KEYS:
+-- per permit its semaphore's permit ZSET.
 -- Returns a list: 1 for a permit still out (lease renewed), 0 for one gone or expired.
 -- @include server_time
 -- @include permits
