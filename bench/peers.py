@@ -123,6 +123,51 @@ def raw_handoff(url: str, name: str) -> Participant:
     return acquire, release, close
 
 
+def raw_fair_handoff(url: str, name: str) -> Participant:
+    """The floor of a FairLock on Redisson's layout: tenure's fair scripts sent with bare
+    redis-py, and a waiter that reads its own pub/sub socket, subscribed to its own waiter
+    channel for the whole run (no reader thread, hold table, watchdog, renewal of queue
+    entries or turn watcher). A waiter joins the queue, sleeps until woken as the head, then
+    tries as a queued waiter."""
+    r = redis.Redis.from_url(url)
+    acquire_script, release_script = scripts.get("fair_acquire"), scripts.get("fair_release")
+    for script in (acquire_script, release_script):
+        r.script_load(script.source)
+    owner = f"{uuid.uuid4()}:1"
+    lock_keys = [name, keys.fair_queue_key(name), keys.fair_timeout_key(name)]
+    prefix = keys.fair_waiter_channel_prefix(name)
+    sub = r.pubsub(ignore_subscribe_messages=True)
+    sub.subscribe(prefix + owner)
+    grace = 10000  # ms: tenure's default renewal period
+
+    def woken(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if sub.get_message(timeout=left) is not None:
+                return
+
+    def acquire() -> None:
+        entry = 30000  # the first attempt joins the queue; then the caller is queued (-1)
+        while True:
+            ttl = r.evalsha(
+                acquire_script.sha, 3, *lock_keys,
+                30000, owner, entry, grace, prefix, keys.UNLOCK_MESSAGE, 0,
+            )  # fmt: skip
+            if ttl is None:
+                return
+            entry = -1
+            woken(ttl / 1000 if ttl > 0 else LEASE)
+
+    def release() -> None:
+        r.evalsha(release_script.sha, 3, *lock_keys, keys.UNLOCK_MESSAGE, 30000, owner, prefix)
+
+    def close() -> None:
+        sub.close()
+        r.close()
+
+    return acquire, release, close
+
+
 TENURE: dict[str, Factory] = {
     "tenure Lock": tenure_lock,
     "tenure FairLock": tenure_fair_lock,
@@ -136,7 +181,10 @@ PEERS: dict[str, tuple[str | None, Factory]] = {
     "pottery Redlock (1 master)": ("pottery", pottery_redlock),
 }
 
-FLOORS: dict[str, Factory] = {"raw handoff floor": raw_handoff}
+FLOORS: dict[str, Factory] = {
+    "raw handoff floor": raw_handoff,
+    "raw fair handoff floor": raw_fair_handoff,
+}
 
 FACTORIES: dict[str, Factory] = {
     **TENURE,

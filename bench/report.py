@@ -106,6 +106,10 @@ def _handoff(res: Results, rows: list[Row]) -> None:
         rows.append(row)
 
 
+CONTENDED_FLOORS = {"tenure Lock": "raw handoff floor", "tenure FairLock": "raw fair handoff floor"}
+"""Each tenure lock's floor under contention (bench/peers.py): its own scripts, bare redis-py."""
+
+
 def _contended(res: Results, rows: list[Row]) -> None:
     procs = sorted({m.extra["procs"] for m in res.measurements if m.path == "contended"})
     for p in procs:
@@ -122,10 +126,12 @@ def _contended(res: Results, rows: list[Row]) -> None:
                 subject,
                 f"{rate:,.0f} acq/s, Jain {j:.2f}, {cmds:.1f} cmd/acq",
             )
-            floor = res.get("contended", "raw handoff floor", "acq_per_s", procs=p)
-            if floor and subject == "tenure Lock":
-                floor_cmds = res.get("contended", "raw handoff floor", "cmds_per_acq", procs=p)
-                row.floor = f"raw handoff {floor:,.0f}/s, {floor_cmds or math.nan:.1f} cmd"
+            floor_name = CONTENDED_FLOORS[subject]
+            floor = res.get("contended", floor_name, "acq_per_s", procs=p)
+            if floor:
+                floor_cmds = res.get("contended", floor_name, "cmds_per_acq", procs=p)
+                label = floor_name.removesuffix(" floor")
+                row.floor = f"{label} {floor:,.0f}/s, {floor_cmds or math.nan:.1f} cmd"
                 row.vs_floor = rate / floor
             if best:
                 row.peer = "; ".join(
