@@ -22,67 +22,22 @@ import contextlib
 import multiprocessing
 import random
 import sys
-import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import redis
 
 from bench import peers
 from bench.common import embedded
-from tenure import keys, scripts
 
 HOP = "fair floor + reader thread"
 
 
 def fair_floor_with_reader_thread(url: str, name: str) -> peers.Participant:
-    """``peers.raw_fair_handoff`` with the wake-up passed from a reader thread."""
-    r = redis.Redis.from_url(url)
-    acquire_script, release_script = scripts.get("fair_acquire"), scripts.get("fair_release")
-    for script in (acquire_script, release_script):
-        r.script_load(script.source)
-    owner = f"{uuid.uuid4()}:1"
-    lock_keys = [name, keys.fair_queue_key(name), keys.fair_timeout_key(name)]
-    prefix = keys.fair_waiter_channel_prefix(name)
-    sub = r.pubsub(ignore_subscribe_messages=True)
-    sub.subscribe(prefix + owner)
-    woken, stop = threading.Event(), threading.Event()
-
-    def read() -> None:
-        while not stop.is_set():
-            if sub.get_message(timeout=0.2) is not None:
-                woken.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-
-    def acquire() -> None:
-        entry = 30000
-        while True:
-            ttl = r.evalsha(
-                acquire_script.sha, 3, *lock_keys,
-                30000, owner, entry, 10000, prefix, keys.UNLOCK_MESSAGE, 0,
-            )  # fmt: skip
-            if ttl is None:
-                return
-            entry = -1
-            woken.wait(ttl / 1000 if ttl > 0 else peers.LEASE)
-            woken.clear()
-
-    def release() -> None:
-        r.evalsha(release_script.sha, 3, *lock_keys, keys.UNLOCK_MESSAGE, 30000, owner, prefix)
-
-    def close() -> None:
-        stop.set()
-        reader.join()
-        sub.close()
-        r.close()
-
-    return acquire, release, close
+    """``peers.raw_fair_handoff`` with the wake-up passed on by a reader thread."""
+    return peers.raw_fair_handoff(url, name, reader_thread=True)
 
 
 def _worker(subject: str, url: str, name: str, seconds: float, ready: Any, go: Any, out: Any):

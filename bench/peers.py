@@ -12,6 +12,7 @@ Peers run with their documented defaults where they wait: redis-py's Lock and sh
 from __future__ import annotations
 
 import importlib.util
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -123,12 +124,15 @@ def raw_handoff(url: str, name: str) -> Participant:
     return acquire, release, close
 
 
-def raw_fair_handoff(url: str, name: str) -> Participant:
+def raw_fair_handoff(url: str, name: str, *, reader_thread: bool = False) -> Participant:
     """The floor of a FairLock on Redisson's layout: tenure's fair scripts sent with bare
     redis-py, and a waiter that reads its own pub/sub socket, subscribed to its own waiter
     channel for the whole run (no reader thread, hold table, watchdog, renewal of queue
     entries or turn watcher). A waiter joins the queue, sleeps until woken as the head, then
-    tries as a queued waiter."""
+    tries as a queued waiter.
+
+    ``reader_thread``: a thread reads the socket and sets an event the waiter sleeps on, as
+    tenure's sync listener does (bench/hop_probe.py prices that hop)."""
     r = redis.Redis.from_url(url)
     acquire_script, release_script = scripts.get("fair_acquire"), scripts.get("fair_release")
     for script in (acquire_script, release_script):
@@ -139,8 +143,22 @@ def raw_fair_handoff(url: str, name: str) -> Participant:
     sub = r.pubsub(ignore_subscribe_messages=True)
     sub.subscribe(prefix + owner)
     grace = 10000  # ms: tenure's default renewal period
+    event, stop = threading.Event(), threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            if sub.get_message(timeout=0.2) is not None:
+                event.set()
+
+    reader = threading.Thread(target=read, daemon=True) if reader_thread else None
+    if reader is not None:
+        reader.start()
 
     def woken(seconds: float) -> None:
+        if reader is not None:
+            event.wait(seconds)
+            event.clear()
+            return
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             if sub.get_message(timeout=left) is not None:
@@ -162,6 +180,9 @@ def raw_fair_handoff(url: str, name: str) -> Participant:
         r.evalsha(release_script.sha, 3, *lock_keys, keys.UNLOCK_MESSAGE, 30000, owner, prefix)
 
     def close() -> None:
+        stop.set()
+        if reader is not None:
+            reader.join()
         sub.close()
         r.close()
 
