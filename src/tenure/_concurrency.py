@@ -58,6 +58,43 @@ Mutex = threading.Lock
 """``with mutex:``."""
 
 
+class AsyncUnlocked:
+    """``async with AsyncUnlocked(mutex):`` lets go of a held :class:`AsyncMutex` for the
+    block and takes it back after, even when the task is cancelled meanwhile (the block's
+    own exception, or the cancellation, is raised once the mutex is held again)."""
+
+    def __init__(self, mutex: asyncio.Lock) -> None:
+        self._mutex = mutex
+
+    async def __aenter__(self) -> None:
+        self._mutex.release()
+
+    async def __aexit__(self, *exc: object) -> None:
+        cancelled = False
+        while True:  # as asyncio.Condition.wait takes its lock back
+            try:
+                await self._mutex.acquire()
+                break
+            except asyncio.CancelledError:
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
+
+
+class Unlocked:
+    """``with Unlocked(mutex):`` lets go of a held :class:`Mutex` for the block and takes
+    it back after."""
+
+    def __init__(self, mutex: threading.Lock) -> None:
+        self._mutex = mutex
+
+    def __enter__(self) -> None:
+        self._mutex.release()
+
+    def __exit__(self, *exc: object) -> None:
+        self._mutex.acquire()
+
+
 class AsyncCondition:
     """A condition on an :class:`AsyncMutex` (use it while holding that mutex)."""
 

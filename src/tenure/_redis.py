@@ -639,8 +639,12 @@ _READ_TAKES_TIMEOUT = "timeout" in inspect.signature(
 
 
 async def async_read_push(conn: Any, timeout: float) -> Any:
-    """The next reply on a pub/sub connection, or None when nothing came within ``timeout``."""
-    return await conn.read_response(timeout=timeout)
+    """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
+
+    A waiting task reads it (:mod:`tenure.aio.listener`): when that task is cancelled
+    mid-reply, redis-py's parser keeps what it read for the next read, so the connection
+    shared by the other waiters is not dropped."""
+    return await conn.read_response(timeout=timeout, disconnect_on_error=False)
 
 
 def read_push(conn: Any, timeout: float) -> Any:

@@ -8,6 +8,7 @@ from functools import partial
 from support.twins import Event, sleep, spawn, wait_until
 from support.wire import pubsub_clients
 from tenure import keys
+from tenure._concurrency import waiter_key
 
 
 def test_many_waiters_share_one_connection(make_client, r):
@@ -55,6 +56,40 @@ def test_waiter_survives_pubsub_reconnect(make_client, r):
     holder.release()
     assert got.wait(2), "the waiter missed the unlock after its listener reconnected"
     job.result()
+
+
+def test_a_lone_waiter_reads_its_unlock_itself(make_client, r):
+    """Issue 14 item 3: the waiting thread (task) reads the shared pub/sub socket itself, so
+    the unlock that wakes it is handed to the listener's table on its own thread: no hop
+    from a reader thread to the waiter. Before: a reader thread (task) read every reply and
+    woke the waiter through a condition."""
+    holder = make_client().lock("hop")
+    holder.acquire()  # 30 s lease: only the unlock wakes the waiter
+    client = make_client()
+    waiters: list[object] = []
+    readers: list[object] = []  # who handed each unlock message to the table
+
+    def wait() -> None:
+        waiters.append(waiter_key())
+        lock = client.lock("hop")
+        assert lock.acquire(timeout=10)
+        lock.release()
+
+    channel = keys.lock_channel("hop")
+    job = spawn(wait)
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+    listener = client._runner._listener._by_channel[channel]
+    received = listener._parking.received
+
+    def spy(kind: str, name: str, payload: str) -> object:
+        if kind == "message" and not payload.startswith(keys.RENEWED_PREFIX):
+            readers.append(waiter_key())
+        return received(kind, name, payload)
+
+    listener._parking.received = spy
+    holder.release()
+    job.result(10)
+    assert readers[:1] == waiters
 
 
 def test_a_refused_subscribe_is_an_error_for_its_channel_only(make_client, server, r):

@@ -4,25 +4,32 @@ or task.
 
 The rules (who is subscribed, whom a message wakes, passing a wake-up on, waking all after a
 reconnect) are :mod:`tenure.core.parking`'s; this module owns the socket, the mutex and one
-condition per channel, and a reader (a thread, or a task) that dispatches replies. A waiter
-holds no pooled connection.
+condition per waiter. A waiter holds no pooled connection.
+
+**The waiters read the socket themselves** (leader/follower): one waiter at a time holds the
+reader's role, reads replies and hands each to the table; the others sleep on their own
+condition. A waiter whose wake-up the reader read is the reader itself in the common case
+(one waiting thread per client and lock), so an unlock wakes it with no hop between threads
+or tasks; a wake-up for another waiter is a notify, as before. A waiter that stops waiting
+hands the role to a sleeping one. When nobody waits, a background thread or task (the
+janitor) wakes every :data:`LINGER` seconds while channels are subscribed: it reads what came
+without blocking and lets lingering channels go.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from tenure._concurrency import (
     AsyncCondition,
-    AsyncEvent,
     AsyncMutex,
     AsyncSpawner,
     AsyncTask,
+    AsyncUnlocked,
     async_waiter_key,
 )
 from tenure._redis import AsyncRoute, RedisError, ResponseError, async_read_push, text
@@ -37,6 +44,10 @@ LINGER = 0.5
 """Seconds a channel stays subscribed after its last waiter left: a lock taken again and
 again (contention) costs no SUBSCRIBE/UNSUBSCRIBE per acquisition, and a waiter who joins a
 quiet subscription need not try twice (:meth:`tenure.core.parking.Parked.fresh`)."""
+JANITOR = object()
+"""The reader's key of the janitor (see the module's docstring)."""
+FIRST_RETRY = 0.05
+"""Seconds before the first reconnection attempt after a loss; doubled per failure, to 1 s."""
 
 
 class AsyncListener:
@@ -68,12 +79,26 @@ class AsyncListener:
         self._parking = Parking(linger=LINGER)
         self._connected = False
         self._closed = False
-        self._stopping = AsyncEvent()
+        self._reader: Hashable | None = None
+        """Who reads the socket now: a waiter's key, :data:`JANITOR`, or None (nobody)."""
+        self._sleepers: dict[Hashable, AsyncCondition] = {}
+        """Waiters asleep while another reads, the longest asleep first: the next reader
+        is the first of them."""
+        self._janitor_wake = AsyncCondition(self._mutex)
+        self._handed = AsyncCondition(self._mutex)
+        """Notified when the reader lets go of the socket after :meth:`close`."""
         self._spawner = AsyncSpawner("tenure-listener")
-        self._reader: AsyncTask | None = None
+        self._janitor: AsyncTask | None = None
         self._asked: deque[list[str]] = deque()
         """The channels of each SUBSCRIBE sent and not yet answered, in order: an error
         reply is the answer to the oldest."""
+        self._heard = time.monotonic()
+        """When the last reply came (or the connection was made)."""
+        self._pinged = False
+        """A health PING is unanswered."""
+        self._retry_at = 0.0
+        """Monotonic time before which nobody tries to connect again."""
+        self._delay = FIRST_RETRY
 
     def _condition(self) -> AsyncCondition:
         return AsyncCondition(self._mutex)
@@ -89,6 +114,12 @@ class AsyncListener:
         self._asked.append(list(channels))
         await self._send(self._sub, *channels)
 
+    def _start_janitor(self) -> None:
+        if self._janitor is None:
+            self._janitor = self._spawner.spawn(self._sweep)
+        else:
+            self._janitor_wake.notify_all()  # a new channel: sweeps are due again
+
     # ------------------------------------------------------------- waiters
     async def subscribe(
         self, channel: str, wake_all: frozenset[str], since: float | None = None
@@ -101,18 +132,23 @@ class AsyncListener:
             if self._closed:
                 raise BackendError("the client is closed")
             entry, ticket, first = self._parking.join(channel, wake_all, key, self._condition)
-            if first and self._connected:
-                await self._subscribe_send([channel])
-            if self._reader is None:
-                self._reader = self._spawner.spawn(self._run)
+            if first:
+                if self._connected:
+                    await self._subscribe_send([channel])
+                self._start_janitor()
+            end = time.monotonic() + self._timeout
             try:
-                confirmed = await ticket.cond.wait_for(
-                    lambda: entry.confirmed or self._closed, self._timeout
-                )
+                while not (entry.confirmed or self._closed):
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    await self._pause(key, ticket.cond, left)
             except BaseException:
                 await self._leave(channel, key, pass_on=False)
                 raise
-            if not confirmed:
+            finally:
+                self._hand_on(key)
+            if not (entry.confirmed or self._closed):
                 await self._leave(channel, key, pass_on=False)
                 raise BackendError(f"no confirmation of SUBSCRIBE {channel} in {self._timeout} s")
             if entry.refusal is not None:
@@ -136,17 +172,19 @@ class AsyncListener:
             now = time.monotonic()
             shared = patience is not None
             if patience is not None:
-                entry.expiry = now + seconds if math.isfinite(seconds) else math.inf
+                entry.expiry = now + seconds
                 seconds = patience
-            end = now + seconds if math.isfinite(seconds) else math.inf
-            while not ticket.permit and not self._closed:
-                if self._parking.channels.get(channel) is not entry:  # moved while asleep
-                    return True
-                until = entry.sleep_until(ticket, end, shared)
-                left = until - time.monotonic()
-                if left <= 0:
-                    return False
-                await ticket.cond.wait(left)
+            end = now + seconds
+            try:
+                while not ticket.permit and not self._closed:
+                    if self._parking.channels.get(channel) is not entry:  # moved meanwhile
+                        return True
+                    left = entry.sleep_until(ticket, end, shared) - time.monotonic()
+                    if left <= 0:
+                        return False
+                    await self._pause(key, ticket.cond, left)
+            finally:
+                self._hand_on(key)
             if self._parking.channels.get(channel) is not entry:
                 return True
             if self._closed:
@@ -166,6 +204,38 @@ class AsyncListener:
         if last and self._connected:
             await self._send(self._unsub, channel)
         self._notify(notify)
+
+    async def _pause(self, key: Hashable, cond: AsyncCondition, seconds: float) -> None:
+        """One step of a waiter's sleep, under the mutex: read and hand on one reply if
+        nobody else reads the socket, else sleep on ``cond`` until notified or ``seconds``
+        pass. The caller checks again what it waits for, and calls :meth:`_hand_on` once
+        it stops waiting."""
+        if self._reader is None and not self._closed:
+            self._reader = key
+        if self._reader == key:
+            backoff = 0.0 if self._connected else self._retry_at - time.monotonic()
+            if backoff <= 0:
+                await self._read_once(seconds)
+            else:  # reconnecting at once after a failure would hammer the server
+                await cond.wait(min(seconds, backoff))
+            return
+        self._sleepers[key] = cond
+        try:
+            await cond.wait(seconds)
+        finally:
+            self._sleepers.pop(key, None)
+
+    def _hand_on(self, key: Hashable) -> None:
+        """``key`` stops reading (under the mutex): the longest-sleeping waiter takes the
+        socket over."""
+        if self._reader != key:
+            return
+        self._reader = None
+        for cond in self._sleepers.values():
+            cond.notify_all()
+            break
+        if self._closed:
+            self._handed.notify_all()
 
     # ------------------------------------------- moving channels (cluster topology)
     def lost(self, channel: str) -> bool:
@@ -201,10 +271,10 @@ class AsyncListener:
                 return
             first = channel not in self._parking.channels
             self._parking.adopt(channel, wake_all, waiters, self._condition)
-            if first and self._connected:
-                await self._subscribe_send([channel])
-            if self._reader is None:
-                self._reader = self._spawner.spawn(self._run)
+            if first:
+                if self._connected:
+                    await self._subscribe_send([channel])
+                self._start_janitor()
 
     async def resubscribe(self, channel: str) -> None:
         """Subscribe ``channel`` again after the server dropped it (its slot came back or the
@@ -223,118 +293,145 @@ class AsyncListener:
         except (RedisError, OSError) as error:
             log.debug("pub/sub send failed: %s", error)
 
-    # --------------------------------------------------------------- reader
-    async def _run(self) -> None:
-        delay = 0.05
-        while not self._closed:
-            try:
-                try:
-                    await self._conn.connect()
-                except Exception:
-                    self.down = True
-                    self._on_trouble()
-                    raise
-                async with self._mutex:
-                    self.down = False
-                    self._connected = True
-                    self._parking.dropped.clear()
-                    self._parking.leaving.clear()
-                    self._asked.clear()
-                    # A channel refused for lack of permission stays refused: not asked again.
-                    channels = [c for c, e in self._parking.channels.items() if e.refusal is None]
-                    if channels:
-                        if self._sharded:  # one slot per SSUBSCRIBE (else CROSSSLOT)
-                            for channel in channels:
-                                await self._subscribe_send([channel])
-                        else:
-                            await self._subscribe_send(channels)
-                delay = 0.05
-                await self._read()
-            except Exception as error:  # a socket closed under a read fails in many ways
-                if self._closed:
-                    break
-                log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
-            async with self._mutex:
-                self._connected = False
-                self._notify(self._parking.disconnected())
-            await self._conn.disconnect()
-            await self._stopping.wait(delay)
-            delay = min(delay * 2, 1.0)
-
-    async def _read(self) -> None:
-        pinged = False
-        heard = time.monotonic()
-        while not self._closed:
-            async with self._mutex:  # lingering channels whose time is up
-                gone, sweep = self._parking.expired()
-                for channel in gone:
-                    await self._send(self._unsub, channel)
-            silence = (self._timeout if pinged else HEALTH_INTERVAL) - (time.monotonic() - heard)
-            try:
-                reply = await async_read_push(self._conn, max(0.0, min(silence, sweep)))
-            except ResponseError as refused:  # MOVED for a slot this shard no longer owns
-                await self._refused(refused)
-                continue
-            if reply is None:  # nothing within the timeout
-                if sweep < silence:  # woke to let lingering channels go
-                    continue
-                heard = time.monotonic()
-                if pinged:
-                    raise ConnectionError("no answer to PING on the pub/sub connection")
-                async with self._mutex:
+    # ------------------------------------------------------ the reader's role
+    async def _read_once(self, seconds: float) -> bool:
+        """Under the mutex, by the reader: connect if need be, let expired lingering
+        channels go, then read one reply for up to ``seconds`` (the mutex let go meanwhile)
+        and hand it to the table. True if a reply came."""
+        if not self._connected:
+            await self._connect()
+            return False
+        gone, sweep = self._parking.expired()
+        for channel in gone:
+            await self._send(self._unsub, channel)
+        limit = self._timeout if self._pinged else HEALTH_INTERVAL
+        silence = limit - (time.monotonic() - self._heard)
+        try:
+            async with AsyncUnlocked(self._mutex):
+                reply = await async_read_push(self._conn, max(0.0, min(seconds, sweep, silence)))
+        except ResponseError as refused:  # MOVED for a slot this shard no longer owns
+            self._refused(refused)
+            return True
+        except Exception as error:  # a socket closed under a read fails in many ways
+            await self._lost(error)
+            return False
+        if reply is None:  # nothing within the timeout
+            if seconds > 0 and time.monotonic() - self._heard >= limit:  # is anyone there?
+                if self._pinged:
+                    await self._lost(ConnectionError("no answer to PING on the pub/sub connection"))
+                else:
                     await self._send("PING")
-                pinged = True
-                continue
-            pinged = False
-            heard = time.monotonic()
-            if isinstance(reply, list) and len(reply) >= 3:
-                await self._dispatch(text(reply[0]), text(reply[1]), text(reply[2]))
+                    self._pinged = True
+                    self._heard = time.monotonic()
+            return False
+        self._pinged = False
+        self._heard = time.monotonic()
+        if isinstance(reply, list) and len(reply) >= 3:
+            self._dispatch(text(reply[0]), text(reply[1]), text(reply[2]))
+        return True
 
-    async def _refused(self, error: ResponseError) -> None:
-        async with self._mutex:
-            asked = self._asked.popleft() if self._asked else []
-            if str(error).startswith("NOPERM") or type(error).__name__ == "NoPermissionError":
-                # An ACL refusal is an answer, not a connection loss: the waiters of these
-                # channels get it as an error; nobody reconnects, nobody else is woken.
-                names = ", ".join(asked) or "?"
-                reason = f"the server refused {self._sub} {names}: {error}"
-                log.warning("tenure pub/sub: %s", reason)
-                self._notify(self._parking.forbidden(asked, reason))
-                return
-            # The reply does not say which channel: every one still unconfirmed is
-            # re-checked by its waiters, who move it to the owner the refreshed topology
-            # names.
-            log.info("tenure pub/sub subscription refused (%s)", error)
-            self._notify(self._parking.refused())
-            self._asked.clear()
+    async def _connect(self) -> None:
+        # Under the mutex, by the reader (the mutex let go while connecting).
+        try:
+            async with AsyncUnlocked(self._mutex):
+                await self._conn.connect()
+        except Exception as error:
+            self.down = True
+            self._on_trouble()
+            await self._lost(error)
+            return
+        self.down = False
+        self._connected = True
+        self._delay = FIRST_RETRY
+        self._heard = time.monotonic()
+        self._pinged = False
+        self._parking.dropped.clear()
+        self._parking.leaving.clear()
+        self._asked.clear()
+        # A channel refused for lack of permission stays refused: not asked again.
+        channels = [c for c, e in self._parking.channels.items() if e.refusal is None]
+        if channels:
+            if self._sharded:  # one slot per SSUBSCRIBE (else CROSSSLOT)
+                for channel in channels:
+                    await self._subscribe_send([channel])
+            else:
+                await self._subscribe_send(channels)
+
+    async def _lost(self, error: BaseException) -> None:
+        # Under the mutex, by the reader: every waiter re-checks (messages may be lost), and
+        # the next reader connects again after a pause growing from 50 ms to 1 s.
+        if not self._closed:
+            log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
+        self._connected = False
+        self._notify(self._parking.disconnected())
+        self._retry_at = time.monotonic() + self._delay
+        self._delay = min(self._delay * 2, 1.0)
+        async with AsyncUnlocked(self._mutex):
+            await self._conn.disconnect()
+
+    def _refused(self, error: ResponseError) -> None:
+        # Under the mutex.
+        asked = self._asked.popleft() if self._asked else []
+        if str(error).startswith("NOPERM") or type(error).__name__ == "NoPermissionError":
+            # An ACL refusal is an answer, not a connection loss: the waiters of these
+            # channels get it as an error; nobody reconnects, nobody else is woken.
+            names = ", ".join(asked) or "?"
+            reason = f"the server refused {self._sub} {names}: {error}"
+            log.warning("tenure pub/sub: %s", reason)
+            self._notify(self._parking.forbidden(asked, reason))
+            return
+        # The reply does not say which channel: every one still unconfirmed is re-checked by
+        # its waiters, who move it to the owner the refreshed topology names.
+        log.info("tenure pub/sub subscription refused (%s)", error)
+        self._notify(self._parking.refused())
+        self._asked.clear()
         self._on_trouble()
 
-    async def _dispatch(self, kind: str, channel: str, payload: str) -> None:
+    def _dispatch(self, kind: str, channel: str, payload: str) -> None:
+        # Under the mutex.
+        if kind in ("subscribe", "ssubscribe") and self._asked:
+            asked = self._asked[0]
+            if channel in asked:
+                asked.remove(channel)
+                if not asked:
+                    self._asked.popleft()
+        self._notify(self._parking.received(kind, channel, payload))
+
+    async def _sweep(self) -> None:
+        """The janitor: while nobody reads, read what came without blocking and let
+        lingering channels go; every :data:`LINGER` seconds while channels are subscribed."""
         async with self._mutex:
-            if kind in ("subscribe", "ssubscribe") and self._asked:
-                asked = self._asked[0]
-                if channel in asked:
-                    asked.remove(channel)
-                    if not asked:
-                        self._asked.popleft()
-            self._notify(self._parking.received(kind, channel, payload))
+            while not self._closed:
+                gone, due = self._parking.expired()
+                for channel in gone:
+                    await self._send(self._unsub, channel)
+                if self._reader is None and self._connected:
+                    self._reader = JANITOR
+                    try:
+                        while not self._sleepers and await self._read_once(0.0):
+                            pass
+                    finally:
+                        self._hand_on(JANITOR)
+                await self._janitor_wake.wait(due)
 
     async def close(self) -> None:
-        """Stop the reader and wake every waiter (they raise BackendError)."""
+        """Stop reading and wake every waiter (they raise BackendError)."""
         async with self._mutex:
             if self._closed:
                 return
             self._closed = True
-            self._stopping.set()
             for entry in self._parking.channels.values():
                 self._notify(list(entry.tickets.values()))
-            if self._connected:
-                # The reply wakes a reader thread, which sees _closed and stops. Closing the
-                # socket under it is not enough: a poll() that starts on a just-closed socket
-                # ignores it and sleeps for its whole timeout.
-                await self._send("PING")
-        if self._reader is not None:
-            await self._reader.stop(self._timeout)
+            self._janitor_wake.notify_all()
+            if self._reader is not None:
+                if self._connected:
+                    # The reply wakes a reader blocked on the socket. Closing the socket
+                    # under it is not enough: a poll() that starts on a just-closed socket
+                    # ignores it and sleeps for its whole timeout.
+                    await self._send("PING")
+                await self._handed.wait_for(lambda: self._reader is None, self._timeout)
+        if self._janitor is not None:
+            await self._janitor.stop(self._timeout)
         await self._conn.disconnect()
 
 
