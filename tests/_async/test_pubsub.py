@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
 from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
@@ -90,6 +91,41 @@ async def test_a_lone_waiter_reads_its_unlock_itself(async_make_client, r):
     await holder.release()
     await job.result(10)
     assert readers[:1] == waiters
+
+
+async def test_a_reader_that_stops_waiting_hands_the_socket_on(async_make_client, r):
+    """The waiter reading the shared socket (the first to wait, on lock x) is woken and
+    takes x, and holds it: the waiter of another lock (y), asleep meanwhile, takes the
+    socket over, so the unlock of y wakes it at once, not at y's lease end (30 s)."""
+    x, y = async_make_client().lock("relay-x"), async_make_client().lock("relay-y")
+    await x.acquire()
+    await y.acquire()
+    client = async_make_client()
+    took_x, took_y = AsyncEvent(), AsyncEvent()
+
+    async def take(name: str, took: AsyncEvent, hold_until: AsyncEvent | None) -> None:
+        lock = client.lock(name)
+        assert await lock.acquire(timeout=20)
+        took.set()
+        if hold_until is not None:  # x's waiter holds x while y is released
+            assert await hold_until.wait(10)
+        await lock.release()
+
+    def numsub(name: str) -> int:
+        return int(r.pubsub_numsub(keys.lock_channel(name))[0][1])
+
+    first = async_spawn(partial(take, "relay-x", took_x, took_y))
+    assert await async_wait_until(lambda: numsub("relay-x") == 1)
+    second = async_spawn(partial(take, "relay-y", took_y, None))
+    assert await async_wait_until(lambda: numsub("relay-y") == 1)
+    await x.release()
+    assert await took_x.wait(5)
+    started = time.monotonic()
+    await y.release()
+    assert await took_y.wait(5)
+    assert time.monotonic() - started < 1.0, "y's waiter slept on to the lease end"
+    await first.result()
+    await second.result()
 
 
 async def test_a_refused_subscribe_is_an_error_for_its_channel_only(async_make_client, server, r):

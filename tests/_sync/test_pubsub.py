@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
 from support.twins import Event, sleep, spawn, wait_until
@@ -90,6 +91,41 @@ def test_a_lone_waiter_reads_its_unlock_itself(make_client, r):
     holder.release()
     job.result(10)
     assert readers[:1] == waiters
+
+
+def test_a_reader_that_stops_waiting_hands_the_socket_on(make_client, r):
+    """The waiter reading the shared socket (the first to wait, on lock x) is woken and
+    takes x, and holds it: the waiter of another lock (y), asleep meanwhile, takes the
+    socket over, so the unlock of y wakes it at once, not at y's lease end (30 s)."""
+    x, y = make_client().lock("relay-x"), make_client().lock("relay-y")
+    x.acquire()
+    y.acquire()
+    client = make_client()
+    took_x, took_y = Event(), Event()
+
+    def take(name: str, took: Event, hold_until: Event | None) -> None:
+        lock = client.lock(name)
+        assert lock.acquire(timeout=20)
+        took.set()
+        if hold_until is not None:  # x's waiter holds x while y is released
+            assert hold_until.wait(10)
+        lock.release()
+
+    def numsub(name: str) -> int:
+        return int(r.pubsub_numsub(keys.lock_channel(name))[0][1])
+
+    first = spawn(partial(take, "relay-x", took_x, took_y))
+    assert wait_until(lambda: numsub("relay-x") == 1)
+    second = spawn(partial(take, "relay-y", took_y, None))
+    assert wait_until(lambda: numsub("relay-y") == 1)
+    x.release()
+    assert took_x.wait(5)
+    started = time.monotonic()
+    y.release()
+    assert took_y.wait(5)
+    assert time.monotonic() - started < 1.0, "y's waiter slept on to the lease end"
+    first.result()
+    second.result()
 
 
 def test_a_refused_subscribe_is_an_error_for_its_channel_only(make_client, server, r):

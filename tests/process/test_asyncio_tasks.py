@@ -32,6 +32,29 @@ async def test_cancelled_waiter_leaves_nothing_held_or_subscribed(async_make_cli
     assert not r.exists("cancel")
 
 
+async def test_a_cancelled_reader_leaves_the_socket_to_the_other_waiters(async_make_client, r):
+    """The task reading the client's shared pub/sub socket is cancelled mid-read: the
+    connection stays up (redis-py keeps a partial reply for the next read), the other
+    waiter takes the socket over, and the unlock wakes it."""
+    holder, client = async_make_client(), async_make_client()
+    held = holder.lock("reader")
+    await held.acquire()
+    channel = keys.lock_channel("reader")
+    first = asyncio.create_task(client.lock("reader").acquire())
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+    listener = client._runner._listener._by_channel[channel]
+    assert await async_wait_until(lambda: listener._reader is first)
+    second = asyncio.create_task(client.lock("reader").acquire(timeout=20))
+    assert await async_wait_until(lambda: len(listener._parking.channels[channel].tickets) == 2)
+    connections = {c["id"] for c in r.client_list() if c["sub"] != "0"}
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await held.release()
+    assert await asyncio.wait_for(second, 5) is True
+    assert {c["id"] for c in r.client_list() if c["sub"] != "0"} == connections
+
+
 async def test_fair_cancelled_and_timed_out_waiters_leave_queue(async_client, r):
     lock = async_client.fair_lock("acancel")
     assert await lock.acquire(lease_time=10)
