@@ -9,7 +9,8 @@ prints acquisitions/s and the client CPU (all processes, user + system) per acqu
 - ``raw fair handoff floor`` (bench/peers.py): tenure's fair scripts on bare redis-py, the
   waiter reading its own pub/sub socket;
 - ``fair floor + reader thread``: the same floor, but a reader thread reads the socket and
-  sets an event that the waiting thread sleeps on, as tenure's sync listener does.
+  sets an event that the waiting thread sleeps on, as tenure's sync listener did before its
+  waiters read the socket themselves.
 
 The third minus the second is the price of the hop; tenure's distance to the floor is
 compared with it in docs/benchmarks.md ("4 contended FairLock").

@@ -132,7 +132,8 @@ def raw_fair_handoff(url: str, name: str, *, reader_thread: bool = False) -> Par
     tries as a queued waiter.
 
     ``reader_thread``: a thread reads the socket and sets an event the waiter sleeps on, as
-    tenure's sync listener does (bench/hop_probe.py prices that hop)."""
+    tenure's sync listener did before its waiters read the socket themselves
+    (bench/hop_probe.py prices that hop)."""
     r = redis.Redis.from_url(url)
     acquire_script, release_script = scripts.get("fair_acquire"), scripts.get("fair_release")
     for script in (acquire_script, release_script):
