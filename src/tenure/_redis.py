@@ -496,7 +496,9 @@ def backend_error(error: Exception) -> LockError:
 
 
 def text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """``value`` as text; bytes that are not UTF-8 (another publisher's message) are
+    replaced, never an error."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def listener_connection(client: Any) -> Any:
@@ -645,6 +647,17 @@ async def async_read_push(conn: Any, timeout: float) -> Any:
     mid-reply, redis-py's parser keeps what it read for the next read, so the connection
     shared by the other waiters is not dropped."""
     return await conn.read_response(timeout=timeout, disconnect_on_error=False)
+
+
+def async_connected(conn: Any) -> bool:
+    """True if redis-py has not dropped ``conn``'s socket (it does on some errors)."""
+    return bool(conn.is_connected)
+
+
+def connected(conn: Any) -> bool:
+    """True if redis-py has not dropped ``conn``'s socket (it does on some errors: a
+    KeyboardInterrupt in a read, and its next use would connect a new socket silently)."""
+    return getattr(conn, "_sock", None) is not None
 
 
 def read_push(conn: Any, timeout: float) -> Any:

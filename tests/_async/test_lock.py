@@ -290,6 +290,47 @@ async def test_a_releaser_with_no_subscription_lets_the_waiter_it_woke_in_first(
     assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
 
 
+async def test_a_releaser_whose_subscription_lingers_lets_the_waiter_it_woke_in_first(
+    async_make_client, r
+):
+    """Issue 14: no barging, when the releaser waited on the lock moments before (its
+    subscription lingers, so its own unlock reaches its own socket). Its next acquire must
+    not take that unlock for a wake-up: the waiters read the socket themselves, and nobody
+    read it while the releaser held the lock, so the release reads what came at once. Before:
+    the releaser's next wait read its own unlock and took the lock back ahead of the waiter."""
+    first_client, holder_client, waiter_client = (async_make_client() for _ in range(3))
+    rounds, waiter_first = 10, 0
+    for i in range(rounds):
+        name = f"lingering{i}"
+        first, holder, waiter = (c.lock(name) for c in (first_client, holder_client, waiter_client))
+        channel = keys.lock_channel(name)
+        await first.acquire()
+
+        async def free(first=first, channel=channel) -> None:
+            assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+            await first.force_release()
+
+        freeing = async_spawn(free)
+        assert await holder.acquire(timeout=10)  # it waited: its subscription lingers
+        await freeing.result()
+        order: list[str] = []
+
+        async def wait(waiter=waiter, order=order) -> None:
+            assert await waiter.acquire(timeout=10)
+            order.append("waiter")
+            await waiter.release()
+
+        job = async_spawn(wait)
+        assert await async_wait_until(lambda channel=channel: r.pubsub_numsub(channel)[0][1] == 2)
+        await holder.release()
+        assert await holder.acquire(timeout=10)
+        order.append("holder")
+        await holder.release()
+        await job.result()
+        waiter_first += order[0] == "waiter"
+    assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
+
+
 async def test_no_subscription_left_after_contention(async_make_client, r):
     client = async_make_client()
     names = [f"leak{i}" for i in range(5)]

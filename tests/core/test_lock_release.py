@@ -12,7 +12,7 @@ from redis.retry import Retry
 from tenure._redis import backend_error, resolve_redis
 from tenure.core.args import bind_callback
 from tenure.core.context import Context
-from tenure.core.effects import Call, Command, Subscribe, Unsubscribe
+from tenure.core.effects import Call, Command, Drain, Subscribe, Unsubscribe
 from tenure.core.lock import LockCore, lease_from_pttl
 from tenure.core.options import check_replicas, check_timeouts, make_context, replica_wait
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
@@ -55,6 +55,24 @@ def test_release_of_the_last_hold_sends_the_script_and_forgets_the_hold(
     assert call.args == ["0", 30000, owner]
     assert call.changes
     assert ctx.holds.get("l", owner) is None
+
+
+@pytest.mark.parametrize(
+    ("reached", "hears", "drained"),
+    [(2, True, True), (3, True, True), (2, False, False), (1, True, False), (1, False, False)],
+)
+def test_a_release_whose_unlock_reached_our_own_subscription_reads_it_at_once(
+    ctx: Context, owner: str, reached: int, hears: bool, drained: bool
+) -> None:
+    """The reply is 1 + the subscribers the unlock reached. When this client's own
+    subscription is one of them (it hears the channel), the release asks the driver to read
+    what came (Drain), so the unlock is applied now and not by the releaser's next wait."""
+    ctx.hears = lambda channel: hears and channel == "redisson_lock__channel:{l}"
+    lock = LockCore(ctx, "l")
+    take(lock, owner)
+    run = drive(lock.release(owner), [(REL, reached)])
+    expected = [Drain("redisson_lock__channel:{l}")] if drained else []
+    assert [e for e in run.extra if isinstance(e, Drain)] == expected
 
 
 def test_release_with_holds_remaining_keeps_the_rest(ctx: Context, owner: str) -> None:

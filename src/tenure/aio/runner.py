@@ -34,6 +34,7 @@ from tenure.core.effects import (
     Background,
     Call,
     Command,
+    Drain,
     Finished,
     Join,
     OnMember,
@@ -150,6 +151,8 @@ class AsyncRunner(AsyncDriver):
                 return await self._listener.subscribe(channel, wake_all, sharded, since)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return await self._listener.unsubscribe(channel, pass_on)
+            case Drain(channel=channel):
+                return await self._listener.drain(channel)
             case WatchHolds():
                 if self._keeper is None:
                     await self._start_keeper()

@@ -75,6 +75,19 @@ class Unsubscribe:
 
 
 @dataclass(frozen=True, slots=True)
+class Drain:
+    """Read what this client's pub/sub connection for ``channel`` has received, without
+    blocking, if none of its waiters is reading it now.
+
+    The waiters read the socket themselves, so while none waits, messages wait unread. A
+    releaser whose own subscription got its unlock (it lingers after a recent wait) reads it
+    at once: applied then, it wakes the waiters of that moment and none of the releaser's
+    later waits, and it is not taken for an unlock after the releaser's next attempt."""
+
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """Sleep until a message on ``channel`` or ``seconds`` pass; True when woken by a message.
 
@@ -208,7 +221,7 @@ class Sleep:
     seconds: float
 
 
-Effect = Call | Command | Subscribe | Unsubscribe | Wait | WatchHolds | Background | Sleep
+Effect = Call | Command | Subscribe | Unsubscribe | Drain | Wait | WatchHolds | Background | Sleep
 CompositeEffect = OnMember | Spawn | WaitAny | Join | Together | Sleep
 Flow = Generator[Effect, Any, T]
 CompositeFlow = Generator[CompositeEffect, Any, T]

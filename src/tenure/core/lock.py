@@ -26,6 +26,7 @@ from tenure.core.effects import (
     Call,
     Command,
     Deadline,
+    Drain,
     Flow,
     Sleep,
     Subscribe,
@@ -455,6 +456,8 @@ class LockCore:
         self.released(owner, hold, reply)
         if hold is not None and hold.leases and reply is not None and int(reply) == 0:
             self.ctx.holds.reapplied(hold, self.applied_lease(lease), sent)
+        elif reply is not None and int(reply) >= 2 and self.ctx.hears(self.channel):
+            yield Drain(self.channel)  # our own unlock came back to our own socket
 
     def released(self, owner: str, hold: Hold | None, reply: Any) -> None:
         """Apply a release script's reply to the hold table (raises if it was not owned)."""

@@ -11,9 +11,10 @@ reader's role, reads replies and hands each to the table; the others sleep on th
 condition. A waiter whose wake-up the reader read is the reader itself in the common case
 (one waiting thread per client and lock), so an unlock wakes it with no hop between threads
 or tasks; a wake-up for another waiter is a notify, as before. A waiter that stops waiting
-hands the role to a sleeping one. When nobody waits, a background thread or task (the
-janitor) wakes every :data:`LINGER` seconds while channels are subscribed: it reads what came
-without blocking and lets lingering channels go.
+hands the role to a sleeping one. A background thread or task, the janitor, makes the
+connection (again, after a loss: a waiter never spends its own wait time connecting), and
+while nobody reads it reads what came without blocking, lets lingering channels go and PINGs
+after :data:`HEALTH_INTERVAL` of silence.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from tenure._concurrency import (
     Unlocked,
     waiter_key,
 )
-from tenure._redis import Route, RedisError, ResponseError, read_push, text
+from tenure._redis import (
+    Route,
+    RedisError,
+    ResponseError,
+    connected,
+    read_push,
+    text,
+)
 from tenure.core.parking import Parking, Ticket
 from tenure.errors import BackendError
 
@@ -84,6 +92,10 @@ class Listener:
         self._sleepers: dict[Hashable, Condition] = {}
         """Waiters asleep while another reads, the longest asleep first: the next reader
         is the first of them."""
+        self._reader_cond: Condition | None = None
+        """The condition of the waiter blocked on the socket now (None: nobody is)."""
+        self._poked = False
+        """A PING was sent to wake that reader and its read has not returned yet."""
         self._janitor_wake = Condition(self._mutex)
         self._handed = Condition(self._mutex)
         """Notified when the reader lets go of the socket after :meth:`close`."""
@@ -109,7 +121,10 @@ class Listener:
             ticket.cond.notify_all()
 
     def _subscribe_send(self, channels: list[str]) -> None:
-        # Under the mutex: the table counts it, the FIFO of questions remembers it.
+        # Under the mutex: the table counts it, the FIFO of questions remembers it. While
+        # the connection is down, nothing: making it again subscribes the whole table.
+        if not self._connected:
+            return
         self._parking.subscribing(channels)
         self._asked.append(list(channels))
         self._send(self._sub, *channels)
@@ -133,8 +148,7 @@ class Listener:
                 raise BackendError("the client is closed")
             entry, ticket, first = self._parking.join(channel, wake_all, key, self._condition)
             if first:
-                if self._connected:
-                    self._subscribe_send([channel])
+                self._subscribe_send([channel])
                 self._start_janitor()
             end = time.monotonic() + self._timeout
             try:
@@ -199,26 +213,36 @@ class Listener:
         with self._mutex:
             self._leave(channel, key, pass_on)
 
+    def drain(self) -> None:
+        """Read and apply what has come on the socket, without blocking, unless a waiter
+        reads it now (see :class:`tenure.core.effects.Drain`)."""
+        with self._mutex:
+            if self._reader is None and self._connected and not self._closed:
+                self._drain(waiter_key())
+
     def _leave(self, channel: str, key: Any, pass_on: bool) -> None:
         notify, last = self._parking.leave(channel, key, pass_on)
-        if last and self._connected:
+        if last:
             self._send(self._unsub, channel)
-        self._notify(notify)
+        self._wake(notify)
 
     def _pause(self, key: Hashable, cond: Condition, seconds: float) -> None:
         """One step of a waiter's sleep, under the mutex: read and hand on one reply if
         nobody else reads the socket, else sleep on ``cond`` until notified or ``seconds``
         pass. The caller checks again what it waits for, and calls :meth:`_hand_on` once
-        it stops waiting."""
-        if self._reader is None and not self._closed:
+        it stops waiting. While the connection is down, everyone sleeps: the janitor makes
+        it again and hands the socket to a sleeper."""
+        if self._reader is None and self._connected and not self._closed:
             self._reader = key
         if self._reader == key:
-            backoff = 0.0 if self._connected else self._retry_at - time.monotonic()
-            if backoff <= 0:
-                self._read_once(seconds)
-            else:  # reconnecting at once after a failure would hammer the server
-                cond.wait(min(seconds, backoff))
-            return
+            if self._connected:
+                self._reader_cond = cond
+                try:
+                    self._read_once(seconds)
+                finally:
+                    self._reader_cond = None
+                return
+            self._reader = None  # the connection was lost under our read
         self._sleepers[key] = cond
         try:
             cond.wait(seconds)
@@ -226,16 +250,33 @@ class Listener:
             self._sleepers.pop(key, None)
 
     def _hand_on(self, key: Hashable) -> None:
-        """``key`` stops reading (under the mutex): the longest-sleeping waiter takes the
-        socket over."""
-        if self._reader != key:
-            return
-        self._reader = None
-        for cond in self._sleepers.values():
-            cond.notify_all()
-            break
-        if self._closed:
-            self._handed.notify_all()
+        """``key`` stops waiting (under the mutex): if it was reading, it lets go of the
+        socket; if then nobody reads, the longest-sleeping waiter takes the socket over.
+        (Called by every waiter that stops, reader or not: a sleeper chosen before may have
+        left meanwhile.)"""
+        if self._reader == key:
+            self._reader = None
+        if self._reader is None:
+            if self._connected:
+                for cond in self._sleepers.values():
+                    cond.notify_all()
+                    break
+            if self._closed:
+                self._handed.notify_all()
+
+    def _wake(self, tickets: list[Ticket]) -> None:
+        """Notify ``tickets``, under the mutex, from a waiter that is not reading: a
+        wake-up given to the reader, blocked on the socket, comes back to it as a PING's
+        reply (a notify would reach it only when its read times out)."""
+        self._notify(tickets)
+        reader = self._reader_cond
+        if (
+            reader is not None
+            and not self._poked
+            and any(t.cond is reader and t.permit for t in tickets)
+        ):
+            self._poked = True
+            self._send("PING")
 
     # ------------------------------------------- moving channels (cluster topology)
     def lost(self, channel: str) -> bool:
@@ -244,7 +285,8 @@ class Listener:
         return self.down or channel in self._parking.dropped
 
     def idle(self) -> bool:
-        return not any(entry.tickets for entry in self._parking.channels.values())
+        # Not under this listener's mutex: list() copies the table in one step (GIL).
+        return not any(entry.tickets for entry in list(self._parking.channels.values()))
 
     def hears(self, channel: str) -> bool:
         """True if this connection is subscribed to ``channel`` now (no lock taken: a
@@ -259,9 +301,9 @@ class Listener:
             entry = self._parking.evict(channel)
             if entry is None:
                 return frozenset(), []
-            if self._connected and not dropped:
+            if not dropped:
                 self._send(self._unsub, channel)
-            self._notify(list(entry.tickets.values()))
+            self._wake(list(entry.tickets.values()))
             return entry.wake_all, [k for k, t in entry.tickets.items() for _ in range(t.depth)]
 
     def adopt(self, channel: str, wake_all: frozenset[str], waiters: list[Any]) -> None:
@@ -272,8 +314,7 @@ class Listener:
             first = channel not in self._parking.channels
             self._parking.adopt(channel, wake_all, waiters, self._condition)
             if first:
-                if self._connected:
-                    self._subscribe_send([channel])
+                self._subscribe_send([channel])
                 self._start_janitor()
 
     def resubscribe(self, channel: str) -> None:
@@ -286,37 +327,48 @@ class Listener:
 
     def _send(self, *args: str) -> None:
         # Under the mutex, so the server sees SUBSCRIBE/UNSUBSCRIBE in the order the
-        # channel table changed. A failure is the reader's to repair: it reconnects and
-        # subscribes every channel in the table again.
+        # channel table changed. Nothing while the connection is down (redis-py would
+        # connect on its own, under our mutex): making it again subscribes every channel
+        # in the table. A failure is the reader's to repair likewise.
+        if not self._connected:
+            return
         try:
             self._conn.send_command(*args)
         except (RedisError, OSError) as error:
             log.debug("pub/sub send failed: %s", error)
 
     # ------------------------------------------------------ the reader's role
+    def _silence_limit(self) -> float:
+        """Seconds of silence after which the reader acts: PING, or give the connection up
+        when its PING went unanswered."""
+        return self._timeout if self._pinged else HEALTH_INTERVAL
+
     def _read_once(self, seconds: float) -> bool:
-        """Under the mutex, by the reader: connect if need be, let expired lingering
-        channels go, then read one reply for up to ``seconds`` (the mutex let go meanwhile)
-        and hand it to the table. True if a reply came."""
-        if not self._connected:
-            self._connect()
-            return False
+        """Under the mutex, by the reader, connected: let expired lingering channels go,
+        then read one reply for up to ``seconds`` (the mutex let go meanwhile) and hand it
+        to the table. True if a reply came."""
         gone, sweep = self._parking.expired()
         for channel in gone:
             self._send(self._unsub, channel)
-        limit = self._timeout if self._pinged else HEALTH_INTERVAL
+        limit = self._silence_limit()
         silence = limit - (time.monotonic() - self._heard)
         try:
             with Unlocked(self._mutex):
                 reply = read_push(self._conn, max(0.0, min(seconds, sweep, silence)))
         except ResponseError as refused:  # MOVED for a slot this shard no longer owns
+            self._poked = False
             self._refused(refused)
             return True
         except Exception as error:  # a socket closed under a read fails in many ways
             self._lost(error)
             return False
+        except BaseException as error:  # cancelled or interrupted mid-read
+            if self._connected and not connected(self._conn):
+                self._lost(error)  # redis-py dropped the socket: make it again
+            raise
+        self._poked = False
         if reply is None:  # nothing within the timeout
-            if seconds > 0 and time.monotonic() - self._heard >= limit:  # is anyone there?
+            if time.monotonic() - self._heard >= limit:  # is anyone there?
                 if self._pinged:
                     self._lost(ConnectionError("no answer to PING on the pub/sub connection"))
                 else:
@@ -331,7 +383,8 @@ class Listener:
         return True
 
     def _connect(self) -> None:
-        # Under the mutex, by the reader (the mutex let go while connecting).
+        # Under the mutex, by the janitor holding the reader's role (the mutex let go
+        # while connecting).
         try:
             with Unlocked(self._mutex):
                 self._conn.connect()
@@ -359,11 +412,12 @@ class Listener:
 
     def _lost(self, error: BaseException) -> None:
         # Under the mutex, by the reader: every waiter re-checks (messages may be lost), and
-        # the next reader connects again after a pause growing from 50 ms to 1 s.
+        # the janitor connects again after a pause growing from 50 ms to 1 s.
         if not self._closed:
             log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
         self._connected = False
         self._notify(self._parking.disconnected())
+        self._janitor_wake.notify_all()
         self._retry_at = time.monotonic() + self._delay
         self._delay = min(self._delay * 2, 1.0)
         with Unlocked(self._mutex):
@@ -398,21 +452,45 @@ class Listener:
         self._notify(self._parking.received(kind, channel, payload))
 
     def _sweep(self) -> None:
-        """The janitor: while nobody reads, read what came without blocking and let
-        lingering channels go; every :data:`LINGER` seconds while channels are subscribed."""
+        """The janitor: makes the connection while channels are waited on (again after a
+        loss, once the back-off is over); while nobody reads, reads what came without
+        blocking (a PING after :data:`HEALTH_INTERVAL` of silence) and lets lingering
+        channels go. Wakes every :data:`LINGER` seconds while channels are subscribed."""
         with self._mutex:
             while not self._closed:
+                if self._reader is None:
+                    if self._connected:
+                        self._drain(JANITOR)
+                    elif self._parking.channels and time.monotonic() >= self._retry_at:
+                        self._reader = JANITOR
+                        try:
+                            self._connect()
+                        finally:
+                            self._hand_on(JANITOR)
+                if self._closed:
+                    break
+                # Worked out after the reads above: a notify while they let go of the mutex
+                # (a new channel, a loss) is not lost.
                 gone, due = self._parking.expired()
                 for channel in gone:
                     self._send(self._unsub, channel)
-                if self._reader is None and self._connected:
-                    self._reader = JANITOR
-                    try:
-                        while not self._sleepers and self._read_once(0.0):
-                            pass
-                    finally:
-                        self._hand_on(JANITOR)
-                self._janitor_wake.wait(due)
+                now = time.monotonic()
+                if not self._connected:
+                    if self._parking.channels:
+                        due = min(due, self._retry_at - now)
+                elif self._reader is None and not self._sleepers:  # else the reader PINGs
+                    due = min(due, self._heard + self._silence_limit() - now)
+                self._janitor_wake.wait(max(due, 0.01))
+
+    def _drain(self, key: Hashable) -> None:
+        # Under the mutex, with nobody reading: ``key`` reads what came, without blocking,
+        # until a waiter wants the socket.
+        self._reader = key
+        try:
+            while not self._sleepers and self._read_once(0.0):
+                pass
+        finally:
+            self._hand_on(key)
 
     def close(self) -> None:
         """Stop reading and wake every waiter (they raise BackendError)."""
@@ -543,6 +621,13 @@ class Listeners:
                         del self._by_node[name]
                 old.close()
             return True
+
+    def drain(self, channel: str) -> None:
+        """Read what the connection subscribed to ``channel`` has received, unless one of
+        its waiters reads it now (:class:`tenure.core.effects.Drain`)."""
+        for listener in list(self._by_node.values()):
+            if listener.hears(channel):
+                listener.drain()
 
     def hears(self, channel: str) -> bool:
         """True if one of this client's pub/sub connections is subscribed to ``channel``

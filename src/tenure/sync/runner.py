@@ -34,6 +34,7 @@ from tenure.core.effects import (
     Background,
     Call,
     Command,
+    Drain,
     Finished,
     Join,
     OnMember,
@@ -150,6 +151,8 @@ class Runner(Driver):
                 return self._listener.subscribe(channel, wake_all, sharded, since)
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return self._listener.unsubscribe(channel, pass_on)
+            case Drain(channel=channel):
+                return self._listener.drain(channel)
             case WatchHolds():
                 if self._keeper is None:
                     self._start_keeper()
