@@ -258,6 +258,28 @@ async def test_waiter_is_woken_by_release_not_by_lease(async_make_client, r):
     await job.result()
 
 
+async def first_after_release(r, holder, waiter, subscribers: int) -> str:
+    """Who takes the lock first ("holder" or "waiter") when ``holder`` releases it once
+    ``waiter`` (another client's) waits on it and the lock's channel has ``subscribers``,
+    then at once asks for it again."""
+    order: list[str] = []
+
+    async def wait() -> None:
+        assert await waiter.acquire(timeout=10)
+        order.append("waiter")
+        await waiter.release()
+
+    job = async_spawn(wait)
+    channel = keys.lock_channel(holder.name)
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == subscribers)
+    await holder.release()
+    assert await holder.acquire(timeout=10)
+    order.append("holder")
+    await holder.release()
+    await job.result()
+    return order[0]
+
+
 async def test_a_releaser_with_no_subscription_lets_the_waiter_it_woke_in_first(
     async_make_client, r
 ):
@@ -271,22 +293,7 @@ async def test_a_releaser_with_no_subscription_lets_the_waiter_it_woke_in_first(
         name = f"polite{i}"
         holder, waiter = holder_client.lock(name), waiter_client.lock(name)
         await holder.acquire()
-        order: list[str] = []
-
-        async def wait(waiter=waiter, order=order) -> None:
-            assert await waiter.acquire(timeout=10)
-            order.append("waiter")
-            await waiter.release()
-
-        job = async_spawn(wait)
-        channel = keys.lock_channel(name)
-        assert await async_wait_until(lambda channel=channel: r.pubsub_numsub(channel)[0][1] == 1)
-        await holder.release()
-        assert await holder.acquire(timeout=10)
-        order.append("holder")
-        await holder.release()
-        await job.result()
-        waiter_first += order[0] == "waiter"
+        waiter_first += await first_after_release(r, holder, waiter, subscribers=1) == "waiter"
     assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
 
 
@@ -313,21 +320,7 @@ async def test_a_releaser_whose_subscription_lingers_lets_the_waiter_it_woke_in_
         freeing = async_spawn(free)
         assert await holder.acquire(timeout=10)  # it waited: its subscription lingers
         await freeing.result()
-        order: list[str] = []
-
-        async def wait(waiter=waiter, order=order) -> None:
-            assert await waiter.acquire(timeout=10)
-            order.append("waiter")
-            await waiter.release()
-
-        job = async_spawn(wait)
-        assert await async_wait_until(lambda channel=channel: r.pubsub_numsub(channel)[0][1] == 2)
-        await holder.release()
-        assert await holder.acquire(timeout=10)
-        order.append("holder")
-        await holder.release()
-        await job.result()
-        waiter_first += order[0] == "waiter"
+        waiter_first += await first_after_release(r, holder, waiter, subscribers=2) == "waiter"
     assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
 
 

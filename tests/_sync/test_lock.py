@@ -258,6 +258,28 @@ def test_waiter_is_woken_by_release_not_by_lease(make_client, r):
     job.result()
 
 
+def first_after_release(r, holder, waiter, subscribers: int) -> str:
+    """Who takes the lock first ("holder" or "waiter") when ``holder`` releases it once
+    ``waiter`` (another client's) waits on it and the lock's channel has ``subscribers``,
+    then at once asks for it again."""
+    order: list[str] = []
+
+    def wait() -> None:
+        assert waiter.acquire(timeout=10)
+        order.append("waiter")
+        waiter.release()
+
+    job = spawn(wait)
+    channel = keys.lock_channel(holder.name)
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == subscribers)
+    holder.release()
+    assert holder.acquire(timeout=10)
+    order.append("holder")
+    holder.release()
+    job.result()
+    return order[0]
+
+
 def test_a_releaser_with_no_subscription_lets_the_waiter_it_woke_in_first(
     make_client, r
 ):
@@ -271,22 +293,7 @@ def test_a_releaser_with_no_subscription_lets_the_waiter_it_woke_in_first(
         name = f"polite{i}"
         holder, waiter = holder_client.lock(name), waiter_client.lock(name)
         holder.acquire()
-        order: list[str] = []
-
-        def wait(waiter=waiter, order=order) -> None:
-            assert waiter.acquire(timeout=10)
-            order.append("waiter")
-            waiter.release()
-
-        job = spawn(wait)
-        channel = keys.lock_channel(name)
-        assert wait_until(lambda channel=channel: r.pubsub_numsub(channel)[0][1] == 1)
-        holder.release()
-        assert holder.acquire(timeout=10)
-        order.append("holder")
-        holder.release()
-        job.result()
-        waiter_first += order[0] == "waiter"
+        waiter_first += first_after_release(r, holder, waiter, subscribers=1) == "waiter"
     assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
 
 
@@ -313,21 +320,7 @@ def test_a_releaser_whose_subscription_lingers_lets_the_waiter_it_woke_in_first(
         freeing = spawn(free)
         assert holder.acquire(timeout=10)  # it waited: its subscription lingers
         freeing.result()
-        order: list[str] = []
-
-        def wait(waiter=waiter, order=order) -> None:
-            assert waiter.acquire(timeout=10)
-            order.append("waiter")
-            waiter.release()
-
-        job = spawn(wait)
-        assert wait_until(lambda channel=channel: r.pubsub_numsub(channel)[0][1] == 2)
-        holder.release()
-        assert holder.acquire(timeout=10)
-        order.append("holder")
-        holder.release()
-        job.result()
-        waiter_first += order[0] == "waiter"
+        waiter_first += first_after_release(r, holder, waiter, subscribers=2) == "waiter"
     assert waiter_first >= rounds - 2, f"the waiter went first in {waiter_first} of {rounds}"
 
 
