@@ -22,7 +22,7 @@ def make_every_kind(client: tenure.Client, other: tenure.Client, r) -> dict[str,
     assert client.fenced_lock("k:fenced").acquire(lease_time=60)
     assert client.read_write_lock("k:rw").read_lock().acquire(lease_time=60)
     assert client.fair_lock("k:fair").acquire(lease_time=60)
-    # DESIGN §3 layouts, written raw (the primitives may live on another branch)
+    # the layouts of docs/wire.md, written raw (the primitives may live on another branch)
     r.set("k:sem", 5)
     r.set("k:psem", 2)
     r.zadd(keys.permit_timeout_key("k:psem"), {bytes(range(16)): keys.PERMIT_NO_LEASE_SCORE})

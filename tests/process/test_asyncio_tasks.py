@@ -79,7 +79,7 @@ async def test_fair_cancelled_and_timed_out_waiters_leave_queue(async_client, r)
 @pytest.mark.parametrize("kind", ["lock", "fair_lock", "fenced_lock", "read", "write"])
 async def test_cancelled_at_every_await_point_leaves_no_hold(async_client, r, kind):
     """An acquire cancelled anywhere, its script perhaps already sent: 0 holds left 0.5 s
-    later, and the task's next cycle frees the lock (issue 9 item 2)."""
+    later, and the task's next cycle frees the lock."""
 
     def lock_of(client):
         if kind in ("read", "write"):

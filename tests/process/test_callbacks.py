@@ -8,8 +8,8 @@ import time
 
 
 def test_slow_on_lost_does_not_delay_renewal_of_other_holds(make_client, r):
-    """Issue 9 item 8: the old code ran on_lost on the renewal thread; a 4 s callback let
-    the client's other holds expire and be taken."""
+    """on_lost runs away from the renewal loop: were it run on the renewal thread, a 4 s
+    callback would let the client's other holds expire and be taken."""
     client = make_client(watchdog_timeout=0.6)
     entered, unblock = threading.Event(), threading.Event()
 

@@ -70,7 +70,7 @@ WATCHDOG = 3.0
 def test_killed_fair_waiter_is_dropped_within_one_renewal_period(
     server: Server, make_client, r: redis.Redis
 ) -> None:
-    """Issue 9 item 10: a queued waiter killed with kill -9 (it waits for ever: Redisson's
+    """A queued waiter killed with kill -9 (it waits for ever: Redisson's
     5-minute allowance) holds the queue up for one renewal period after its turn comes."""
     lock = make_client(watchdog_timeout=WATCHDOG).fair_lock("dead")
     assert lock.acquire()
