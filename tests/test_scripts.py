@@ -220,6 +220,12 @@ def scenario(make_client: object, name: str) -> None:
     leased.extend(1)
     leased.release()
 
+    spin = a.spin_lock(f"sp{name}")
+    assert spin.acquire() and spin.acquire()
+    spin.release()
+    spin.release()
+    assert spin.acquire() and spin.force_release()
+
     fenced = a.fenced_lock(f"fe{name}")
     assert fenced.acquire()
     token = fenced.token

@@ -10,6 +10,7 @@ from tenure.aio.latch import AsyncCountDownLatch
 from tenure.aio.lock import AsyncLock
 from tenure.aio.rwlock import AsyncReadWriteLock
 from tenure.aio.semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
+from tenure.aio.spin import AsyncSpinLock
 from tenure.core.inspect import Holder, LockInfo, Permit, QueuedWaiter
 from tenure.errors import (
     BackendError,
@@ -30,6 +31,7 @@ from tenure.sync.latch import CountDownLatch
 from tenure.sync.lock import Lock
 from tenure.sync.rwlock import ReadWriteLock
 from tenure.sync.semaphore import PermitExpirableSemaphore, Semaphore
+from tenure.sync.spin import SpinLock
 
 try:
     __version__: str = version("tenure")
@@ -48,6 +50,7 @@ __all__ = [
     "AsyncReadWriteLock",
     "AsyncRedLock",
     "AsyncSemaphore",
+    "AsyncSpinLock",
     "BackendError",
     "Client",
     "CountDownLatch",
@@ -70,6 +73,7 @@ __all__ = [
     "RedLock",
     "ReplicationError",
     "Semaphore",
+    "SpinLock",
     "__version__",
     "fenced_read",
     "fenced_write",

@@ -22,6 +22,7 @@ from tenure.aio.semaphore import (
     AsyncSemaphore,
     OnPermitLost,
 )
+from tenure.aio.spin import AsyncSpinLock
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.holds import OnLost
 from tenure.core.inspect import LockInfo, inspect
@@ -145,6 +146,12 @@ class AsyncClient:
         """A reentrant lock granted in request order: :class:`tenure.FairLock` named ``name``
         (Redisson ``getFairLock``). Arguments and errors as :meth:`lock`."""
         return AsyncFairLock(self._runner, name, on_lost)
+
+    def spin_lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncSpinLock:
+        """A reentrant lock whose waiters retry on a back-off instead of pub/sub:
+        :class:`tenure.SpinLock` named ``name`` (Redisson ``getSpinLock``). Arguments and
+        errors as :meth:`lock`."""
+        return AsyncSpinLock(self._runner, name, on_lost)
 
     def read_write_lock(self, name: str, *, on_lost: OnLost | None = None) -> AsyncReadWriteLock:
         """Many readers or one writer: :class:`tenure.ReadWriteLock` named ``name`` (Redisson

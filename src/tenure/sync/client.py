@@ -22,6 +22,7 @@ from tenure.sync.semaphore import (
     Semaphore,
     OnPermitLost,
 )
+from tenure.sync.spin import SpinLock
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.holds import OnLost
 from tenure.core.inspect import LockInfo, inspect
@@ -145,6 +146,12 @@ class Client:
         """A reentrant lock granted in request order: :class:`tenure.FairLock` named ``name``
         (Redisson ``getFairLock``). Arguments and errors as :meth:`lock`."""
         return FairLock(self._runner, name, on_lost)
+
+    def spin_lock(self, name: str, *, on_lost: OnLost | None = None) -> SpinLock:
+        """A reentrant lock whose waiters retry on a back-off instead of pub/sub:
+        :class:`tenure.SpinLock` named ``name`` (Redisson ``getSpinLock``). Arguments and
+        errors as :meth:`lock`."""
+        return SpinLock(self._runner, name, on_lost)
 
     def read_write_lock(self, name: str, *, on_lost: OnLost | None = None) -> ReadWriteLock:
         """Many readers or one writer: :class:`tenure.ReadWriteLock` named ``name`` (Redisson
