@@ -381,12 +381,20 @@ def test_error_while_subscribing_needs_no_unsubscribe(ctx: Context, owner: str) 
 
 
 def test_error_while_unsubscribing_after_success_propagates(ctx: Context, owner: str) -> None:
-    # the hold was granted and recorded; the caller sees the error (driver's concern)
+    # the hold was granted and recorded; the caller sees the error and never learns that
+    # it holds, so the grant is given back (not left to the watchdog to renew)
     run = fails(
         LockCore(ctx, "l").acquire(owner, True, None, None),
-        [(ACQ, 100), (Subscribe, None), (ACQ, None), (Unsubscribe, BackendError)],
+        [
+            (ACQ, 100),
+            (Subscribe, None),
+            (ACQ, None),
+            (Unsubscribe, BackendError),
+            (Unsubscribe, None),
+        ],
     )
     assert isinstance(run.error, BackendError)
+    assert ctx.holds.get("l", owner) is None and ("l", owner) in ctx.reconciling
 
 
 def test_closing_the_flow_mid_wait_sends_nothing_more(ctx: Context, owner: str) -> None:

@@ -370,6 +370,7 @@ class LockCore:
     def _acquire(self, owner: str, wait: float, lease: float | None) -> Flow[bool]:
         deadline = Deadline(wait)
         channel: str | None = None
+        granted = False
         try:
             now = time.monotonic()
             sent: float | None = now
@@ -402,6 +403,15 @@ class LockCore:
                     if ttl is None or deadline.remaining() <= 0:
                         break
                     yield Wait(channel, wait_for(ttl, deadline), deadline.remaining())
+            granted = ttl is None
+            if channel is not None:
+                yield Unsubscribe(channel)
+                channel = None
+            if not granted:
+                yield from self.give_up(owner)
+                return False
+            yield WATCH_HOLDS
+            return True
         except GeneratorExit:
             raise
         except BaseException:
@@ -409,15 +419,10 @@ class LockCore:
             # already be queued on the server and must leave the queue.
             if channel is not None:
                 yield Unsubscribe(channel, pass_on=True)
+            if granted:
+                yield from self._undo_interrupted_grant(owner)
             yield from self._give_up_quietly(owner)
             raise
-        if channel is not None:
-            yield Unsubscribe(channel)
-        if ttl is not None:
-            yield from self.give_up(owner)
-            return False
-        yield WATCH_HOLDS
-        return True
 
     def try_once(
         self, owner: str, lease: float | None, wait: float, again: bool = False
@@ -427,6 +432,18 @@ class LockCore:
             return (yield from self.attempt(owner, lease, wait, again))
         except LateGrant:
             return 0
+
+    def _undo_interrupted_grant(self, owner: str) -> Flow[None]:
+        """The caller was interrupted (cancelled, a signal handler raised) after this
+        acquire's grant was recorded and before it returned: it never learns that it holds,
+        so that one hold must not stay behind, renewed by the watchdog. It leaves the hold
+        table now (no I/O: never renewed again) and a background reconcile releases on the
+        server what is beyond the holds still recorded (a second interrupt cannot stop it)."""
+        self.ctx.holds.pop(self.key, self.field(owner))
+        pending = (self.key, self.field(owner))
+        if pending not in self.ctx.reconciling:
+            self.ctx.reconciling.add(pending)
+            yield Background(self.reconcile(owner))
 
     def _give_up_quietly(self, owner: str) -> Flow[None]:
         """:meth:`give_up` on an error path: a second failure must not hide the first."""
