@@ -114,7 +114,8 @@ def test_force_release_wakes_a_waiter(server, r, make_client):
 def test_force_release_asks_and_refuses_without_a_terminal(server, r, client):
     assert client.lock("keep").acquire(lease_time=60)
     done = tenure_cmd("force-release", "keep", url=server.url, stdin="y\n")
-    assert done.returncode != 0 and "--yes" in done.stderr
+    assert done.returncode == 1 and "--yes" in done.stderr and "not released" in done.stderr
+    assert "Usage" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert client.lock("keep").locked()
     free = tenure_cmd("force-release", "nothing-here", "--yes", url=server.url)
     assert free.returncode == 0 and "not held" in free.stdout
@@ -141,11 +142,12 @@ def test_every_command_has_help_with_an_example(command):
     assert done.returncode == 0 and "Example" in done.stdout
 
 
-def test_python_dash_m_runs_the_same_cli():
+@pytest.mark.parametrize("module", ["tenure", "tenure.cli"])
+def test_python_dash_m_runs_the_same_cli(module):
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, "-m", "tenure.cli", "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and "force-release" in done.stdout and "demo" in done.stdout
 

@@ -221,8 +221,11 @@ def force_release(name: str, yes: bool, url: str) -> None:
             for h in info.holders
         )
         if not yes:
-            if not sys.stdin.isatty():
-                raise click.UsageError("not a terminal: confirm with --yes")
+            if not sys.stdin.isatty():  # a refusal (exit 1), not a usage error
+                raise click.ClickException(
+                    f"not released: {name!r} is held by {who}, and with no terminal to ask "
+                    "on, releasing needs --yes"
+                )
             click.confirm(f"Release {info.kind} {name!r} held by {who}?", abort=True)
         released = _release(c, info)
     if not released:
