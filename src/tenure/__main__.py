@@ -1,4 +1,4 @@
-"""``python -m tenure``: the same command line as the ``tenure`` entry point (docs/operations.md)."""
+"""``python -m tenure``: the same command line as the ``tenure`` entry point."""
 
 from tenure.cli import main
 
