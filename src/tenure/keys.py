@@ -33,10 +33,14 @@ the layout): this client's waiters move their lease-end re-check instead of poll
 number that is neither ``0`` nor ``1``, which Redisson's lock listeners ignore."""
 
 
-def renewed_lease(payload: str) -> float | None:
+def renewed_lease(payload: str, channel: str | None = None) -> float | None:
     """Seconds of lease a renewal message (``-<lease ms>``) announces; None for any other
-    message (an unlock)."""
+    message (an unlock), and for any message on ``channel`` when it is given and is not a
+    Lock-family channel: a semaphore's or latch's channel carries counts, and a negative
+    count another client publishes there is a count (it wakes waiters), not a renewal."""
     if not payload.startswith(RENEWED_PREFIX):
+        return None
+    if channel is not None and not channel.startswith((LOCK_CHANNEL + ":", RW_CHANNEL + ":")):
         return None
     try:
         return int(payload[1:]) / 1000
@@ -185,9 +189,10 @@ LATCH_CHANNEL = "redisson_countdownlatch__channel"
 PERMIT_TIMEOUT_SUFFIX = "timeout"
 
 LATCH_ZERO_MESSAGE = "0"
-"""Published on a latch's channel when its count reaches zero (or it is deleted)."""
+"""Published on a latch's channel when its count reaches zero."""
 LATCH_SET_MESSAGE = "1"
-"""Published on a latch's channel when its count is set."""
+"""Published on a latch's channel when its count is set or the latch is deleted (as
+Redisson's ``deleteAsync``)."""
 
 PERMIT_NO_LEASE_SCORE = 922337203685477
 """Score Redisson gives a permit without lease (``Long.MAX_VALUE / 10000``): never expires."""

@@ -100,6 +100,24 @@ async def test_delete_wakes_waiters(async_client):
     assert await job.result(5) is True
 
 
+async def test_delete_publishes_count_set_as_redisson(async_client, r):
+    """Redisson's delete publishes ``1`` (new count), not ``0``; every waiter of the
+    client still wakes (each reads the count again and finds none)."""
+    latch = async_client.count_down_latch("redel")
+    await latch.try_set_count(3)
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_countdownlatch__channel__{redel}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    jobs = [async_spawn(latch.wait, 20) for _ in range(3)]
+    channel = b"redisson_countdownlatch__channel__{redel}"
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 2, 5)
+    assert not any([await job.join(0.1) for job in jobs])
+    assert await latch.delete()
+    assert pubsub.get_message(timeout=2)["data"] == b"1"
+    assert [await job.result(5) for job in jobs] == [True, True, True]
+    pubsub.close()
+
+
 async def test_fifty_waiters_wake_together(async_make_client, r):
     latch = async_make_client().count_down_latch("fifty")
     await latch.try_set_count(1)

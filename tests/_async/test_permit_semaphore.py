@@ -133,6 +133,29 @@ async def test_set_permits_counts_permits_out(async_client):
     assert await sem.available_permits() == 4
 
 
+async def test_counts_published_are_positive_only(async_client, r):
+    """As Redisson: a set below the permits out, and expired permits returned to a count
+    still <= 0, publish nothing (its listeners and clients expect positive counts)."""
+    sem = async_client.permit_expirable_semaphore("positive")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_sc:{positive}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    assert await sem.try_set_permits(3)
+    assert pubsub.get_message(timeout=2)["data"] == b"3"
+    for _ in range(3):
+        assert await sem.acquire(lease_time=0.2)
+    await sem.set_permits(0)  # 0 - 3 out: -3 available, nothing to publish
+    assert r.get("positive") == b"-3"
+    await async_sleep(0.3)
+    assert await sem.available_permits() == 0  # the 3 expired permits returned: 0, unpublished
+    await sem.set_permits(2)
+    messages = []
+    while (message := pubsub.get_message(timeout=0.3)) is not None:
+        messages.append(message["data"])
+    assert messages == [b"2"]
+    pubsub.close()
+
+
 async def test_watchdog_keeps_a_permit_past_three_leases(async_make_client, r):
     sem = async_make_client(watchdog_timeout=0.6).permit_expirable_semaphore("kept")
     await sem.try_set_permits(1)

@@ -211,6 +211,19 @@ async def test_blocked_acquire_wakes_soon_after_release(async_make_client, r):
     assert woke[0] - released < 0.1, f"woke {woke[0] - released:.3f} s after the release"
 
 
+async def test_a_negative_count_from_another_client_wakes_waiters(async_client, r):
+    """A Redisson client may publish a count <= 0 on the semaphore's channel (``-5``): it is
+    a count like any other and wakes the waiters, never a lock's renewal message."""
+    sem = async_client.semaphore("negative")
+    job = async_spawn(lambda: sem.acquire(timeout=20))
+    assert await async_wait_until(lambda: r.pubsub_channels() == [b"redisson_sc:{negative}"], 5)
+    await async_sleep(0.2)  # past its second attempt: asleep on the channel
+    r.set("negative", 1)  # a permit appears without a message of its own
+    r.publish("redisson_sc:{negative}", "-5")
+    assert await job.join(2), "the -5 did not wake the waiter"
+    assert await job.result() is True
+
+
 async def test_waiters_share_one_pubsub_connection(async_make_client, r):
     client = async_make_client()
     sems = [client.semaphore(f"share{i % 2}") for i in range(10)]

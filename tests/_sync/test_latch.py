@@ -100,6 +100,24 @@ def test_delete_wakes_waiters(client):
     assert job.result(5) is True
 
 
+def test_delete_publishes_count_set_as_redisson(client, r):
+    """Redisson's delete publishes ``1`` (new count), not ``0``; every waiter of the
+    client still wakes (each reads the count again and finds none)."""
+    latch = client.count_down_latch("redel")
+    latch.try_set_count(3)
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_countdownlatch__channel__{redel}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    jobs = [spawn(latch.wait, 20) for _ in range(3)]
+    channel = b"redisson_countdownlatch__channel__{redel}"
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 2, 5)
+    assert not any([job.join(0.1) for job in jobs])
+    assert latch.delete()
+    assert pubsub.get_message(timeout=2)["data"] == b"1"
+    assert [job.result(5) for job in jobs] == [True, True, True]
+    pubsub.close()
+
+
 def test_fifty_waiters_wake_together(make_client, r):
     latch = make_client().count_down_latch("fifty")
     latch.try_set_count(1)

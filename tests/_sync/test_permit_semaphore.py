@@ -133,6 +133,29 @@ def test_set_permits_counts_permits_out(client):
     assert sem.available_permits() == 4
 
 
+def test_counts_published_are_positive_only(client, r):
+    """As Redisson: a set below the permits out, and expired permits returned to a count
+    still <= 0, publish nothing (its listeners and clients expect positive counts)."""
+    sem = client.permit_expirable_semaphore("positive")
+    pubsub = r.pubsub()
+    pubsub.subscribe("redisson_sc:{positive}")
+    assert pubsub.get_message(timeout=1)["type"] == "subscribe"
+    assert sem.try_set_permits(3)
+    assert pubsub.get_message(timeout=2)["data"] == b"3"
+    for _ in range(3):
+        assert sem.acquire(lease_time=0.2)
+    sem.set_permits(0)  # 0 - 3 out: -3 available, nothing to publish
+    assert r.get("positive") == b"-3"
+    sleep(0.3)
+    assert sem.available_permits() == 0  # the 3 expired permits returned: 0, unpublished
+    sem.set_permits(2)
+    messages = []
+    while (message := pubsub.get_message(timeout=0.3)) is not None:
+        messages.append(message["data"])
+    assert messages == [b"2"]
+    pubsub.close()
+
+
 def test_watchdog_keeps_a_permit_past_three_leases(make_client, r):
     sem = make_client(watchdog_timeout=0.6).permit_expirable_semaphore("kept")
     sem.try_set_permits(1)

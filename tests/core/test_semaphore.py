@@ -174,7 +174,17 @@ def test_latch_wait_subscribes_rereads_and_wakes_on_zero(ctx: Context) -> None:
         ],
     )
     assert run.result is True
-    assert run.of(Subscribe)[0].wake_all == frozenset({keys.LATCH_ZERO_MESSAGE})
+    # "0" (reached zero) and "1" (count set, or deleted: Redisson's delete publishes "1")
+    # both wake every waiter of the client, which reads the count again.
+    assert run.of(Subscribe)[0].wake_all == frozenset(
+        {keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE}
+    )
+
+
+def test_latch_delete_publishes_count_set(ctx: Context) -> None:
+    run = drive(LatchCore(ctx, "l").delete(), [("latch_delete", 1)])
+    assert run.result is True
+    assert run.effects[0].args == ["redisson_countdownlatch__channel__{l}", "1"]
 
 
 def test_latch_wait_at_zero_sends_one_read(ctx: Context) -> None:
@@ -197,3 +207,33 @@ def test_wake_any_wakes_every_waiter_on_any_message() -> None:
     assert first
     assert parking.received("message", "c", "1") == list(entry.tickets.values())
     assert entry.permits == 3
+
+
+@pytest.mark.parametrize(
+    "channel, wake",
+    [
+        (keys.semaphore_channel("s"), frozenset({WAKE_ANY})),
+        (keys.latch_channel("l"), frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})),
+    ],
+)
+def test_a_negative_count_is_a_count_not_a_lock_renewal(channel: str, wake: frozenset) -> None:
+    """A Redisson client may publish a count <= 0 on a semaphore's channel: it wakes the
+    semaphore's waiters like any count, and moves no lease end (``-<ms>`` is a renewal on a
+    Lock-family channel only)."""
+    parking = Parking(clock=lambda: 100.0)
+    entry, _, _ = parking.join(channel, wake, 0, object)
+    parking.join(channel, wake, 1, object)
+    expiry = entry.expiry
+    woken = parking.received("message", channel, "-5")
+    assert woken and woken == list(entry.tickets.values())[: len(woken)]
+    if WAKE_ANY in wake:
+        assert len(woken) == 2
+    assert entry.expiry == expiry
+
+
+def test_renewal_message_on_lock_channels_moves_the_lease_end() -> None:
+    parking = Parking(clock=lambda: 100.0)
+    for channel in (keys.lock_channel("x"), keys.rw_channel("x"), keys.lock_channel("x") + ":o"):
+        entry, _, _ = parking.join(channel, frozenset(), 0, object)
+        assert parking.received("message", channel, "-900") == []
+        assert entry.expiry == 100.9

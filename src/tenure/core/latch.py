@@ -2,10 +2,12 @@
 
 The count is a STRING; ``count_down`` deletes it at zero and publishes ``0`` on
 ``redisson_countdownlatch__channel__{name}`` (always braced, so for a hash-tagged name it is
-not in the key's slot: scripts get it as an argument, not a key — DESIGN §4 "Cluster").
+not in the key's slot: scripts get it as an argument, not a key — docs/wire.md). ``delete``
+publishes ``1`` (count set), as Redisson's ``deleteAsync``.
 ``wait`` reads the count, and while it is above zero subscribes, reads it again (closing the
 race with a count-down published before the subscription) and sleeps until a message: ``0``
-wakes every waiter of this client, ``1`` (count set) one, which reads the count again.
+(reached zero) and ``1`` (count set, or deleted) wake every waiter of this client, which
+reads the count again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Deadline, Flow, Subscribe, Unsubscribe, Wait
 from tenure.core.semaphore import check_count
 
-WAKE = frozenset({keys.LATCH_ZERO_MESSAGE})
+WAKE = frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})
 
 
 class LatchCore:
@@ -50,7 +52,7 @@ class LatchCore:
         call = Call(
             scripts.get("latch_delete"),
             [self.key],
-            [self.channel, keys.LATCH_ZERO_MESSAGE],
+            [self.channel, keys.LATCH_SET_MESSAGE],
             changes=True,
         )
         return self._bool(call)

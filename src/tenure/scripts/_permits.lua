@@ -1,7 +1,8 @@
 -- Shared by the semaphore scripts. KEYS[1] the permit count (STRING), KEYS[2] the channel,
 -- KEYS[3] (PermitExpirableSemaphore only) the ZSET of permits scored by expiry epoch-ms.
 -- reclaim(now): return every permit whose lease ended by ``now`` to the count and publish the
--- new count; nothing for a plain Semaphore (no KEYS[3]).
+-- new count when it is positive (as Redisson: permits set below those out leave it <= 0,
+-- which serves nobody); nothing for a plain Semaphore (no KEYS[3]).
 local function reclaim(now)
     if KEYS[3] == nil then
         return
@@ -9,7 +10,9 @@ local function reclaim(now)
     local expired = redis.call('zremrangebyscore', KEYS[3], '-inf', now)
     if expired > 0 then
         local value = redis.call('incrby', KEYS[1], expired)
-        redis.call('publish', KEYS[2], value)
+        if value > 0 then
+            redis.call('publish', KEYS[2], value)
+        end
     end
 end
 
