@@ -273,16 +273,24 @@ def test_a_renewal_message_moves_the_lease_end_and_wakes_nobody() -> None:
 # ------------------------------------------------------------------- disconnected
 
 
-def test_disconnect_wakes_every_waiter_of_every_channel() -> None:
+def test_a_disconnect_wakes_every_waiter_once_its_new_subscribe_is_confirmed() -> None:
+    # Not before: a waiter re-checking while the new SUBSCRIBE is still on its way would
+    # miss an unlock published in between and sleep to the holder's lease end.
     table = Parking()
     a, a0, _ = table.join("a", NOBODY, 0, object)
     _, a1, _ = table.join("a", NOBODY, 1, object)
     b, b0, _ = table.join("b", NOBODY, 0, object)
     table.received("subscribe", "a", "1")
-    assert table.disconnected() == [a0, a1, b0]
-    assert (a.permits, b.permits) == (2, 1)
-    assert a.confirmed  # still counted as subscribed: the reader re-subscribes every channel
+    table.received("subscribe", "b", "1")
+    assert table.disconnected() == []
+    assert (a.permits, b.permits) == (0, 0)
+    assert not a.confirmed and not table.hears("a")  # the driver subscribes every channel
     assert table.channels == {"a": a, "b": b}
+    table.subscribing(["a", "b"])
+    assert table.received("subscribe", "a", "1") == [a0, a1] and a.permits == 2
+    assert b.permits == 0 and not b.fresh(1e9)
+    assert table.received("subscribe", "b", "1") == [b0] and b.permits == 1
+    assert table.received("subscribe", "b", "1") == []  # confirmed: no second wake-up
 
 
 def test_disconnect_with_nobody_waiting() -> None:
@@ -325,6 +333,7 @@ def test_the_table_follows_its_rules(ops: list[tuple[object, ...]]) -> None:
     model: dict[str, dict[int, bool]] = {"a": {}, "b": {}}  # waiter -> has a wake-up
     depth: dict[tuple[str, int], int] = {}
     wake_all = {"a": frozenset({WRITE}), "b": NOBODY}
+    recheck = {"a": False, "b": False}  # disconnected since its last SUBSCRIBE answer
 
     def give_one(ch: str) -> None:
         for key, has in model[ch].items():
@@ -352,6 +361,8 @@ def test_the_table_follows_its_rules(ops: list[tuple[object, ...]]) -> None:
                 if pass_on or had:
                     give_one(ch)
             assert last == (not model[ch])
+            if last:
+                recheck[ch] = False
         elif name == "take":
             ch, key = args
             if key not in model[ch]:
@@ -369,10 +380,13 @@ def test_the_table_follows_its_rules(ops: list[tuple[object, ...]]) -> None:
         elif name == "subscribe":
             (ch,) = args
             table.received("subscribe", ch, "1")
-        else:
-            table.disconnected()
-            for ch in model:
+            if recheck[ch]:  # the first answer after a disconnect wakes everyone
                 model[ch] = dict.fromkeys(model[ch], True)
+                recheck[ch] = False
+        else:
+            assert table.disconnected() == []
+            for ch in model:
+                recheck[ch] = bool(model[ch])
         assert set(table.channels) == {c for c, w in model.items() if w}
         for ch, entry in table.channels.items():
             assert {k: t.permit for k, t in entry.tickets.items()} == model[ch]

@@ -19,7 +19,10 @@ Rules:
   end: while the holder's watchdog renews, the head sleeps on and sends nothing.
 - A ticket that leaves with an unused permit, or abnormally (error, cancellation: it may
   have taken a wake-up it will not use), passes one on to the oldest ticket without one.
-- After a reconnect every waiter is woken: messages may have been missed meanwhile.
+- After a reconnect every waiter is woken to re-check, once its channel's new SUBSCRIBE is
+  confirmed, never before: messages may have been missed meanwhile, and a re-check made
+  before the new subscription is in place would miss an unlock published in between (the
+  waiter would sleep to the holder's lease end). Nobody is woken by the loss itself.
 - With ``linger``, a channel stays subscribed for ``linger`` seconds after its last waiter
   left (a lock taken in a loop costs no SUBSCRIBE/UNSUBSCRIBE per acquisition); the driver
   sends UNSUBSCRIBE for the channels :meth:`Parking.expired` names.
@@ -85,6 +88,9 @@ class Parked:
     reconnect (``math.inf``: not confirmed now)."""
     idle_since: float = math.inf
     """Monotonic time its last waiter left (a lingering channel); ``math.inf`` while waited on."""
+    recheck: bool = False
+    """The connection dropped since the channel was confirmed: messages may have been
+    missed, so every waiter re-checks once the new SUBSCRIBE is confirmed."""
 
     def fresh(self, since: float) -> bool:
         """True if an unlock published after an attempt sent at ``since`` will reach a
@@ -304,7 +310,7 @@ class Parking:
         if entry is None:
             return []
         if kind in ("message", "smessage"):
-            lease = renewed_lease(payload, channel)
+            lease = renewed_lease(payload)
             if lease is not None:  # the holder renewed: no wake-up, the lease end moves
                 entry.expiry = self.clock() + lease
                 return []
@@ -330,6 +336,11 @@ class Parking:
             entry.quiet_since = self.clock()
         if entry is not None and not entry.confirmed:
             entry.confirmed = True
+            if entry.recheck:  # subscribed again after a loss: now everyone re-checks
+                entry.recheck = False
+                woken = entry.give_all()
+                entry.quiet_since = self.clock()
+                return woken
             return list(entry.tickets.values())
         return []
 
@@ -374,13 +385,17 @@ class Parking:
         return entry.give_all()
 
     def disconnected(self) -> list[Ticket]:
-        """The connection dropped: every waiter may have missed a message; wake them all."""
+        """The connection dropped: every waiter may have missed a message. Each channel
+        waits for its new SUBSCRIBE's answer, which wakes all its waiters to re-check
+        (:meth:`_subscribed`); nobody is woken now (the tickets to notify: none)."""
         self.in_flight.clear()
         self.leaving.clear()
-        woken: list[Ticket] = []
         for channel, entry in list(self.channels.items()):
             if not entry.tickets:  # lingering: a new connection starts without it
                 del self.channels[channel]
                 self.dropped.discard(channel)
-            woken += entry.give_all()
-        return woken
+                continue
+            entry.confirmed = False
+            entry.recheck = True
+            entry.quiet_since = math.inf
+        return []

@@ -1,0 +1,85 @@
+# Waiting rules seen from outside (asyncio source of tests/_sync/test_waiting.py).
+"""Waiting on real servers: wake-ups for shared holds, reconnects, interrupts. The rules
+themselves are tested without a server in tests/core/test_listening.py."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+import tenure
+from support.twins import async_gather, async_spawn, async_wait_until
+from tenure import keys
+
+
+async def test_readers_waiting_on_a_write_lease_all_hold_when_it_runs_out(
+    async_make_client, r: redis.Redis
+) -> None:
+    # Two readers of one client wait behind a write hold with a lease: when the lease
+    # runs out (no unlock message comes), the first reader re-checks and takes a read
+    # hold, and must pass the wake-up on: the second one can share the lock too.
+    writer_client = reader_client = async_make_client()
+    write = writer_client.read_write_lock("ledger").write_lock()
+    assert await write.acquire(lease_time=2)
+    read = reader_client.read_write_lock("ledger").read_lock()
+    started = time.monotonic()
+
+    async def reader() -> float:
+        assert await read.acquire()
+        return time.monotonic() - started
+
+    jobs = [async_spawn(reader), async_spawn(reader)]
+    assert await async_wait_until(
+        lambda: int(r.pubsub_numsub(keys.rw_channel("ledger"))[0][1]) >= 1
+    )
+    times = [await job.result(12) for job in jobs]
+    assert max(times) < 2 + 1.5, times  # within about a second of the lease end
+    assert r.hget("ledger", "mode") == b"read"
+
+
+async def test_permits_freed_by_a_lease_end_reach_every_waiter_they_can_serve(
+    async_make_client, r: redis.Redis
+) -> None:
+    # The same rule for permits: a holder's two permits come back when their lease runs out
+    # (no release message); two waiters of one client each want one.
+    holder, waiter = async_make_client(), async_make_client()
+    sem = holder.permit_expirable_semaphore("pool")
+    assert await sem.try_set_permits(2)
+    assert await sem.acquire(lease_time=2) and await sem.acquire(lease_time=2)
+    mine = waiter.permit_expirable_semaphore("pool")
+    started = time.monotonic()
+
+    async def one() -> float:
+        assert await mine.acquire()
+        return time.monotonic() - started
+
+    times = await async_gather(one, one, timeout=12)
+    assert max(times) < 2 + 1.5, times
+
+
+def evalsha_calls(r: redis.Redis) -> int:
+    return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+async def test_an_unlock_right_after_a_pubsub_reconnect_wakes_the_waiter(
+    async_make_client, r: redis.Redis
+) -> None:
+    # The waiter's pub/sub connection is killed; it re-checks the lock once the new
+    # subscription is confirmed, never before: an unlock published between an early
+    # re-check and the new SUBSCRIBE would reach nobody, and the waiter would sleep to
+    # the holder's lease end (10 s here).
+    holder = async_make_client().lock("reconnect")
+    assert await holder.acquire(lease_time=10)
+    waiter = async_make_client().lock("reconnect")
+    job = async_spawn(lambda: waiter.acquire(timeout=15))
+    channel = keys.lock_channel("reconnect")
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+    before = evalsha_calls(r)
+    assert r.client_kill_filter(_type="pubsub") >= 1
+    # The moment the waiter re-checks (its attempt reaches the server), the holder lets go.
+    assert await async_wait_until(lambda: evalsha_calls(r) > before, 5, 0.001)
+    await holder.release()
+    released = time.monotonic()
+    assert await job.result(15) is True
+    assert time.monotonic() - released < 2.0, "the unlock after the reconnect was missed"
