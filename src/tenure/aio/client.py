@@ -26,7 +26,7 @@ from tenure.aio.spin import AsyncSpinLock
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.holds import OnLost
 from tenure.core.inspect import LockInfo, inspect
-from tenure.core.options import check_timeouts, make_context
+from tenure.core.options import check_replica_timeout, check_timeouts, make_context
 
 
 class AsyncClient:
@@ -53,7 +53,9 @@ class AsyncClient:
         socket_connect_timeout: seconds to connect (URL clients only). Default 5.
         wait_for_replicas: after each lock change, wait for this many replicas to
             acknowledge it (0: don't wait); too few raises ``ReplicationError``.
-        replica_timeout: seconds to wait for those replicas. Default 1.
+        replica_timeout: seconds to wait for those replicas. Default 1. With
+            ``wait_for_replicas`` on it must be below the command timeout (the
+            ``socket_timeout`` given, or a passed-in client's): else ValueError.
 
     One client serves any number of threads or tasks. It holds one pub/sub connection shared
     by all waiters and one renewal loop (a thread, or a task of the event loop that first
@@ -105,6 +107,7 @@ class AsyncClient:
         self.redis, self._owns_redis, timeout = resolve_redis(
             url_or_redis, AsyncRedis, AsyncBlockingPool, socket_timeout, socket_connect_timeout
         )
+        check_replica_timeout(ctx, timeout)
         url = url_or_redis if isinstance(url_or_redis, str) else None
         self._route = AsyncRoute(self.redis, url, socket_timeout, socket_connect_timeout)
         # Spare connections only from a pool tenure made: a borrowed pool may be small.

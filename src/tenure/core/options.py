@@ -43,6 +43,27 @@ def check_timeouts(socket_timeout: Any, socket_connect_timeout: Any) -> None:
             check_positive(value, what)
 
 
+def check_replica_timeout(ctx: Context, socket_timeout: float | None) -> None:
+    """Refuse, before any I/O, a ``replica_timeout`` that is not below the command timeout
+    ``socket_timeout`` (None: no timeout) while ``wait_for_replicas`` is on.
+
+    ``WAIT`` is one command on the script's connection: a missing replica keeps it open for
+    the whole ``replica_timeout``, so with ``replica_timeout >= socket_timeout`` the socket
+    times out first and the caller gets BackendError (outcome unknown) instead of
+    ReplicationError, and the undo of the unreplicated grant, which waits the same way, can
+    fail as well. Refused rather than silently shortened: the caller chose both numbers.
+    """
+    if ctx.wait_for_replicas < 1 or socket_timeout is None:
+        return
+    if ctx.replica_timeout >= socket_timeout:
+        raise ValueError(
+            f"replica_timeout ({ctx.replica_timeout} s) must be below socket_timeout "
+            f"({socket_timeout} s) when wait_for_replicas={ctx.wait_for_replicas}: the "
+            "WAIT for replicas would outlast the command timeout and end in BackendError "
+            "instead of ReplicationError; lower replica_timeout or raise socket_timeout"
+        )
+
+
 def replica_wait(ctx: Context, call: Call, reply: object) -> tuple[int, int] | None:
     """``(replicas, timeout_ms)`` of the ``WAIT`` a driver sends after ``call`` answered
     ``reply``, or None.
