@@ -11,10 +11,19 @@ import pytest
 import redis
 
 import tenure
+from support.servers import Server
 from support.twins import async_gather, async_sleep, async_spawn, async_stamped, async_wait_until
 from support.wire import deadlines, queue_of, server_ms
 from tenure import keys
 from tenure.core.fair import FIRST_LOOK
+
+
+@pytest.fixture
+def own_server(server: Server):
+    """A server of the session's kind that this test may pause (SIGSTOP)."""
+    s = Server(server.binary).start()
+    yield s
+    s.stop()
 
 
 async def test_reentrant_hold_count_and_wire_layout(
@@ -232,3 +241,41 @@ async def test_bad_arguments_fail_before_io(async_client: tenure.AsyncClient) ->
         await lock.acquire(timeout=-2)
     with pytest.raises(ValueError, match="lease_time"):
         await lock.acquire(lease_time=math.inf)
+
+
+async def test_failed_give_up_is_retried_within_half_a_second_of_the_server_answering(
+    own_server: Server,
+) -> None:
+    """Issue 23 item 5: a waiter whose wait ended while the server was paused (SIGSTOP)
+    could not leave the queue (its give-up timed out: socket_timeout 0.5); the background
+    retry must remove its entry within 0.5 s after the server answers again. It slept a
+    back-off after each timed-out attempt (growing to 1 s), so a server that came back
+    during that sleep kept the entry up to 1.5 s longer. The server here comes back 6.3 s
+    after the wait began: on that code, 0.75 s before its next attempt (the wait ends at
+    1 s, its unsubscribe and give-up time out at 1.5 and 2 s, then attempts of 0.5 s
+    after sleeps of 0.05, 0.1, 0.2, 0.4, 0.8 and 1 s)."""
+    client = tenure.AsyncClient(own_server.url, socket_timeout=0.5)
+    holder = tenure.AsyncClient(own_server.url)
+    r = own_server.client()
+    queue = keys.fair_queue_key("paused")
+    try:
+        assert await holder.fair_lock("paused").acquire(lease_time=60)
+        waiter = client.fair_lock("paused")
+        started = time.monotonic()
+        job = async_spawn(lambda: waiter.acquire(timeout=1.0))
+        assert await async_wait_until(lambda: r.llen(queue) == 1)
+        own_server.pause()
+        outcome = await job.outcome(10)  # the wait ends at 1 s; its give-up times out
+        assert isinstance(outcome, tenure.BackendError), outcome
+        await async_sleep(started + 6.3 - time.monotonic())
+        own_server.resume()
+        answered = time.monotonic()
+        assert await async_wait_until(lambda: r.llen(queue) == 0, timeout=5, poll=0.005)
+        took = time.monotonic() - answered
+        assert took < 0.5, f"the entry left {took:.3f} s after the server answered again"
+        assert r.zcard(keys.fair_timeout_key("paused")) == 0
+    finally:
+        own_server.resume()
+        await client.close()
+        await holder.close()
+        r.close()

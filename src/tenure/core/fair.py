@@ -38,7 +38,7 @@ from typing import Any
 from tenure import keys, scripts
 from tenure.core.context import Context
 from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
-from tenure.core.lock import RECONCILE_PAUSE, LockCore, LossCallback
+from tenure.core.lock import LockCore, LossCallback
 from tenure.core.watchdog import grace_ms
 from tenure.errors import BackendError, LockKindError, ReplicationError
 
@@ -57,6 +57,10 @@ WOKE = 2
 NOTHING, HELD, FREE = 0, 1, 2
 """What ``fair_turn.lua`` saw: no one waits; the lock held; the lock free, its head woken."""
 
+GIVE_UP_PAUSE = (0.05, 0.25)
+"""Seconds from the start of one background attempt to leave the queue to the start of the
+next while the server does not answer: the first, and the longest once it has doubled (an
+attempt that failed fast, connection refused, waits that long; one that hung does not)."""
 TURN_SLACK = 0.02
 """Seconds the turn watcher waits beyond the grace, so the server's clock has passed it."""
 FIRST_LOOK = 0.05
@@ -198,12 +202,13 @@ class FairLockCore(LockCore):
         """Leave the queue (if queued)."""
         if not self._dequeued(owner):
             return
+        sent = time.monotonic()
         try:
             yield self.give_up_call(owner)
         except BackendError:
             # The entry would hold the queue up until it runs out: retry in the background.
-            until = time.monotonic() + self.entry_ms() / 1000
-            yield Background(self._give_up_later(owner, until))
+            until = sent + self.entry_ms() / 1000
+            yield Background(self._give_up_later(owner, until, sent))
             raise
 
     def give_up_call(self, owner: str) -> Call:
@@ -214,17 +219,26 @@ class FairLockCore(LockCore):
             changes=True,
         )
 
-    def _give_up_later(self, owner: str, until: float) -> Flow[None]:
+    def _give_up_later(self, owner: str, until: float, sent: float) -> Flow[None]:
         """Retry leaving the queue while the server does not answer, until the entry has
         surely run out (others then drop it), or until the same owner queues again (its new
-        entry is its own)."""
-        pause = RECONCILE_PAUSE[0]
+        entry is its own). ``sent``: when the attempt that failed was sent.
+
+        Attempts start at most every :data:`GIVE_UP_PAUSE` seconds (growing from its first
+        to its last value) but never wait beyond that: an attempt that hung until the
+        socket timeout (a paused server) is followed by the next at once, so one is always
+        on its way when the server answers again and the entry goes within a round trip of
+        that (a back-off slept after each timeout left it there up to 1.5 s)."""
+        pause = GIVE_UP_PAUSE[0]
         while time.monotonic() < until:
-            yield Sleep(pause)
-            pause = min(2 * pause, RECONCILE_PAUSE[1])
+            wait = sent + pause - time.monotonic()
+            pause = min(2 * pause, GIVE_UP_PAUSE[1])
+            if wait > 0:
+                yield Sleep(wait)
             with self._mutex:
                 if owner in self._queued:
                     return
+            sent = time.monotonic()
             try:
                 yield self.give_up_call(owner)
                 return
