@@ -226,6 +226,13 @@ def scenario(make_client: object, name: str) -> None:
     spin.release()
     assert spin.acquire() and spin.force_release()
 
+    election = a.election(f"el{name}")
+    assert election.campaign("v") == 1
+    assert b.election(f"el{name}").campaign("w", timeout=0) is None  # joins, gives up
+    renewed()
+    assert election.proclaim("v2") == 1 and election.leader() is not None
+    election.resign()
+
     fenced = a.fenced_lock(f"fe{name}")
     assert fenced.acquire()
     token = fenced.token

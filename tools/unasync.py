@@ -29,6 +29,7 @@ RULES: list[tuple[str, str]] = [
     # asyncio syntax
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
+    (r"\basync for\b", "for"),
     (r"\bawait ", ""),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),

@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from tenure.aio.client import AsyncClient
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
+from tenure.aio.election import AsyncElection
 from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.latch import AsyncCountDownLatch
@@ -11,6 +12,7 @@ from tenure.aio.lock import AsyncLock
 from tenure.aio.rwlock import AsyncReadWriteLock
 from tenure.aio.semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
 from tenure.aio.spin import AsyncSpinLock
+from tenure.core.election import Leader
 from tenure.core.inspect import Holder, LockInfo, Permit, QueuedWaiter
 from tenure.errors import (
     BackendError,
@@ -25,6 +27,7 @@ from tenure.errors import (
 from tenure.fencing import fenced_read, fenced_write
 from tenure.sync.client import Client
 from tenure.sync.composite import MultiLock, RedLock
+from tenure.sync.election import Election
 from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.latch import CountDownLatch
@@ -42,6 +45,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 __all__ = [
     "AsyncClient",
     "AsyncCountDownLatch",
+    "AsyncElection",
     "AsyncFairLock",
     "AsyncFencedLock",
     "AsyncLock",
@@ -54,9 +58,11 @@ __all__ = [
     "BackendError",
     "Client",
     "CountDownLatch",
+    "Election",
     "FairLock",
     "FencedLock",
     "Holder",
+    "Leader",
     "Lock",
     "LockError",
     "LockInfo",

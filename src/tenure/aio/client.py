@@ -11,6 +11,7 @@ from tenure._redis import (
     resolve_redis,
 )
 from tenure.aio.composite import AsyncMultiLock, AsyncRedLock
+from tenure.aio.election import AsyncElection
 from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.latch import AsyncCountDownLatch
@@ -186,6 +187,15 @@ class AsyncClient:
         ``node_timeout``, TypeError for a member that is not a lock object of this API.
         """
         return AsyncRedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
+
+    def election(self, name: str, *, on_lost: OnLost | None = None) -> AsyncElection:
+        """A leader :class:`tenure.Election` named ``name`` (etcd ``concurrency.Election``;
+        Redisson has none): campaign, lead, resign, observe.
+
+        ``on_lost(election)`` is called, as for :meth:`lock`, when this candidate's
+        leadership is found lost. Raises TypeError/ValueError for a bad name or ``on_lost``.
+        """
+        return AsyncElection(self._runner, name, on_lost)
 
     def semaphore(self, name: str) -> AsyncSemaphore:
         """A counting :class:`tenure.Semaphore` named ``name`` (Redisson ``getSemaphore``).

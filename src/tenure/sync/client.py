@@ -11,6 +11,7 @@ from tenure._redis import (
     resolve_redis,
 )
 from tenure.sync.composite import MultiLock, RedLock
+from tenure.sync.election import Election
 from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.latch import CountDownLatch
@@ -186,6 +187,15 @@ class Client:
         ``node_timeout``, TypeError for a member that is not a lock object of this API.
         """
         return RedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
+
+    def election(self, name: str, *, on_lost: OnLost | None = None) -> Election:
+        """A leader :class:`tenure.Election` named ``name`` (etcd ``concurrency.Election``;
+        Redisson has none): campaign, lead, resign, observe.
+
+        ``on_lost(election)`` is called, as for :meth:`lock`, when this candidate's
+        leadership is found lost. Raises TypeError/ValueError for a bad name or ``on_lost``.
+        """
+        return Election(self._runner, name, on_lost)
 
     def semaphore(self, name: str) -> Semaphore:
         """A counting :class:`tenure.Semaphore` named ``name`` (Redisson ``getSemaphore``).

@@ -1,0 +1,352 @@
+"""Leader election (etcd's ``concurrency.Election``, Curator's ``LeaderLatch``), sans I/O.
+
+Redisson has no election, so the wire layout is tenure's own (docs/wire.md, "Election"). For
+an election named ``n`` (with the client's ``name_prefix``), every key shares ``n``'s hash
+tag, so one election lives in one cluster slot:
+
+- ``{n}:tenure_election``: HASH of the leader — ``owner`` (its owner field), ``value``,
+  ``term``, ``client`` (the client's name) — whose expiry is the leader's lease, renewed
+  by its client's watchdog as a lock hold is.
+- ``{n}:tenure_election_term``: STRING counter, INCR for every new leadership, no TTL: terms
+  strictly increase across leaderships, crashes and restarts of a persisting server, and
+  serve as fencing tokens (:func:`tenure.fenced_write`).
+- ``{n}:tenure_election_queue``: LIST of candidates' owner fields in the order they started
+  campaigning; ``{n}:tenure_election_deadlines``: ZSET owner -> server epoch ms after which
+  that candidate counts as gone (its campaign refreshes it every ``watchdog_timeout / 3``);
+  ``{n}:tenure_election_candidates``: HASH owner -> value, ``owner|lease`` -> lease ms,
+  ``owner|client`` -> client name.
+- channel ``redisson_lock__channel:{n}:tenure_election``: the new term when a leader is
+  elected or proclaims a value, ``0`` when the leadership falls vacant, ``-<lease ms>`` on
+  each renewal (waiters and observers move their lease-end re-check instead of polling).
+
+Every script that finds nobody leading elects the first live candidate at once, with that
+candidate's own value and lease (``_election.lua``'s ``settle``): a resignation hands over
+inside the resign script itself, and the candidate learns it from the channel. A crashed
+leader's lease runs out; the first waiter to re-check at its end elects the next one.
+
+A candidate is the :class:`tenure.Election` object (not a thread or task): its owner field
+is drawn once per object and client, and lives while the object does.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tenure import keys, scripts
+from tenure.core.args import check_name, check_wait, to_ms
+from tenure.core.context import Context
+from tenure.core.effects import (
+    MIN_WAIT,
+    WATCH_HOLDS,
+    Call,
+    Command,
+    Deadline,
+    Flow,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+)
+from tenure.core.lock import LockCore, LossCallback
+from tenure.core.parking import WAKE_ANY
+from tenure.errors import LockLostError, NotOwnedError
+
+LEADER = "tenure_election"
+"""Suffix of the leader HASH; the other keys add theirs to it."""
+VACANT = "0"
+"""Channel message: the leadership fell vacant."""
+WAKE_ALL = frozenset({WAKE_ANY})
+"""Every election message wakes every waiter and observer of the client on the channel."""
+
+
+def leader_key(key: str) -> str:
+    """The leader HASH of the election whose wire name is ``key``."""
+    return keys.suffix_name(key, LEADER)
+
+
+def election_keys(key: str) -> list[str]:
+    """KEYS of every election script: leader, term, queue, deadlines, candidates."""
+    return [
+        leader_key(key),
+        keys.suffix_name(key, LEADER + "_term"),
+        keys.suffix_name(key, LEADER + "_queue"),
+        keys.suffix_name(key, LEADER + "_deadlines"),
+        keys.suffix_name(key, LEADER + "_candidates"),
+    ]
+
+
+def election_channel(key: str) -> str:
+    """The election's channel (Lock-family naming, so renewal messages are understood)."""
+    return keys.lock_channel(leader_key(key))
+
+
+def check_value(value: Any) -> str:
+    """A candidate's value: a ``str`` that UTF-8 can encode (may be empty)."""
+    if not isinstance(value, str):
+        raise TypeError(f"value must be a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"value cannot be encoded as UTF-8: {error.reason}") from None
+    return value
+
+
+def default_client_name() -> str:
+    """``<hostname>:<pid>``: who a leader is, when the client has no name of its own."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """The leader of an election, as read at one moment.
+
+    Attributes:
+        value: what the leader campaigned with or last proclaimed (str).
+        term: the leadership's term (int), strictly increasing per election name; a fencing
+            token for the leader's writes (:func:`tenure.fenced_write`).
+        remaining_lease: seconds until the leadership expires unless renewed (float);
+            ``math.inf`` without expiry; None if unknown.
+        client_name: the leader's client name (``<hostname>:<pid>`` by default); None when
+            the writer gave none.
+        owner: the leader's owner field on the wire (``<client uuid>:<number>``).
+    """
+
+    value: str
+    term: int
+    remaining_lease: float | None
+    client_name: str | None
+    owner: str
+
+    def same(self, other: Leader | None) -> bool:
+        """True for the same leadership with the same value (the lease aside)."""
+        return other is not None and (self.owner, self.term, self.value) == (
+            other.owner,
+            other.term,
+            other.value,
+        )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_leader(reply: Any) -> Leader | None:
+    """An ``election_leader.lua`` reply -> :class:`Leader` (None when vacant)."""
+    if not reply:
+        return None
+    owner, value, term, client, pttl = reply
+    pttl = int(pttl)
+    lease = None if pttl == -2 else math.inf if pttl == -1 else pttl / 1000
+    return Leader(_text(value), int(term), lease, _text(client) or None, _text(owner))
+
+
+class ElectionCore(LockCore):
+    """One named election of one client: the flows behind :class:`tenure.Election`.
+
+    Built on :class:`LockCore` for what a leadership shares with a lock hold: the hold
+    table entry the watchdog renews, loss reports (``lost``, ``on_lost``, loss
+    listeners). The leader HASH is the hold's key, the candidate's owner its field.
+    """
+
+    renewal_script: ClassVar[scripts.Script] = scripts.get("election_renew")
+    campaign_script: ClassVar[scripts.Script] = scripts.get("election_campaign")
+    resign_script: ClassVar[scripts.Script] = scripts.get("election_resign")
+    give_up_script: ClassVar[scripts.Script] = scripts.get("election_give_up")
+    proclaim_script: ClassVar[scripts.Script] = scripts.get("election_proclaim")
+    leader_script: ClassVar[scripts.Script] = scripts.get("election_leader")
+
+    def __init__(
+        self,
+        ctx: Context,
+        name: str,
+        on_lost: LossCallback | None = None,
+        client_name: str | None = None,
+    ) -> None:
+        super().__init__(ctx, check_name(name), on_lost)
+        wire = ctx.wire_name(name)
+        self.keys = election_keys(wire)
+        self.key = self.keys[0]
+        self.channel = election_channel(wire)
+        self.client_name = client_name or default_client_name()
+        self._terms: dict[str, int] = {}
+
+    def per_owner(self) -> list[dict[str, Any] | set[str]]:
+        return [*super().per_owner(), self._terms]
+
+    def entry_ms(self) -> int:
+        """How long a candidate's entry lasts without a refresh (ms): ``watchdog_timeout``,
+        three of its refreshes."""
+        return to_ms(self.ctx.watchdog_timeout)
+
+    def refresh_period(self) -> float:
+        """Seconds between a waiting candidate's refreshes of its entry."""
+        return self.ctx.watchdog_timeout / 3
+
+    # ----------------------------------------------------------------- campaign
+    def campaign(self, owner: str, value: object, timeout: object) -> Flow[int | None]:
+        """Campaign until ``owner`` leads; its term, or None when ``timeout`` ran out.
+        Arguments are checked now, before the flow runs any I/O."""
+        checked = check_value(value)
+        wait = check_wait(True, timeout)
+        return self._campaign(owner, checked, wait)
+
+    def _attempt(self, owner: str, value: str) -> Flow[tuple[int | None, int]]:
+        """One campaign script: (term, 0) when ``owner`` leads, else (None, the leader's
+        remaining lease in ms)."""
+        args: list[str | int] = [
+            self.lease_ms(None),
+            owner,
+            value,
+            self.entry_ms(),
+            self.channel,
+            self.client_name,
+        ]
+        sent = time.monotonic()
+        reply = yield Call(self.campaign_script, self.keys, args, changes=True)
+        if int(reply[0]) != 1:
+            return None, int(reply[1])
+        term = int(reply[1])
+        hold = self.ctx.holds.get(self.key, owner)
+        if hold is None:
+            self._sent[owner] = sent
+            self.granted(owner, None)
+        else:  # campaigning again while leading: the lease was re-applied
+            self.ctx.holds.reapplied(hold, self.applied_lease(None), sent)
+        self._terms[owner] = term
+        return term, 0
+
+    def _campaign(self, owner: str, value: str, wait: float) -> Flow[int | None]:
+        deadline = Deadline(wait)
+        channel: str | None = None
+        try:
+            sent = time.monotonic()
+            term, ttl = yield from self._attempt(owner, value)
+            if term is None and deadline.remaining() > 0:
+                subscribe = Subscribe(self.channel, WAKE_ALL, since=sent)
+                fresh = yield subscribe
+                channel = subscribe.channel
+                while True:
+                    if fresh is not True:
+                        term, ttl = yield from self._attempt(owner, value)
+                    fresh = False
+                    if term is not None or deadline.remaining() <= 0:
+                        break
+                    yield Wait(channel, self._sleep(ttl, deadline))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # The script may have run (elected us) with its reply lost: step down again.
+            if channel is not None:
+                yield Unsubscribe(channel, pass_on=True)
+            yield from self._give_up_quietly(owner)
+            raise
+        if channel is not None:
+            yield Unsubscribe(channel)
+        if term is None:
+            yield from self.give_up(owner)
+            return None
+        yield WATCH_HOLDS
+        return term
+
+    def _sleep(self, ttl_ms: int, deadline: Deadline) -> float:
+        """Until the leader's lease ends (someone must then elect the next), the next
+        refresh of the caller's entry, or the deadline; a message cuts it short."""
+        lease_left = ttl_ms / 1000 if ttl_ms >= 0 else math.inf
+        return max(MIN_WAIT, min(lease_left, self.refresh_period(), deadline.remaining()))
+
+    def give_up(self, owner: str) -> Flow[None]:
+        """``owner`` stops campaigning: its entry goes; elected meanwhile without its
+        client knowing (a lost reply), it steps down at once."""
+        known = "1" if self.ctx.holds.get(self.key, owner) is not None else "0"
+        yield Call(self.give_up_script, self.keys, [owner, self.channel, known], changes=True)
+
+    # ----------------------------------------------------------------- leading
+    def resign(self, owner: str) -> Flow[None]:
+        """``owner`` steps down; the first live candidate is elected in the same script."""
+        hold = self.ctx.holds.discard(self.key, owner)
+        if hold is None and owner in self._lost_unreported:
+            self._lost_unreported.discard(owner)
+            raise LockLostError(f"election {self.name!r}: the leadership was lost before resign")
+        reply = yield Call(self.resign_script, self.keys, [owner, self.channel], changes=True)
+        if reply is None:
+            self._not_leader(owner, hold is not None)
+
+    def proclaim(self, owner: str, value: object) -> Flow[int]:
+        """The leader ``owner`` changes its value; the term. Checked before any I/O."""
+        checked = check_value(value)
+        return self._proclaim(owner, checked)
+
+    def _proclaim(self, owner: str, value: str) -> Flow[int]:
+        hold = self.ctx.holds.get(self.key, owner)
+        if hold is None and owner in self._lost_unreported:
+            self._lost_unreported.discard(owner)
+            raise LockLostError(f"election {self.name!r}: the leadership was lost")
+        reply = yield Call(
+            self.proclaim_script, [self.key], [owner, value, self.channel], changes=True
+        )
+        if reply is None:
+            if hold is not None and self.ctx.holds.get(self.key, owner) is hold:
+                self.ctx.holds.discard(self.key, owner)
+            self._not_leader(owner, hold is not None)
+        return int(reply)
+
+    def _not_leader(self, owner: str, held: bool) -> None:
+        """Raise for a leader-only call the server refused."""
+        if held:
+            self.hold_lost(owner)
+        if owner in self._lost_unreported:
+            self._lost_unreported.discard(owner)
+            raise LockLostError(f"election {self.name!r}: the leadership was lost")
+        raise NotOwnedError(f"election {self.name!r}: the caller is not the leader")
+
+    # ----------------------------------------------------------------- reading
+    def leader(self, settle: bool = False) -> Flow[Leader | None]:
+        """The leader now, or None. ``settle``: a lease-end re-check — if nobody leads,
+        elect the first live candidate, or tell the channel the leadership is vacant."""
+        args = [self.channel if settle else ""]
+        return parse_leader((yield Call(self.leader_script, self.keys, args, changes=settle)))
+
+    def is_leader(self, owner: str) -> Flow[bool]:
+        reply = yield Command(("HGET", self.key, "owner"))
+        return reply is not None and _text(reply) == owner
+
+    def term(self, owner: str) -> int | None:
+        """The term of ``owner``'s latest leadership (None if it never led)."""
+        return self._terms.get(owner)
+
+    # ----------------------------------------------------------------- observing
+    def observe_round(self, last: Leader | None, first: bool) -> Flow[Leader | None]:
+        """Listen on the channel until the leader differs from ``last`` (at once when
+        ``first``); that leader (None: vacant).
+
+        Subscribes before reading, so no change is missed; then sleeps until a message or
+        the leader's lease end. Renewal messages move that lease end without waking
+        anyone, so an observer sends nothing while the leader lives. A re-check at the
+        lease end elects the next live candidate or tells the channel the leadership is
+        vacant (:meth:`leader` with ``settle``). Unsubscribes before returning: nothing is
+        held between two rounds."""
+        yield Subscribe(self.channel, WAKE_ALL)
+        try:
+            settle = False
+            while True:
+                leader = yield from self.leader(settle)
+                if first or not _same(leader, last):
+                    break
+                lease = leader.remaining_lease if leader is not None else None
+                seconds = math.inf if lease is None else max(MIN_WAIT, lease)
+                settle = not (yield Wait(self.channel, seconds, math.inf))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            yield Unsubscribe(self.channel, pass_on=True)
+            raise
+        yield Unsubscribe(self.channel)
+        return leader
+
+
+def _same(a: Leader | None, b: Leader | None) -> bool:
+    return (a is None and b is None) or (a is not None and a.same(b))

@@ -1,0 +1,261 @@
+# GENERATED from src/tenure/aio/election.py by tools/unasync.py: edit that file, not this one.
+"""The election front: campaign, lead, resign, observe."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Awaitable
+
+from tenure._leadership_scope import LeadershipScope
+from tenure.sync.runner import Runner
+from tenure.core.args import bind_callback
+from tenure.core.election import ElectionCore, Leader
+from tenure.core.holds import OnLost
+from tenure.core.lock import LockCore
+from tenure.errors import LockError, LockLostError, LockTimeout
+
+
+def _always(_: object) -> bool:
+    return True
+
+
+class Election:
+    """Leader election: one leader at a time per name, chosen among the candidates in the
+    order they started campaigning (etcd ``concurrency.Election``, Curator ``LeaderLatch``;
+    Redisson has none).
+
+    Made by ``client.election(name)``. The candidate is this object: each Election object
+    campaigns for itself (its owner field is drawn once per object), whichever thread or
+    task calls it. Leadership is a lease of ``watchdog_timeout`` seconds renewed by the
+    client's watchdog, and is lost as a lock hold is: a renewal that finds it gone, or its
+    lease running out on the local clock, sets :attr:`lost` and calls ``on_lost``.
+
+    Every new leadership draws a **term** that strictly increases per name (a counter with
+    no TTL: across leaderships, crashes, and restarts of a server that persists), usable as
+    a fencing token with :func:`tenure.fenced_write`. A resigning leader hands over inside
+    its resign script (the next live candidate is elected at once and told on the
+    election's channel); a crashed leader is replaced when its lease ends. A candidate
+    whose process died is dropped within ``watchdog_timeout`` of its last refresh.
+
+    Wire layout: docs/wire.md, "Election".
+
+    Example::
+
+        election = client.election("scheduler")
+        with election.leadership("host-a:42") as term:
+            ...                               # cancelled if the leadership is lost
+        for leader in election.observe():
+            print(leader)                     # Leader(...) or None when vacant
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        name: str,
+        on_lost: OnLost | None = None,
+        client_name: str | None = None,
+    ) -> None:
+        self.runner = runner
+        """The client's runner (what carries out the election's flows)."""
+        self.core = ElectionCore(runner.ctx, name, bind_callback(on_lost, self), client_name)
+        """The election's algorithm (:mod:`tenure.core.election`)."""
+        self._identity: object = None
+        self._owner_id = ""
+        self._scopes: list[LeadershipScope] = []
+        self.core.add_loss_listener(self._lost)
+
+    @property
+    def name(self) -> str:
+        """The election's name as given (without the client's ``name_prefix``)."""
+        return self.core.name
+
+    def _owner(self) -> str:
+        """This candidate's owner field on the client (a new one in a forked child)."""
+        self.runner.owner()  # after os.fork(): the child's own identity first
+        identity = self.runner.ctx.identity
+        if self._identity is not identity:
+            self._identity = identity
+            self._owner_id = identity.owner_of(self, _always)
+        return self._owner_id
+
+    def campaign(self, value: str, timeout: float | None = None) -> int | None:
+        """Wait to become the leader, then return the new term.
+
+        Candidates are elected in the order they started campaigning. Campaigning again
+        while leading returns the current term at once (and proclaims ``value`` if it
+        differs). A candidate that stops waiting (timeout, cancellation, error) leaves the
+        queue; if it was elected meanwhile, it steps down at once.
+
+        Args:
+            value: what the leader announces (str; any UTF-8 text, e.g. ``"host-a:8080"``).
+            timeout: seconds to wait (float); None or -1 waits forever, 0 makes one
+                attempt.
+
+        Returns:
+            The term (int) of the caller's leadership; None when the wait ran out.
+
+        Raises:
+            TypeError, ValueError: a bad argument, before any I/O.
+            LockKindError: a key of the election holds another type.
+            BackendError: the server failed or did not answer, or the client is closed
+                (nothing is sent then).
+        """
+        owner = self._owner()
+        return self.runner.run(self.core.campaign(owner, value, timeout))
+
+    def resign(self) -> None:
+        """Step down; the first live candidate is elected in the same script.
+
+        Raises:
+            LockLostError: the leadership was lost before (also reported through ``lost``
+                and ``on_lost``).
+            NotOwnedError: the caller is not the leader.
+            BackendError: the server failed; the leadership then expires with its lease.
+        """
+        return self.runner.run(self.core.resign(self._owner()))
+
+    def proclaim(self, value: str) -> int:
+        """Change the leader's value, keeping its term; observers are told.
+
+        Args:
+            value: the new value (str).
+
+        Returns:
+            The term (int).
+
+        Raises:
+            TypeError, ValueError: a bad value, before any I/O.
+            LockLostError: the leadership was lost.
+            NotOwnedError: the caller is not the leader.
+            BackendError: the server failed.
+        """
+        return self.runner.run(self.core.proclaim(self._owner(), value))
+
+    def leader(self) -> Leader | None:
+        """The current leader (:class:`tenure.Leader`), or None when vacant.
+
+        Raises:
+            LockKindError: a key of the election holds another type.
+            BackendError: the server failed.
+        """
+        return self.runner.run(self.core.leader())
+
+    def is_leader(self) -> bool:
+        """True if this candidate leads now, as the server says. Raises BackendError."""
+        return self.runner.run(self.core.is_leader(self._owner()))
+
+    @property
+    def term(self) -> int | None:
+        """The term of this candidate's latest leadership; None if it never led (no I/O)."""
+        return self.core.term(self._owner())
+
+    @property
+    def lost(self) -> bool:
+        """True if this candidate's latest leadership was lost (expired or taken away)."""
+        return self.core.is_lost(self._owner())
+
+    def observe(self) -> Iterator[Leader | None]:
+        """Leader changes, current leader first: a :class:`tenure.Leader`, or None when the
+        leadership is vacant (``for`` in asyncio, ``for`` in sync code).
+
+        Wakes on the election's channel, never polls: while the leader lives (and renews)
+        and nothing changes, the observer sends no command. When a leader's lease ends
+        without a message (its process died), the observer reads again at that moment. A
+        change yielded is the state read after the message: changes that follow one
+        another faster than the caller consumes them may be seen as one. Nothing is held
+        between two items, so leaving the loop early needs no clean-up.
+
+        Raises:
+            LockKindError: a key of the election holds another type.
+            BackendError: the server failed or the client closed.
+        """
+        runner, core = self.runner, self.core
+        last: Leader | None = None
+        first = True
+        while True:
+            leader = runner.run(core.observe_round(last, first))
+            first = False
+            last = leader
+            yield leader
+
+    def leadership(
+        self,
+        value: str,
+        timeout: float | None = None,
+        *,
+        cancel_on_loss: bool = True,
+    ) -> Leadership:
+        """A context manager: campaign, run the body while leading, resign at the end.
+
+        ``with election.leadership("host-a") as term:`` (``with`` in sync code)
+        enters with the term once elected; raises :class:`tenure.LockTimeout` when
+        ``timeout`` (seconds; None waits forever) runs out first. In asyncio code the body
+        runs as a cancel scope: when the leadership is reported lost, its task is
+        cancelled and the block raises :class:`tenure.LockLostError` (the body's
+        ``CancelledError`` chained); ``cancel_on_loss=False`` lets the body run on and
+        raises LockLostError at exit. A sync body cannot be cancelled: it checks
+        :attr:`lost` between steps, and the block raises LockLostError at exit.
+
+        Raises:
+            TypeError, ValueError: a bad argument, before any I/O.
+        """
+        if not isinstance(cancel_on_loss, bool):
+            raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
+        return Leadership(self, value, timeout, cancel_on_loss)
+
+    def _lost(self, core: LockCore, owner: str) -> None:
+        """Loss listener: a lost leadership cancels the bodies running under it."""
+        if owner == self._owner_id:
+            for scope in list(self._scopes):
+                scope.lost()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class Leadership:
+    """What :meth:`Election.leadership` returns: campaign on entry, resign on exit."""
+
+    def __init__(
+        self, election: Election, value: str, timeout: float | None, cancel: bool
+    ) -> None:
+        self._election = election
+        self._value = value
+        self._timeout = timeout
+        self._cancel = cancel
+        self._scope: LeadershipScope | None = None
+
+    def __enter__(self) -> int:
+        election = self._election
+        term = election.campaign(self._value, self._timeout)
+        if term is None:
+            raise LockTimeout(f"{election!r}: not elected within {self._timeout} s")
+        scope = LeadershipScope(election, self._cancel)
+        if scope.active:
+            self._scope = scope
+            election._scopes.append(scope)
+            if election.lost:
+                scope.lost()
+        return term
+
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        election, scope = self._election, self._scope
+        self._scope = None
+        loss: LockLostError | None = None
+        if scope is not None:
+            election._scopes.remove(scope)
+            loss = scope.finish(error)
+        if loss is not None:
+            try:
+                election.resign()  # the loss again (no I/O), or a failed resign
+            except LockLostError:
+                pass
+            except LockError as failure:
+                loss.add_note(f"tenure: resigning after the loss failed: {failure!r}")
+            raise loss from error
+        if error is None:
+            election.resign()
+            return
+        try:
+            election.resign()
+        except LockError as failure:
+            error.add_note(f"tenure: resigning {election!r} failed too: {failure!r}")
