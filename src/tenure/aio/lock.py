@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import ClassVar
 
+from tenure._scope import AsyncLossScope
 from tenure.aio.acquiring import AsyncLockContext
 from tenure.aio.runner import AsyncRunner
 from tenure.core.args import bind_callback
@@ -45,11 +46,20 @@ class AsyncLock(AsyncLockContext):
 
     core_class: ClassVar[type[LockCore]] = LockCore
 
-    def __init__(self, runner: AsyncRunner, name: str, on_lost: OnLost | None = None) -> None:
+    def __init__(
+        self,
+        runner: AsyncRunner,
+        name: str,
+        on_lost: OnLost | None = None,
+        on_doubt: OnLost | None = None,
+    ) -> None:
         self.runner = runner
         """The client's runner (what carries out the lock's flows)."""
         self.core = self.core_class(runner.ctx, name, bind_callback(on_lost, self))
         """The lock's algorithm (:mod:`tenure.core`)."""
+        if on_doubt is not None and not callable(on_doubt):
+            raise TypeError(f"on_doubt must be callable, not {type(on_doubt).__name__}")
+        self.core.on_doubt = bind_callback(on_doubt, self)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -57,7 +67,12 @@ class AsyncLock(AsyncLockContext):
         return self.core.name
 
     def acquire(
-        self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
+        self,
+        blocking: bool = True,
+        timeout: float | None = None,
+        lease_time: float | None = None,
+        *,
+        max_hold: float | None = None,
     ) -> Awaitable[bool]:
         """Take one hold, waiting while another owner holds the lock.
 
@@ -71,6 +86,10 @@ class AsyncLock(AsyncLockContext):
             lease_time: seconds (float, from 0.01 to 1e12) until the hold expires on its
                 own; None lets the client's watchdog renew it (lease ``watchdog_timeout``)
                 until release.
+            max_hold: seconds (float, > 0): a hold cap. The watchdog stops renewing this
+                hold ``max_hold`` seconds after the grant, so it ends (and is reported
+                lost) at most ``max_hold`` + lease seconds after the grant, whatever the
+                process does. None: no cap.
 
         Returns:
             True once held, with the lease counted from just before the grant was sent:
@@ -80,14 +99,15 @@ class AsyncLock(AsyncLockContext):
 
         Raises:
             TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` below
-                0.01 or above 1e12), before any I/O.
+                0.01 or above 1e12, ``max_hold`` <= 0), before any I/O.
             BackendError: the server failed or did not answer within the socket timeout.
                 The attempt may still have been granted: the client undoes any such grant
                 in the background as soon as the server answers (a cancelled or
                 interrupted acquire too), so the caller holds exactly what it held before.
         """
         runner, owner = self.runner, self.runner.owner()
-        return runner.acquire(self, owner, self.core.acquire(owner, blocking, timeout, lease_time))
+        flow = self.core.acquire(owner, blocking, timeout, lease_time)
+        return runner.acquire(self, owner, self.core.capped(owner, max_hold, flow))
 
     def release(self) -> Awaitable[None]:
         """Give back one hold; the lock is free once the caller's hold count reaches 0.
@@ -156,6 +176,37 @@ class AsyncLock(AsyncLockContext):
     def lost(self) -> bool:
         """True if the caller's latest hold was lost (expired or taken away)."""
         return self.core.is_lost(self.runner.owner())
+
+    def valid_for(self) -> float:
+        """Seconds the caller's hold is surely still valid on the local monotonic clock:
+        last confirmed grant or renewal + lease - clock-drift allowance (0.01 x lease +
+        2 ms) - now. 0.0 when the caller holds nothing or its hold was lost. No I/O (a
+        plain method in the asyncio API too)."""
+        return self.core.valid_for(self.runner.owner())
+
+    def checkpoint(self) -> None:
+        """Stop here if the caller's hold is gone: for bodies that cannot be cancelled (sync
+        code), call it between steps. No I/O (a plain method in the asyncio API too).
+
+        Raises:
+            LockLostError: the hold was lost, or :meth:`valid_for` is 0.
+            NotOwnedError: the caller holds nothing (and lost nothing).
+        """
+        self.core.checkpoint(self.runner.owner())
+
+    @property
+    def in_doubt(self) -> bool:
+        """Jeopardy: True while a renewal of the caller's hold failed (or none was confirmed
+        for more than a renewal period and a half) but the hold is still valid on the local
+        clock; False again once a renewal is confirmed. ``on_doubt`` (factory keyword) is
+        called once per such episode, from the renewal loop."""
+        return self.core.in_doubt(self.runner.owner())
+
+    def _watch(self, scope: AsyncLossScope) -> bool:
+        return self.core.watch(self.runner.owner(), scope)
+
+    def _unwatch(self, scope: AsyncLossScope) -> None:
+        self.core.unwatch(self.runner.owner(), scope)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -62,9 +62,15 @@ class AsyncReadWriteLock:
             ...
     """
 
-    def __init__(self, runner: AsyncRunner, name: str, on_lost: OnLost | None = None) -> None:
-        self._read = AsyncReadLock(runner, name, on_lost)
-        self._write = AsyncWriteLock(runner, name, on_lost)
+    def __init__(
+        self,
+        runner: AsyncRunner,
+        name: str,
+        on_lost: OnLost | None = None,
+        on_doubt: OnLost | None = None,
+    ) -> None:
+        self._read = AsyncReadLock(runner, name, on_lost, on_doubt)
+        self._write = AsyncWriteLock(runner, name, on_lost, on_doubt)
 
     @property
     def name(self) -> str:

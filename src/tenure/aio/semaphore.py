@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tenure._scope import AsyncLossScope
 from tenure.aio.runner import AsyncRunner
 from tenure.core.semaphore import PermitCore, SemaphoreCore
-from tenure.errors import LockTimeout
+from tenure.errors import LockError, LockLostError, LockTimeout
 
 NO_OWNER = ""
 """The owner :mod:`tenure.observe` sees for a permit request (permits have no owner; a
@@ -255,13 +256,36 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
         taken away). Raises TypeError/ValueError for a malformed id."""
         return self.core.is_lost(permit_id)
 
+    def valid_for(self, permit_id: str) -> float:
+        """Seconds permit ``permit_id`` (taken by this client) is surely still valid on the
+        local monotonic clock; 0.0 when it is not out from this client or was lost. No I/O
+        (a plain method in the asyncio API too). TypeError/ValueError for a malformed id."""
+        return self.core.valid_for(permit_id)
+
+    def checkpoint(self, permit_id: str) -> None:
+        """Stop here if permit ``permit_id`` is gone (sync bodies call it between steps).
+        No I/O (a plain method in the asyncio API too).
+
+        Raises:
+            LockLostError: the permit was lost, or :meth:`valid_for` is 0.
+            NotOwnedError: this client holds no such permit.
+            TypeError, ValueError: a malformed id.
+        """
+        self.core.checkpoint(permit_id)
+
     def __call__(  # type: ignore[override]
-        self, timeout: float | None = None, lease_time: float | None = None
+        self,
+        timeout: float | None = None,
+        lease_time: float | None = None,
+        *,
+        cancel_on_loss: bool = True,
     ) -> AsyncPermitIdContext:
         """``psem(timeout=5, lease_time=60)``: a context manager whose ``as`` target is the
         permit id; raises :class:`tenure.LockTimeout` when ``timeout`` passes first;
-        releases the permit on exit."""
-        return AsyncPermitIdContext(self, timeout, lease_time)
+        releases the permit on exit. In asyncio code the body is cancelled when the permit
+        is lost and the block raises LockLostError, as for locks (``cancel_on_loss=False``:
+        the body runs on)."""
+        return AsyncPermitIdContext(self, timeout, lease_time, cancel_on_loss)
 
     async def __aenter__(self) -> Any:
         raise TypeError("use 'with semaphore(timeout=..., lease_time=...) as permit_id:'")
@@ -274,24 +298,47 @@ class AsyncPermitIdContext:
     """What ``psem(timeout=..., lease_time=...)`` returns."""
 
     def __init__(
-        self, sem: AsyncPermitExpirableSemaphore, timeout: float | None, lease: float | None
+        self,
+        sem: AsyncPermitExpirableSemaphore,
+        timeout: float | None,
+        lease: float | None,
+        cancel_on_loss: bool = True,
     ) -> None:
         self._sem = sem
         self._timeout = timeout
         self._lease = lease
+        self._cancel_on_loss = cancel_on_loss
         self._permit: str | None = None
+        self._scope: AsyncLossScope | None = None
 
     async def __aenter__(self) -> str:
         permit = await self._sem.acquire(timeout=self._timeout, lease_time=self._lease)
         if permit is None:
             raise LockTimeout(f"{self._sem!r}: no permit within {self._timeout} s")
         self._permit = permit
+        scope = self._scope = AsyncLossScope(self._sem, self._cancel_on_loss)
+        if scope.active and not self._sem.core.watch(permit, scope):
+            scope.lost()  # lost already: the body is cancelled at its first await
         return permit
 
     async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> None:
         permit, self._permit = self._permit, None
+        scope, self._scope = self._scope, None
         if permit is None:
             return
+        loss = None
+        if scope is not None:
+            if scope.active:
+                self._sem.core.unwatch(permit, scope)
+            loss = await scope.finish(error)
+        if loss is not None:
+            try:
+                await self._sem.release(permit)  # the loss again, or a failed release
+            except LockLostError:
+                pass
+            except LockError as failure:
+                loss.add_note(f"tenure: releasing permit {permit} failed too: {failure!r}")
+            raise loss from error
         if error is None:
             await self._sem.release(permit)
             return

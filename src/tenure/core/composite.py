@@ -40,6 +40,7 @@ from tenure.core.effects import (
     Spawn,
     Together,
 )
+from tenure.core.holds import LossScope
 from tenure.core.lock import LockCore, LossCallback
 from tenure.errors import BackendError, LockLostError, NotOwnedError
 
@@ -100,6 +101,8 @@ class Acquisition:
     settled: bool = False
     """True once the attempt failed or the composite was released: a member granted after
     that (a reply that came back late) must be released at once."""
+    scopes: list[LossScope] = field(default_factory=list)
+    """Bodies running under this acquisition, told when it is lost."""
 
 
 class CompositeCore:
@@ -196,6 +199,59 @@ class CompositeCore:
         with self._mutex:
             return owners in self._lost
 
+    # ------------------------------------------------ validity, jeopardy, scopes
+    def _member_validity(self, acq: Acquisition) -> list[float]:
+        with self._mutex:
+            members = [(i, o) for i, o in acq.members.items() if i not in acq.lost_members]
+        return sorted((self.cores[i].valid_for(o) for i, o in members), reverse=True)
+
+    def valid_for(self, owners: Caller) -> float:
+        """Seconds the caller's acquisition is surely still valid on the local clock: the
+        ``needed``-th longest member validity (MultiLock: the shortest; RedLock: the
+        quorum's); 0.0 when it holds none or it was lost. No I/O."""
+        acq = self.current(owners)
+        if acq is None or acq.lost:
+            return 0.0
+        valid = self._member_validity(acq)
+        return valid[self.needed - 1] if len(valid) >= self.needed else 0.0
+
+    def checkpoint(self, owners: Caller) -> None:
+        """LockLostError when the caller's acquisition was lost or ran out, NotOwnedError
+        when it holds none. No I/O."""
+        acq = self.current(owners)
+        if acq is None:
+            self._held_members(owners)  # raises LockLostError or NotOwnedError
+            return
+        if acq.lost or self.valid_for(owners) <= 0:
+            raise LockLostError(f"{self.name}: the caller's acquisition was lost or ran out")
+
+    def in_doubt(self, owners: Caller) -> bool:
+        """True while the acquisition still holds but fewer than ``needed`` of its members
+        are held without doubt (a renewal failed on the others)."""
+        acq = self.current(owners)
+        if acq is None or acq.lost or self.valid_for(owners) <= 0:
+            return False
+        with self._mutex:
+            members = [(i, o) for i, o in acq.members.items() if i not in acq.lost_members]
+        sure = sum(not self.cores[i].in_doubt(o) for i, o in members)
+        return sure < self.needed
+
+    def watch(self, owners: Caller, scope: LossScope) -> bool:
+        """Tell ``scope`` when the caller's latest acquisition is lost; False if there is
+        none or it was lost already."""
+        with self._mutex:
+            stack = self._held.get(owners)
+            if not stack or stack[-1].lost:
+                return False
+            stack[-1].scopes.append(scope)
+            return True
+
+    def unwatch(self, owners: Caller, scope: LossScope) -> None:
+        with self._mutex:
+            for acq in self._held.get(owners, []):
+                if scope in acq.scopes:
+                    acq.scopes.remove(scope)
+
     # ---------------------------------------------------------------- flows
     def acquire(
         self, owners: Caller, blocking: object, timeout: object, lease_time: object
@@ -243,6 +299,7 @@ class CompositeCore:
     # ---------------------------------------------------------------- loss
     def _member_lost(self, core: LockCore, owner: str) -> None:
         report = 0
+        scopes: list[LossScope] = []
         with self._mutex:
             for owners, stack in self._held.items():
                 for acq in stack:
@@ -254,6 +311,10 @@ class CompositeCore:
                         acq.lost = True
                         self._lost.add(owners)
                         report += 1
+                        scopes += acq.scopes
+                        acq.scopes = []
+        for scope in scopes:
+            scope.lost()
         for _ in range(report):
             if self.on_lost is not None:
                 core.ctx.deliver(self.on_lost, f"on_lost callback of {self.name}")
@@ -315,7 +376,9 @@ class MultiLockCore(CompositeCore):
                         break
                     self.granted(acq, index)
                 if taken and lease is not None and member_lease != lease:
-                    expiries = [(i, core.expire(lease)) for i, core in enumerate(self.cores)]
+                    expiries = [
+                        (i, core.expire(lease, owners[i])) for i, core in enumerate(self.cores)
+                    ]
                     yield from self._together(expiries)  # all at once
             except GeneratorExit:
                 raise

@@ -88,6 +88,15 @@ class LossListener(Protocol):
 
     def renewal_channel(self) -> str: ...
 
+    def hold_in_doubt(self, owner: str) -> None: ...
+
+
+class LossScope(Protocol):
+    """What watches a hold for its loss: the body running under it (``async with lock:``),
+    which :meth:`lost` cancels. Registered with :meth:`HoldTable.watch`."""
+
+    def lost(self) -> None: ...
+
 
 @dataclass(eq=False)
 class Hold:
@@ -104,6 +113,10 @@ class Hold:
     """Seconds of the lease the server last applied (a grant's own, or the watchdog's)."""
     confirmed: float = dataclass_field(default_factory=time.monotonic)
     """Monotonic time just before the command that last applied :attr:`lease` was sent."""
+    cap: float = math.inf
+    """Monotonic time after which the watchdog no longer renews it (``max_hold``)."""
+    doubted: bool = False
+    """True once a renewal of it failed, until one is confirmed (jeopardy)."""
 
     @property
     def watchdog(self) -> bool:
@@ -116,6 +129,22 @@ class Hold:
         confirmation + lease, less the clock-drift allowance)."""
         return valid_until(self.confirmed, self.lease)
 
+    def valid_for(self, now: float) -> float:
+        """Seconds from ``now`` during which the hold is surely still valid (0.0 after)."""
+        return max(0.0, self.valid_until - now)
+
+    def in_doubt(self, now: float, period: float) -> bool:
+        """Jeopardy: the hold is still valid on the local clock, but a renewal of it
+        failed, or none was confirmed for more than one renewal period (plus half a period
+        for the pass's round trip) while one was due (the watchdog renews it and its cap,
+        if any, had not passed)."""
+        if now >= self.valid_until:
+            return False
+        if self.doubted:
+            return True
+        due = self.confirmed + period
+        return self.watchdog and self.cap > due and now > due + DOUBT_SLACK * period
+
     def renewal_keys(self) -> list[str]:
         """The KEYS of this hold in a renewal batch, the lock hash first."""
         return self.lock.renewal_keys(self.owner, len(self.leases))
@@ -123,6 +152,11 @@ class Hold:
     def renewal_channel(self) -> str:
         """The channel the renewal announces the new lease on ('' for none)."""
         return self.lock.renewal_channel()
+
+
+DOUBT_SLACK = 0.5
+"""Share of a renewal period a renewal pass may take to be confirmed before the holds it
+renews are counted in doubt (:meth:`Hold.in_doubt`)."""
 
 
 class QueuedWaiter(Protocol):
@@ -177,6 +211,7 @@ class HoldTable:
     def __init__(self) -> None:
         self._mutex = threading.Lock()
         self._holds: dict[tuple[str, str], Hold] = {}
+        self._scopes: dict[tuple[str, str], list[LossScope]] = {}
         self._next_look = math.inf
         self.poke: Callable[[], None] | None = None
         """Called (from any thread) when a new hold ends before the keeper's next look."""
@@ -194,11 +229,14 @@ class HoldTable:
         *,
         applied: float,
         sent: float,
+        cap: float | None = None,
     ) -> Hold:
         """Record one more hold after the server granted it.
 
         ``applied``: seconds of lease the grant set on the server; ``sent``: monotonic time
-        just before the grant's script was sent.
+        just before the grant's script was sent; ``cap``: seconds after ``sent`` past which
+        the watchdog stops renewing the holds on (key, field) (``max_hold``; the earliest
+        cap of the holds there wins).
         """
         with self._mutex:
             hold = self._holds.get((key, field))
@@ -206,6 +244,8 @@ class HoldTable:
                 hold = self._holds[key, field] = Hold(lock, key, owner, field, renewal, [])
             hold.leases.append(lease)
             hold.lease, hold.confirmed = applied, sent
+            if cap is not None:
+                hold.cap = min(hold.cap, sent + cap)
             poke = hold.valid_until < self._next_look and self.poke
         if poke:
             poke()
@@ -255,10 +295,51 @@ class HoldTable:
         with self._mutex:
             return self._holds.pop((key, field), None)
 
-    def watchdog_holds(self) -> list[Hold]:
-        """Snapshot of the holds the watchdog renews."""
+    def watchdog_holds(self, now: float | None = None) -> list[Hold]:
+        """Snapshot of the holds the watchdog renews: taken without a lease and not past
+        their cap (``max_hold``) at ``now`` (default: the monotonic clock now)."""
+        now = time.monotonic() if now is None else now
         with self._mutex:
-            return [hold for hold in self._holds.values() if hold.watchdog]
+            return [h for h in self._holds.values() if h.watchdog and h.cap > now]
+
+    def unconfirmed(self, holds: list[Hold]) -> list[Hold]:
+        """A renewal of ``holds`` failed (no reply, an error, too few replicas): the
+        registered ones still valid now are in doubt; returns those that were not yet
+        (each episode of doubt is reported once)."""
+        now = time.monotonic()
+        fresh = []
+        with self._mutex:
+            for hold in holds:
+                if self._holds.get((hold.key, hold.field)) is not hold:
+                    continue
+                if not hold.doubted and now < hold.valid_until:
+                    hold.doubted = True
+                    fresh.append(hold)
+        return fresh
+
+    # ------------------------------------------------------------ loss scopes
+    def watch(self, key: str, field: str, scope: LossScope) -> bool:
+        """Have ``scope`` told (:meth:`LossScope.lost`) when the hold on (key, field) is
+        reported lost; False (nothing registered) when no such hold is recorded."""
+        with self._mutex:
+            if (key, field) not in self._holds:
+                return False
+            self._scopes.setdefault((key, field), []).append(scope)
+            return True
+
+    def unwatch(self, key: str, field: str, scope: LossScope) -> None:
+        """Stop telling ``scope`` (the body it guards ended)."""
+        with self._mutex:
+            scopes = self._scopes.get((key, field))
+            if scopes is not None and scope in scopes:
+                scopes.remove(scope)
+                if not scopes:
+                    del self._scopes[key, field]
+
+    def scopes_lost(self, key: str, field: str) -> list[LossScope]:
+        """The scopes watching (key, field), now forgotten: its hold was reported lost."""
+        with self._mutex:
+            return self._scopes.pop((key, field), [])
 
     def renewed(
         self, holds: list[Hold], present: list[bool], at: float, lease: float
@@ -276,6 +357,7 @@ class HoldTable:
                     continue
                 if ok:
                     hold.lease, hold.confirmed = lease, at
+                    hold.doubted = False
                 else:
                     del self._holds[hold.key, hold.field]
                     lost.append(hold)

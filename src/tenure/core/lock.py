@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from tenure import keys, scripts
 from tenure.core.args import MAX_SECONDS, check_lease, check_name, check_positive, check_wait, to_ms
@@ -34,7 +34,7 @@ from tenure.core.effects import (
     Wait,
     wait_for,
 )
-from tenure.core.holds import Hold
+from tenure.core.holds import Hold, LossScope
 from tenure.errors import (
     BackendError,
     LockError,
@@ -45,6 +45,7 @@ from tenure.errors import (
 )
 
 log = logging.getLogger("tenure")
+T = TypeVar("T")
 
 LossCallback = Callable[[], None]
 
@@ -106,6 +107,10 @@ class LockCore:
         self._sent: dict[str, float] = {}
         self._prune_at = PRUNE_FIRST
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
+        self.on_doubt: LossCallback | None = None
+        """Called with no argument when a hold goes in doubt (the front binds itself)."""
+        self._caps: dict[str, float] = {}
+        """Owner -> ``max_hold`` of its acquire under way (:meth:`capped`)."""
         self._yield_until = 0.0
         """Monotonic time until which a new acquire through this object waits for the
         waiters its last release woke before it tries (see :data:`YIELD_GRACE`)."""
@@ -277,6 +282,7 @@ class LockCore:
             lease,
             applied=self.applied_lease(lease),
             sent=time.monotonic() if sent is None else sent,
+            cap=self._caps.get(owner),
         )
 
     def per_owner(self) -> list[dict[str, Any] | set[str]]:
@@ -502,6 +508,8 @@ class LockCore:
         """Report ``owner``'s hold lost: the ``lost`` flag, then the ``on_lost`` callback."""
         self._lost.add(owner)
         self._lost_unreported.add(owner)
+        for scope in self.ctx.holds.scopes_lost(self.key, self.field(owner)):
+            scope.lost()  # the body guarded by the hold is cancelled first
         for ref in list(self._loss_listeners):
             listener = ref()
             if listener is None:
@@ -523,6 +531,61 @@ class LockCore:
 
     def is_lost(self, owner: str) -> bool:
         return owner in self._lost
+
+    # ------------------------------------------------ validity, jeopardy, scopes, caps
+    def hold_in_doubt(self, owner: str) -> None:
+        """A renewal of ``owner``'s hold failed while it is still valid: ``on_doubt``."""
+        if self.on_doubt is not None:
+            self.ctx.deliver(self.on_doubt, f"on_doubt callback of lock {self.name!r}")
+
+    def valid_for(self, owner: str) -> float:
+        """Seconds ``owner``'s hold is surely still valid on the local monotonic clock
+        (last confirmed grant or renewal + lease - drift allowance - now); 0.0 when it
+        holds nothing or its hold was lost. No I/O."""
+        hold = self.ctx.holds.get(self.key, self.field(owner))
+        return 0.0 if hold is None else hold.valid_for(time.monotonic())
+
+    def checkpoint(self, owner: str) -> None:
+        """Raise LockLostError when ``owner``'s hold was lost or its validity ran out,
+        NotOwnedError when it holds nothing (and lost nothing). No I/O."""
+        hold = self.ctx.holds.get(self.key, self.field(owner))
+        if hold is None:
+            if owner in self._lost:
+                raise LockLostError(f"lock {self.name!r}: the caller's hold was lost")
+            raise NotOwnedError(f"lock {self.name!r} is not held by the caller")
+        if hold.valid_for(time.monotonic()) <= 0:
+            raise LockLostError(
+                f"lock {self.name!r}: the caller's lease ran out before a renewal was confirmed"
+            )
+
+    def in_doubt(self, owner: str) -> bool:
+        """Jeopardy of ``owner``'s hold (:meth:`tenure.core.holds.Hold.in_doubt`)."""
+        hold = self.ctx.holds.get(self.key, self.field(owner))
+        period = self.ctx.watchdog_timeout / 3
+        return hold is not None and hold.in_doubt(time.monotonic(), period)
+
+    def watch(self, owner: str, scope: LossScope) -> bool:
+        """Tell ``scope`` when ``owner``'s hold is reported lost; False if none is held."""
+        return self.ctx.holds.watch(self.key, self.field(owner), scope)
+
+    def unwatch(self, owner: str, scope: LossScope) -> None:
+        self.ctx.holds.unwatch(self.key, self.field(owner), scope)
+
+    def capped(self, owner: str, max_hold: object, acquiring: Flow[T]) -> Flow[T]:
+        """``acquiring`` (an acquire flow of ``owner``) whose grant is renewed for at most
+        ``max_hold`` seconds (checked now, before any I/O): after that the watchdog stops
+        renewing, so the hold ends at most ``max_hold`` + lease after the grant."""
+        if max_hold is None:
+            return acquiring
+        cap = check_positive(max_hold, "max_hold")
+        return self._capped(owner, cap, acquiring)
+
+    def _capped(self, owner: str, cap: float, acquiring: Flow[T]) -> Flow[T]:
+        self._caps[owner] = cap
+        try:
+            return (yield from acquiring)
+        finally:
+            self._caps.pop(owner, None)
 
     def locked(self) -> Flow[bool]:
         return bool((yield Command(("EXISTS", self.key))))
@@ -579,9 +642,14 @@ class LockCore:
         if int(reply) >= 0:
             self.ctx.holds.extended(hold, int(reply) / 1000, sent)
 
-    def expire(self, lease: float) -> Flow[None]:
-        """Set the lock's expiry to ``lease`` seconds from now (MultiLock, once all are held)."""
+    def expire(self, lease: float, owner: str | None = None) -> Flow[None]:
+        """Set the lock's expiry to ``lease`` seconds from now (MultiLock, once all are held);
+        ``owner``'s hold then counts its validity from that lease."""
+        sent = time.monotonic()
         yield Command(("PEXPIRE", self.key, to_ms(lease)))
+        hold = None if owner is None else self.ctx.holds.get(self.key, self.field(owner))
+        if hold is not None:
+            self.ctx.holds.extended(hold, lease, sent)
 
 
 def lease_from_pttl(pttl: int) -> float | None:

@@ -46,6 +46,7 @@ from tenure.core.effects import (
     Wait,
     wait_for,
 )
+from tenure.core.holds import LossScope
 from tenure.core.parking import WAKE_ANY
 from tenure.errors import BackendError, LockLostError, NotOwnedError
 
@@ -206,6 +207,8 @@ class PermitCore(SemaphoreCore):
     def hold_lost(self, permit_id: str) -> None:
         """Report ``permit_id`` lost: :meth:`is_lost`, then the ``on_lost`` callback."""
         self._lost.add(permit_id)
+        for scope in self.ctx.holds.scopes_lost(self.timeout_key, permit_id):
+            scope.lost()  # the body guarded by the permit is cancelled first
         if self.on_lost is not None:  # apart from the renewal loop, as for locks
             self.ctx.deliver(
                 functools.partial(self.on_lost, permit_id),
@@ -214,6 +217,35 @@ class PermitCore(SemaphoreCore):
 
     def is_lost(self, permit_id: object) -> bool:
         return check_permit_id(permit_id) in self._lost
+
+    def hold_in_doubt(self, permit_id: str) -> None:
+        """A renewal of the permit failed while it is still valid (no callback for permits:
+        :meth:`valid_for` says how long it surely lasts)."""
+
+    def valid_for(self, permit_id: object) -> float:
+        """Seconds permit ``permit_id`` (taken by this client) is surely still valid on the
+        local monotonic clock; 0.0 when it is not out from this client or was lost."""
+        hold = self.ctx.holds.get(self.timeout_key, check_permit_id(permit_id))
+        return 0.0 if hold is None else hold.valid_for(time.monotonic())
+
+    def checkpoint(self, permit_id: object) -> None:
+        """LockLostError when the permit was lost or ran out; NotOwnedError when this client
+        holds no such permit. No I/O."""
+        permit = check_permit_id(permit_id)
+        hold = self.ctx.holds.get(self.timeout_key, permit)
+        if hold is None:
+            if permit in self._lost:
+                raise LockLostError(f"semaphore {self.name!r}: permit {permit} was lost")
+            raise NotOwnedError(f"semaphore {self.name!r}: permit {permit} is not out here")
+        if hold.valid_for(time.monotonic()) <= 0:
+            raise LockLostError(f"semaphore {self.name!r}: permit {permit} ran out")
+
+    def watch(self, permit_id: str, scope: LossScope) -> bool:
+        """Tell ``scope`` when the permit is reported lost; False if it is not out here."""
+        return self.ctx.holds.watch(self.timeout_key, permit_id, scope)
+
+    def unwatch(self, permit_id: str, scope: LossScope) -> None:
+        self.ctx.holds.unwatch(self.timeout_key, permit_id, scope)
 
     # ------------------------------------------------------------ flows
     def acquire_permit(

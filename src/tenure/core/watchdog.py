@@ -4,9 +4,11 @@ Every ``watchdog_timeout / 3`` a driver runs :func:`renew` over the client's wat
 one script call re-applies the lease to a batch of keys whose owner field still exists and
 reports the ones that are gone. A gone hold is lost. A failed call is retried on the next
 tick; once a hold's lease has surely run out without a confirmed renewal, its keeper (the
-runner's loop, on its own clock, with no I/O) reports it lost. With ``wait_for_replicas`` a
-renewal that too few replicas acknowledged confirms nothing: a promoted replica would not
-have it.
+runner's loop, on its own clock, with no I/O) reports it lost. Between the two, a hold whose
+renewal failed is *in doubt* (jeopardy: ``in_doubt``, ``on_doubt`` once per episode) until a
+renewal of it is confirmed. A hold past its cap (``max_hold``) is no longer renewed. With
+``wait_for_replicas`` a renewal that too few replicas acknowledged confirms nothing: a
+promoted replica would not have it.
 
 Batch layout, the same for every renewal script (``scripts/_renew_batch.lua``): ARGV is the
 lease in ms, then per hold its owner field, the number of its keys and the channel its lock's
@@ -74,6 +76,8 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
         try:
             reply = yield renewal_call(script, batch, lease_ms)
         except BackendError:  # not confirmed: retried next tick, or expires on the clock
+            for hold in ctx.holds.unconfirmed(batch):  # jeopardy, once per episode
+                hold.lock.hold_in_doubt(hold.owner)
             continue
         present = [int(r) == 1 for r in reply]
         lost += ctx.holds.renewed(batch, present, sent, ctx.watchdog_timeout)

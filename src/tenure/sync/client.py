@@ -124,7 +124,9 @@ class Client:
         """Lease in seconds of holds renewed by the watchdog."""
         return self._runner.ctx.watchdog_timeout
 
-    def lock(self, name: str, *, on_lost: OnLost | None = None) -> Lock:
+    def lock(
+        self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
+    ) -> Lock:
         """A reentrant :class:`tenure.Lock` named ``name`` (Redisson ``getLock``).
 
         ``on_lost(lock)`` is called when a hold of this lock is found lost: by a renewal
@@ -132,39 +134,49 @@ class Client:
         surely ran out (whatever the network does), or by the releasing caller. It runs
         apart from the renewal loop — its own thread for ``Client``, its own task for
         ``Client`` (where it must not block the event loop) — so a slow callback
-        never delays the renewal of other holds. Raises TypeError/ValueError for a bad
-        name or ``on_lost``.
+        never delays the renewal of other holds. ``on_doubt(lock)``, called the same way,
+        once per episode of jeopardy: a renewal of the hold failed while it is still valid
+        on the local clock (``lock.in_doubt``). Raises TypeError/ValueError for a bad name,
+        ``on_lost`` or ``on_doubt``.
         """
-        return Lock(self._runner, name, on_lost)
+        return Lock(self._runner, name, on_lost, on_doubt)
 
-    def fenced_lock(self, name: str, *, on_lost: OnLost | None = None) -> FencedLock:
+    def fenced_lock(
+        self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
+    ) -> FencedLock:
         """A :class:`tenure.FencedLock` named ``name`` (Redisson ``getFencedLock``).
 
         Arguments and errors as :meth:`lock`. Fencing tokens go backwards after a restart
         of a server without persistence (no RDB save points, AOF off): the first fenced
         acquire of this client logs a WARNING then (see :class:`tenure.FencedLock`).
         """
-        return FencedLock(self._runner, name, on_lost)
+        return FencedLock(self._runner, name, on_lost, on_doubt)
 
-    def fair_lock(self, name: str, *, on_lost: OnLost | None = None) -> FairLock:
+    def fair_lock(
+        self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
+    ) -> FairLock:
         """A reentrant lock granted in request order: :class:`tenure.FairLock` named ``name``
         (Redisson ``getFairLock``). Arguments and errors as :meth:`lock`."""
-        return FairLock(self._runner, name, on_lost)
+        return FairLock(self._runner, name, on_lost, on_doubt)
 
-    def spin_lock(self, name: str, *, on_lost: OnLost | None = None) -> SpinLock:
+    def spin_lock(
+        self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
+    ) -> SpinLock:
         """A reentrant lock whose waiters retry on a back-off instead of pub/sub:
         :class:`tenure.SpinLock` named ``name`` (Redisson ``getSpinLock``). Arguments and
         errors as :meth:`lock`."""
-        return SpinLock(self._runner, name, on_lost)
+        return SpinLock(self._runner, name, on_lost, on_doubt)
 
-    def read_write_lock(self, name: str, *, on_lost: OnLost | None = None) -> ReadWriteLock:
+    def read_write_lock(
+        self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
+    ) -> ReadWriteLock:
         """Many readers or one writer: :class:`tenure.ReadWriteLock` named ``name`` (Redisson
         ``getReadWriteLock``); ``.read_lock()`` / ``.write_lock()`` are its lock objects.
         ``on_lost(side)`` as for :meth:`lock`, called with the side whose hold was lost.
 
         Raises TypeError/ValueError for a bad name or ``on_lost``.
         """
-        return ReadWriteLock(self._runner, name, on_lost)
+        return ReadWriteLock(self._runner, name, on_lost, on_doubt)
 
     def multi_lock(self, *locks: Lock, on_lost: OnLost | None = None) -> MultiLock:
         """A :class:`tenure.MultiLock` over ``locks`` (Redisson ``getMultiLock``).

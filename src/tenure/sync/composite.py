@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import ClassVar
 
+from tenure._scope import LossScope
 from tenure.sync.acquiring import LockContext
 from tenure.sync.lock import Lock
 from tenure.sync.runner import CompositeRunner
@@ -82,6 +83,31 @@ class _AsyncComposite(LockContext):
 
     def owned(self) -> bool:
         return self.runner.run(self.core.owned(self.runner.owners()))
+
+    def valid_for(self) -> float:
+        """Seconds the caller's acquisition is surely still valid on the local monotonic
+        clock: a MultiLock's shortest member validity, a RedLock's validity of the quorum
+        (the majority-th longest member validity); 0.0 when it holds none or it was lost.
+        No I/O (a plain method in the asyncio API too)."""
+        return self.core.valid_for(self.runner.owners())
+
+    def checkpoint(self) -> None:
+        """Raise LockLostError when the caller's acquisition was lost or :meth:`valid_for`
+        is 0; NotOwnedError when it holds none. No I/O (a plain method in asyncio too)."""
+        self.core.checkpoint(self.runner.owners())
+
+    @property
+    def in_doubt(self) -> bool:
+        """True while the acquisition still holds but renewals failed on enough members
+        that fewer than the needed number (all for a MultiLock, a majority for a RedLock)
+        are held without doubt."""
+        return self.core.in_doubt(self.runner.owners())
+
+    def _watch(self, scope: LossScope) -> bool:
+        return self.core.watch(self.runner.owners(), scope)
+
+    def _unwatch(self, scope: LossScope) -> None:
+        self.core.unwatch(self.runner.owners(), scope)
 
     def close(self) -> None:
         """Stop the composite's worker threads (sync API) once their work is done."""

@@ -51,7 +51,12 @@ class FencedLock(Lock):
         return self.core.token(self.runner.owner())
 
     def acquire_token(
-        self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
+        self,
+        blocking: bool = True,
+        timeout: float | None = None,
+        lease_time: float | None = None,
+        *,
+        max_hold: float | None = None,
     ) -> int | None:
         """:meth:`acquire`, returning the new fencing token, or None when the wait ran out.
 
@@ -59,4 +64,4 @@ class FencedLock(Lock):
         """
         runner, owner = self.runner, self.runner.owner()
         flow = self.core.acquire_token(owner, blocking, timeout, lease_time)
-        return runner.acquire(self, owner, flow)
+        return runner.acquire(self, owner, self.core.capped(owner, max_hold, flow))

@@ -62,9 +62,15 @@ class ReadWriteLock:
             ...
     """
 
-    def __init__(self, runner: Runner, name: str, on_lost: OnLost | None = None) -> None:
-        self._read = ReadLock(runner, name, on_lost)
-        self._write = WriteLock(runner, name, on_lost)
+    def __init__(
+        self,
+        runner: Runner,
+        name: str,
+        on_lost: OnLost | None = None,
+        on_doubt: OnLost | None = None,
+    ) -> None:
+        self._read = ReadLock(runner, name, on_lost, on_doubt)
+        self._write = WriteLock(runner, name, on_lost, on_doubt)
 
     @property
     def name(self) -> str:

@@ -1,0 +1,184 @@
+# Validity, jeopardy and hold caps (asyncio source of tests/_sync/test_validity.py).
+"""``valid_for()`` / ``checkpoint()`` (no I/O), ``in_doubt`` / ``on_doubt`` (jeopardy) and
+``acquire(max_hold=...)`` (a hold cap), on real servers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import tenure
+from support.servers import Server
+from support.twins import async_sleep, async_wait_until
+
+
+async def test_valid_for_and_checkpoint_when_nothing_is_held(async_client):
+    lock = async_client.lock("v-none")
+    assert lock.valid_for() == 0.0
+    with pytest.raises(tenure.NotOwnedError) as caught:
+        lock.checkpoint()
+    assert not isinstance(caught.value, tenure.LockLostError)
+
+
+async def test_valid_for_counts_down_a_lease_and_checkpoint_stops_at_its_end(async_client, r):
+    lock = async_client.lock("v-lease")
+    before = time.monotonic()
+    await lock.acquire(lease_time=0.5)
+    first = lock.valid_for()
+    # lease - drift (0.01 x 0.5 + 2 ms), counted from just before the grant was sent
+    assert 0.3 < first <= 0.5 - 0.007 - (time.monotonic() - before) + 0.001 + (
+        time.monotonic() - before
+    )
+    lock.checkpoint()
+    await async_sleep(0.1)
+    assert lock.valid_for() < first - 0.09
+    assert await async_wait_until(lambda: lock.valid_for() == 0.0, timeout=2)
+    with pytest.raises(tenure.LockLostError):
+        lock.checkpoint()  # run out on the local clock, whether or not reported yet
+    assert not r.exists("v-lease") or r.pttl("v-lease") < 20  # the server agrees
+
+
+async def test_valid_for_follows_the_watchdog_renewals(async_make_client):
+    lock = async_make_client(watchdog_timeout=0.9).lock("v-watchdog")
+    await lock.acquire()
+    assert 0.7 < lock.valid_for() <= 0.9
+    await async_sleep(1.2)  # past the first lease: renewed meanwhile (every 0.3 s)
+    assert 0.5 < lock.valid_for() <= 0.9
+    lock.checkpoint()
+    await lock.release()
+    assert lock.valid_for() == 0.0
+    with pytest.raises(tenure.NotOwnedError):
+        lock.checkpoint()
+
+
+async def test_a_hold_found_gone_has_no_validity(async_make_client, r):
+    lock = async_make_client(watchdog_timeout=0.6).lock("v-gone")
+    await lock.acquire()
+    r.delete("v-gone")
+    assert await async_wait_until(lambda: lock.lost, timeout=5)
+    assert lock.valid_for() == 0.0
+    with pytest.raises(tenure.LockLostError):
+        lock.checkpoint()
+
+
+async def test_every_kind_has_validity(async_make_client, r):
+    client = async_make_client()
+    rw = client.read_write_lock("v-rw")
+    kinds = [client.fair_lock("v-fair"), client.fenced_lock("v-fenced"), rw.read_lock()]
+    for lock in kinds:
+        assert lock.valid_for() == 0.0
+        await lock.acquire(lease_time=5)
+        assert 4 < lock.valid_for() <= 5
+        lock.checkpoint()
+        await lock.release()
+    write = rw.write_lock()
+    await write.acquire(lease_time=5)
+    assert 4 < write.valid_for() <= 5 and rw.read_lock().valid_for() == 0.0
+    await write.release()
+    other = async_make_client()
+    multi = client.multi_lock(client.lock("v-m1"), other.lock("v-m2"))
+    await multi.acquire(lease_time=5)
+    assert 4 < multi.valid_for() <= 5
+    multi.checkpoint()
+    await multi.release()
+    assert multi.valid_for() == 0.0
+    with pytest.raises(tenure.NotOwnedError):
+        multi.checkpoint()
+
+
+# ------------------------------------------------------------------ jeopardy
+@pytest.fixture
+def own_server(server):
+    """A server of the session's kind that this test may pause."""
+    s = Server(server.binary).start()
+    yield s
+    s.stop()
+
+
+async def test_in_doubt_while_renewal_fails_and_cleared_by_a_confirmed_renewal(own_server):
+    doubts: list[object] = []
+    losses: list[object] = []
+    client = tenure.AsyncClient(own_server.url, watchdog_timeout=3.0, socket_timeout=0.25)
+    try:
+        lock = client.lock("v-doubt", on_doubt=doubts.append, on_lost=losses.append)
+        await lock.acquire()
+        assert not lock.in_doubt
+        for episode in (1, 2):
+            own_server.pause()
+            try:
+                # the next pass (within 1 s) times out after 0.25 s: in doubt, still valid
+                assert await async_wait_until(lambda: lock.in_doubt, timeout=3)
+                assert lock.valid_for() > 0 and not lock.lost
+                lock.checkpoint()  # still valid: no error
+                assert await async_wait_until(lambda: len(doubts) == episode, timeout=2)
+            finally:
+                own_server.resume()
+            # the next confirmed renewal clears it
+            assert await async_wait_until(lambda: not lock.in_doubt, timeout=3)
+            assert lock.valid_for() > 2 and not lock.lost and losses == []
+            assert doubts == [lock] * episode  # once per episode
+        await lock.release()
+    finally:
+        await client.close()
+
+
+async def test_a_hold_paused_past_its_lease_goes_from_doubt_to_lost(own_server):
+    client = tenure.AsyncClient(own_server.url, watchdog_timeout=1.2, socket_timeout=0.2)
+    try:
+        lock = client.lock("v-doubt-lost")
+        await lock.acquire()
+        own_server.pause()
+        try:
+            assert await async_wait_until(lambda: lock.in_doubt, timeout=3)
+            assert await async_wait_until(lambda: lock.lost, timeout=3)
+            assert not lock.in_doubt and lock.valid_for() == 0.0
+        finally:
+            own_server.resume()
+    finally:
+        await client.close()
+
+
+async def test_on_doubt_must_be_callable(async_client):
+    with pytest.raises(TypeError):
+        async_client.lock("v-bad", on_doubt="no")
+
+
+# ------------------------------------------------------------------ hold cap
+async def test_max_hold_stops_renewal_and_the_hold_ends(async_make_client, r):
+    losses: list[object] = []
+    lock = async_make_client(watchdog_timeout=0.6).lock("v-cap", on_lost=losses.append)
+    start = time.monotonic()
+    assert await lock.acquire(max_hold=0.5)
+    assert await async_wait_until(lambda: not r.exists("v-cap"), timeout=5)
+    gone = time.monotonic() - start
+    # renewed until 0.5 s, then one lease (0.6 s) at most: gone within 1.1 s (+ slack)
+    assert 0.5 < gone < 1.1 + 0.4, gone
+    assert await async_wait_until(lambda: lock.lost, timeout=2)
+    assert await async_wait_until(lambda: losses == [lock], timeout=2)
+    with pytest.raises(tenure.LockLostError):
+        await lock.release()
+
+
+async def test_max_hold_in_the_context_and_its_checks(async_make_client, r):
+    lock = async_make_client(watchdog_timeout=0.6).lock("v-cap-ctx")
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            await lock.acquire(max_hold=bad)
+    with pytest.raises(TypeError):
+        await lock.acquire(max_hold="1")
+    assert not r.exists("v-cap-ctx")  # nothing sent
+    with pytest.raises(tenure.LockLostError):
+        async with lock(max_hold=0.3):
+            await async_sleep(3 if tenure.AsyncClient is not tenure.Client else 1.2)
+    fenced = async_make_client(watchdog_timeout=0.6).fenced_lock("v-cap-fenced")
+    assert await fenced.acquire_token(max_hold=0.3) is not None
+    assert await async_wait_until(lambda: fenced.lost, timeout=3)
+
+
+async def test_without_max_hold_the_watchdog_keeps_renewing(async_make_client, r):
+    lock = async_make_client(watchdog_timeout=0.6).lock("v-nocap")
+    await lock.acquire()
+    await async_sleep(1.5)
+    assert r.exists("v-nocap") and not lock.lost
+    await lock.release()
