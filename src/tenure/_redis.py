@@ -640,13 +640,31 @@ _READ_TAKES_TIMEOUT = "timeout" in inspect.signature(
 """redis-py's sync ``read_response`` takes a ``timeout`` (not in 5.3.0, the floor)."""
 
 
+class PubSubLost(Exception):
+    """The pub/sub connection failed under a read (:func:`read_push`): ``error`` says how."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 async def async_read_push(conn: Any, timeout: float) -> Any:
     """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
 
     A waiting task reads it (:mod:`tenure.aio.listener`): when that task is cancelled
     mid-reply, redis-py's parser keeps what it read for the next read, so the connection
-    shared by the other waiters is not dropped."""
-    return await conn.read_response(timeout=timeout, disconnect_on_error=False)
+    shared by the other waiters is not dropped (the CancelledError goes on as it is).
+
+    Raises:
+        ResponseError: the server answered a command with an error (e.g. MOVED).
+        PubSubLost: the connection failed (a socket closed under a read fails in many ways).
+    """
+    try:
+        return await conn.read_response(timeout=timeout, disconnect_on_error=False)
+    except ResponseError:
+        raise
+    except Exception as error:
+        raise PubSubLost(error) from error
 
 
 def async_connected(conn: Any) -> bool:
@@ -661,7 +679,34 @@ def connected(conn: Any) -> bool:
 
 
 def read_push(conn: Any, timeout: float) -> Any:
-    """The next reply on a pub/sub connection, or None when nothing came within ``timeout``."""
-    if not conn.can_read(timeout=timeout):
-        return None
-    return conn.read_response()
+    """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
+
+    A waiting thread reads it (:mod:`tenure.sync.listener`) and may get a signal whose
+    handler raises. The wait for the socket is this function's own ``select``, outside
+    redis-py: an exception raised there reaches the caller as it is, nothing read, the
+    connection intact for the other waiters (redis-py would take an ``OSError``, such as a
+    handler's ``TimeoutError``, for a broken connection, and drop it). Only a reply that
+    has begun to arrive is read through redis-py.
+
+    Raises:
+        ResponseError: the server answered a command with an error (e.g. MOVED).
+        PubSubLost: the connection failed.
+    """
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        raise PubSubLost(RedisConnectionError("the pub/sub connection is closed"))
+    try:
+        ready = conn.can_read(timeout=0)  # a reply already buffered, or bytes waiting
+    except ResponseError:
+        raise
+    except Exception as error:
+        raise PubSubLost(error) from error
+    if not ready:
+        if not select.select([sock], [], [], max(timeout, 0.0))[0]:
+            return None
+    try:
+        return conn.read_response()
+    except ResponseError:
+        raise
+    except Exception as error:
+        raise PubSubLost(error) from error

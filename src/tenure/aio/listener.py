@@ -35,6 +35,7 @@ from tenure._concurrency import (
 )
 from tenure._redis import (
     AsyncRoute,
+    PubSubLost,
     RedisError,
     ResponseError,
     async_connected,
@@ -359,12 +360,15 @@ class AsyncListener:
             self._poked = False
             self._refused(refused)
             return True
-        except Exception as error:  # a socket closed under a read fails in many ways
-            await self._lost(error)
+        except PubSubLost as failure:
+            await self._lost(failure.error)
             return False
-        except BaseException as error:  # cancelled or interrupted mid-read
+        except BaseException as error:
+            # The caller's own: cancelled, or a signal handler raised while it waited for
+            # the socket. It goes on to the caller as it is; the connection stays for the
+            # other waiters unless redis-py dropped it mid-reply.
             if self._connected and not async_connected(self._conn):
-                await self._lost(error)  # redis-py dropped the socket: make it again
+                await self._lost(error)  # make it again
             raise
         self._poked = False
         if reply is None:  # nothing within the timeout

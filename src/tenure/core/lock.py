@@ -376,7 +376,7 @@ class LockCore:
     def _acquire(self, owner: str, wait: float, lease: float | None) -> Flow[bool]:
         deadline = Deadline(wait)
         channel: str | None = None
-        granted = False
+        in_flight = granted = False
         try:
             now = time.monotonic()
             sent: float | None = now
@@ -388,7 +388,9 @@ class LockCore:
                 ttl: int | None = max(1, int(grace * 1000))
                 sent = None
             else:
+                in_flight = True
                 ttl = yield from self.try_once(owner, lease, wait)
+                in_flight = False
             tried = sent is not None
             if ttl is not None and deadline.remaining() > 0:
                 subscribe = Subscribe(self.wait_channel(owner), self.wake_all, since=sent)
@@ -403,7 +405,9 @@ class LockCore:
                 while True:
                     if fresh is not True and sent is not None:
                         # again=False only for the first attempt (after a yield's grace)
+                        in_flight = True
                         ttl = yield from self.try_once(owner, lease, wait, again=tried)
+                        in_flight = False
                         tried = True
                     fresh, sent = False, 0.0
                     if ttl is None or deadline.remaining() <= 0:
@@ -420,13 +424,15 @@ class LockCore:
             return True
         except GeneratorExit:
             raise
-        except BaseException:
+        except BaseException as error:
             # Also after a failed first attempt or subscription: a FairLock waiter may
             # already be queued on the server and must leave the queue.
             if channel is not None:
                 yield Unsubscribe(channel, pass_on=True)
-            if granted:
-                yield from self._undo_interrupted_grant(owner)
+            # An interrupt (not tenure's own error: that attempt's outcome was handled)
+            # while an attempt's reply was being handled may have left a grant unrecorded.
+            if granted or (in_flight and not isinstance(error, LockError)):
+                yield from self._undo_interrupted_grant(owner, granted)
             yield from self._give_up_quietly(owner)
             raise
 
@@ -439,13 +445,16 @@ class LockCore:
         except LateGrant:
             return 0
 
-    def _undo_interrupted_grant(self, owner: str) -> Flow[None]:
-        """The caller was interrupted (cancelled, a signal handler raised) after this
-        acquire's grant was recorded and before it returned: it never learns that it holds,
-        so that one hold must not stay behind, renewed by the watchdog. It leaves the hold
-        table now (no I/O: never renewed again) and a background reconcile releases on the
-        server what is beyond the holds still recorded (a second interrupt cannot stop it)."""
-        self.ctx.holds.pop(self.key, self.field(owner))
+    def _undo_interrupted_grant(self, owner: str, recorded: bool) -> Flow[None]:
+        """The caller was interrupted (cancelled, a signal handler raised, an error) after
+        an attempt of this acquire was sent and before it returned: it never learns that it
+        holds, so a grant must not stay behind, renewed by the watchdog. A grant already
+        ``recorded`` leaves the hold table now (no I/O: never renewed again); a background
+        reconcile releases on the server whatever is beyond the holds still recorded (a
+        grant whose reply was being handled when the interrupt came included), and a
+        second interrupt cannot stop it."""
+        if recorded:
+            self.ctx.holds.pop(self.key, self.field(owner))
         pending = (self.key, self.field(owner))
         if pending not in self.ctx.reconciling:
             self.ctx.reconciling.add(pending)

@@ -1,0 +1,164 @@
+"""Interrupts of a sync waiter (a signal handler that raises) and cancellations of asyncio
+acquires, on real servers: the caller gets its own exception at once, the client's shared
+pub/sub connection stays up for its other waiters, and no hold is left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import tenure
+from support.twins import wait_until
+from tenure import keys
+
+
+class Alarm(Exception):
+    """What the test's SIGALRM handler raises."""
+
+
+@pytest.fixture
+def alarm() -> Iterator[Callable[[float, type[BaseException]], None]]:
+    """``alarm(seconds, error)``: SIGALRM after ``seconds`` raises ``error`` in the main thread."""
+
+    def arm(seconds: float, error: type[BaseException]) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            raise error("alarm")
+
+        signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    previous = signal.getsignal(signal.SIGALRM)
+    yield arm
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def pubsub_ids(r: redis.Redis) -> set[str]:
+    return {c["id"] for c in r.client_list() if "P" in c["flags"] or int(c.get("sub", 0))}
+
+
+@pytest.mark.parametrize("error", [Alarm, TimeoutError, KeyboardInterrupt])
+def test_a_signal_handlers_exception_reaches_the_waiter_at_once(
+    make_client, r: redis.Redis, alarm, error: type[BaseException]
+) -> None:
+    holder = make_client().lock("alarmed")
+    assert holder.acquire()
+    client = make_client()
+    # Another waiter of the same client, on another lock, shares the pub/sub connection.
+    other_holder = make_client().lock("other")
+    assert other_holder.acquire()
+    got: list[bool] = []
+    ids: set[str] = set()
+
+    def wait_on_other() -> None:
+        # Joins once the main thread waits: the main thread is then the one reading the
+        # shared socket when the signal comes.
+        assert wait_until(lambda: r.pubsub_numsub(keys.lock_channel("alarmed"))[0][1] == 1)
+        ids.update(pubsub_ids(r))
+        got.append(client.lock("other").acquire(timeout=20))
+
+    other = threading.Thread(target=wait_on_other)
+    other.start()
+    lock = client.lock("alarmed")
+    alarm(0.6, error)
+    started = time.monotonic()
+    with pytest.raises(error):  # as raised by the handler: not BackendError, not swallowed
+        lock.acquire(timeout=10)
+    assert time.monotonic() - started < 1.5
+    assert wait_until(lambda: r.pubsub_numsub(keys.lock_channel("other"))[0][1] == 1)
+    assert not lock.owned()
+    # The connection was not dropped for the other waiter: its unlock still wakes it.
+    assert pubsub_ids(r) == ids
+    other_holder.release()
+    other.join(5)
+    assert got == [True]
+    holder.release()
+
+
+def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
+    make_client, r: redis.Redis, alarm
+) -> None:
+    # A holder thread releases and takes the lock back in a loop; the main thread's
+    # acquires are interrupted at random moments around their grant. Whatever the moment,
+    # a grant the caller never learned of is given back: no hold outlives the run.
+    client, holder_client = make_client(), make_client()
+    stop = threading.Event()
+
+    def hold_and_release() -> None:
+        lock = holder_client.lock("busy")
+        while not stop.is_set():
+            if lock.acquire(timeout=1):
+                time.sleep(0.002)
+                lock.release()
+
+    holder = threading.Thread(target=hold_and_release)
+    holder.start()
+    rng = random.Random(7)
+    lock = client.lock("busy")
+    try:
+        for _ in range(150):
+            alarm(rng.uniform(0.0005, 0.004), Alarm)
+            try:
+                if lock.acquire(timeout=2):
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    lock.release()
+            except Alarm:
+                pass
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        stop.set()
+        holder.join(10)
+    field = f"{client.client_id}:"
+    # Within 0.5 s the server holds nothing of this client's (a background reconcile).
+    assert wait_until(
+        lambda: not any(f.decode().startswith(field) for f in r.hkeys("busy")), 0.5 + 1.0
+    ), r.hgetall("busy")
+
+
+async def test_asyncio_acquires_cancelled_around_their_grant_leave_no_hold(
+    async_make_client, r: redis.Redis
+) -> None:
+    client, holder_client = async_make_client(), async_make_client()
+    stop = asyncio.Event()
+
+    async def hold_and_release() -> None:
+        lock = holder_client.lock("busy-async")
+        while not stop.is_set():
+            if await lock.acquire(timeout=1):
+                await asyncio.sleep(0.002)
+                await lock.release()
+
+    async def cancel_around_grants(seed: int) -> None:
+        # Three of these share the client: its pub/sub mutex is contended, so leaving the
+        # channel after a grant can suspend, and a cancellation can land there.
+        rng = random.Random(seed)
+        lock = client.lock("busy-async")
+        for _ in range(100):
+            task = asyncio.ensure_future(lock.acquire(timeout=2))
+            await asyncio.sleep(rng.uniform(0.0005, 0.004))
+            task.cancel()
+            try:
+                if await task:
+                    await lock.release()
+            except asyncio.CancelledError:
+                pass
+
+    holder = asyncio.ensure_future(hold_and_release())
+    try:
+        await asyncio.gather(*(cancel_around_grants(seed) for seed in (11, 12, 13)))
+    finally:
+        stop.set()
+        await holder
+    field = f"{client.client_id}:"
+    deadline = time.monotonic() + 1.5
+    while any(f.decode().startswith(field) for f in r.hkeys("busy-async")):
+        assert time.monotonic() < deadline, r.hgetall("busy-async")
+        await asyncio.sleep(0.01)
