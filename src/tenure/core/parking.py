@@ -310,7 +310,7 @@ class Parking:
         if entry is None:
             return []
         if kind in ("message", "smessage"):
-            lease = renewed_lease(payload)
+            lease = renewed_lease(payload, channel)
             if lease is not None:  # the holder renewed: no wake-up, the lease end moves
                 entry.expiry = self.clock() + lease
                 return []
