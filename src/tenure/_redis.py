@@ -18,17 +18,21 @@ from typing import Any
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.sentinel
 import redis.cluster
+import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.exceptions import (
     AskError,
+    AuthenticationError,
     MovedError,
     NoScriptError,
     RedisError,
     ResponseError,
     TryAgainError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -52,6 +56,7 @@ __all__ = [
     "ResponseError",
     "Route",
     "TryAgainError",
+    "Unsent",
     "async_idle",
     "async_read_push",
     "async_read_reply",
@@ -65,6 +70,7 @@ __all__ = [
     "resolve_redis",
     "send_command",
     "text",
+    "unsent",
 ]
 
 Redis = redis.Redis
@@ -187,11 +193,33 @@ def _sharded_pubsub(info: dict[str, str]) -> bool:
         return False
 
 
+class Unsent(Exception):
+    """A command that surely did not reach a server: no connection could be made for it
+    (refused, timed out or reset while connecting, or in the handshake before it).
+    ``error`` is redis-py's error, raised as it is when the command is not sent again."""
+
+    def __init__(self, error: RedisError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def unsent(error: BaseException) -> bool:
+    """True if ``error``, raised while getting a connection for a command (connecting, the
+    handshake, the pool's check of a pooled socket), means the command was not sent and
+    sending it again may succeed: redis-py's ConnectionError or TimeoutError, but not an
+    authentication failure (sending again does not cure it)."""
+    return isinstance(error, RedisConnectionError | RedisTimeoutError) and not isinstance(
+        error, AuthenticationError
+    )
+
+
 class _NodePool:
     """A cluster node's connections, with the pool interface the backend uses (asyncio).
 
     redis-py's asyncio cluster node fails with MaxConnectionsError when all its connections
     are in use; tenure's callers wait for one instead (``gate``: one permit per connection).
+    A connection is connected (and a pooled one checked, as redis-py's pools check theirs)
+    before it is lent: a failure to connect is then known before a command is written.
     """
 
     def __init__(self, node: Any, gate: asyncio.Semaphore) -> None:
@@ -201,10 +229,18 @@ class _NodePool:
     async def get_connection(self) -> Any:
         await self.gate.acquire()
         try:
-            return self.node.acquire_connection()
+            conn = self.node.acquire_connection()
         except BaseException:
             self.gate.release()
             raise
+        try:
+            if conn.is_connected and not await async_idle(conn):
+                await conn.disconnect()  # EOF (the node died) or unread data on it
+            await conn.connect()
+        except BaseException:
+            await self.release(conn)
+            raise
+        return conn
 
     async def release(self, conn: Any) -> None:
         self.node.release(conn)
@@ -221,6 +257,8 @@ class _RouteBase:
 
     cluster_class: Any = None
     """The client library's cluster client class (sync or asyncio)."""
+    sentinel_pool_class: Any = None
+    """The client library's Sentinel connection pool class (sync or asyncio)."""
     mutex_class: Any = None
     """Its mutex: one topology refresh at a time."""
 
@@ -246,6 +284,16 @@ class _RouteBase:
     def slot(self, key: str) -> int:
         return slot_of(key)
 
+    @property
+    def follows_failover(self) -> bool:
+        """True when the server behind a key can change: the slot owner in a cluster (the
+        slot map is refreshed after a failed connection), the master under Sentinel (which
+        redis-py asks on each connect). A command that surely did not reach a server is
+        then worth sending again within the caller's wait; on one server it is not."""
+        return self.cluster or isinstance(
+            getattr(self.client, "connection_pool", None), self.sentinel_pool_class
+        )
+
     def failed(self) -> None:
         """A connection failed: refresh the topology before the next command."""
         if self.cluster:
@@ -256,6 +304,7 @@ class AsyncRoute(_RouteBase):
     """:class:`_RouteBase` for redis.asyncio clients."""
 
     cluster_class = AsyncRedisCluster
+    sentinel_pool_class = redis.asyncio.sentinel.SentinelConnectionPool
     mutex_class = AsyncMutex
 
     async def prepare(self) -> None:
@@ -372,6 +421,7 @@ class Route(_RouteBase):
     """:class:`_RouteBase` for redis-py's sync clients."""
 
     cluster_class = RedisCluster
+    sentinel_pool_class = redis.sentinel.SentinelConnectionPool
     mutex_class = Mutex
 
     def prepare(self) -> None:

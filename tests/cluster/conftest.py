@@ -43,3 +43,11 @@ def sentinels(request: pytest.FixtureRequest) -> Iterator[Sentinels]:
     s = Sentinels(_binary(request)).start()
     yield s
     s.stop()
+
+
+@pytest.fixture(params=[k for k, _ in KINDS])
+def own_sentinels(request: pytest.FixtureRequest) -> Iterator[Sentinels]:
+    """A Sentinel deployment of the test's own: a failover leaves it without a replica."""
+    s = Sentinels(_binary(request)).start()
+    yield s
+    s.stop()

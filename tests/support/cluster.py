@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 
 import redis
+import redis.asyncio.sentinel
+import redis.sentinel
 
 from support.servers import Server, free_port
 
@@ -154,6 +156,22 @@ class Cluster:
     def current_masters(self) -> list[ClusterNode]:
         return [n for n in self.running() if _role(n) == "master"]
 
+    def replica_of(self, master: ClusterNode) -> ClusterNode:
+        """The running replica whose master is ``master``, its link up."""
+        for node in self.running():
+            with node.client(decode_responses=True, socket_timeout=1) as r:
+                info = r.info("replication")
+            if info.get("role") == "slave" and int(info.get("master_port", 0)) == master.port:
+                return node
+        raise LookupError(f"no replica of {master.port}")
+
+    def take_over(self, replica: ClusterNode) -> None:
+        """Promote ``replica`` at once (``CLUSTER FAILOVER TAKEOVER``: no agreement of the
+        other masters needed, its master may be dead) and wait until it says it is master."""
+        with replica.client(socket_timeout=5) as r:
+            r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+        wait_until(lambda: _role(replica) == "master", 10, "the takeover")
+
     def flushall(self) -> None:
         for node in self.current_masters():
             with node.client() as r:
@@ -229,6 +247,9 @@ class Sentinels:
 
     def sentinel(self, **kwargs: object) -> redis.sentinel.Sentinel:
         return redis.sentinel.Sentinel([("127.0.0.1", self.sentinel_port)], **kwargs)  # type: ignore[arg-type]
+
+    def async_sentinel(self, **kwargs: object) -> redis.asyncio.sentinel.Sentinel:
+        return redis.asyncio.sentinel.Sentinel([("127.0.0.1", self.sentinel_port)], **kwargs)  # type: ignore[arg-type]
 
     def master_port(self) -> int:
         with redis.Redis(port=self.sentinel_port, socket_timeout=1) as s:

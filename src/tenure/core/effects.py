@@ -32,6 +32,12 @@ class Call:
     keys: Sequence[str]
     args: Sequence[str | int]
     changes: bool | Callable[[Any], bool] = False
+    until: float | None = None
+    """Monotonic time up to which the driver sends the call again when it surely did not
+    reach a server (no connection could be made: refused, or reset while connecting),
+    after refreshing the topology (a cluster's slot map; Sentinel is asked on connect):
+    a failover is absorbed within the caller's wait (docs/operations.md). None: never.
+    A call that may have reached a server is never sent again."""
 
 
 @dataclass(frozen=True, slots=True)

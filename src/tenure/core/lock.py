@@ -114,6 +114,9 @@ class LockCore:
         self._yield_until = 0.0
         """Monotonic time until which a new acquire through this object waits for the
         waiters its last release woke before it tries (see :data:`YIELD_GRACE`)."""
+        self._until: dict[str, float] = {}
+        """Owner -> end of its acquire's wait, while an attempt of it is under way: its
+        script is sent again until then when it surely did not reach a server."""
 
     # ----------------------------------------------------------------- hooks
     def field(self, owner: str) -> str:
@@ -157,8 +160,9 @@ class LockCore:
         :class:`ReplicationError` goes on to the caller; an attempt that granted nothing
         does not wait for replicas.
         """
-        if call.changes != self.is_grant:
-            call = replace(call, changes=self.is_grant)
+        until = self._until.get(owner)
+        if call.changes != self.is_grant or call.until != until:
+            call = replace(call, changes=self.is_grant, until=until)
         if self.ctx.reconciling:
             yield from self.after_reconcile(owner)
         sent = time.monotonic()
@@ -389,7 +393,7 @@ class LockCore:
                 sent = None
             else:
                 in_flight = True
-                ttl = yield from self.try_once(owner, lease, wait)
+                ttl = yield from self.try_once(owner, lease, wait, until=deadline.end)
                 in_flight = False
             tried = sent is not None
             if ttl is not None and deadline.remaining() > 0:
@@ -406,7 +410,9 @@ class LockCore:
                     if fresh is not True and sent is not None:
                         # again=False only for the first attempt (after a yield's grace)
                         in_flight = True
-                        ttl = yield from self.try_once(owner, lease, wait, again=tried)
+                        ttl = yield from self.try_once(
+                            owner, lease, wait, again=tried, until=deadline.end
+                        )
                         in_flight = False
                         tried = True
                     fresh, sent = False, 0.0
@@ -437,13 +443,26 @@ class LockCore:
             raise
 
     def try_once(
-        self, owner: str, lease: float | None, wait: float, again: bool = False
+        self,
+        owner: str,
+        lease: float | None,
+        wait: float,
+        again: bool = False,
+        until: float | None = None,
     ) -> Flow[int | None]:
-        """:meth:`attempt`, with a late grant (undone) counted as a refusal to retry at once."""
+        """:meth:`attempt`, with a late grant (undone) counted as a refusal to retry at once.
+
+        ``until``: the end of the caller's wait (monotonic); up to then the attempt's script
+        is sent again when it surely did not reach a server (``Call.until``: a failover)."""
+        if until is not None:
+            self._until[owner] = until
         try:
             return (yield from self.attempt(owner, lease, wait, again))
         except LateGrant:
             return 0
+        finally:
+            if until is not None:
+                self._until.pop(owner, None)
 
     def _undo_interrupted_grant(self, owner: str, recorded: bool) -> Flow[None]:
         """The caller was interrupted (cancelled, a signal handler raised, an error) after

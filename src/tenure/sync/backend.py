@@ -9,13 +9,22 @@ was cancelled mid-way disconnects its socket, so a late reply is never read by t
 In a cluster each command goes to the node owning its first key's slot (every key of one
 script shares a slot, DESIGN §3). A MOVED or ASK reply means the command did not run, so it
 is sent again where the cluster says (MOVED also updates the slot map; TRYAGAIN, a script
-whose keys are split by a migration in progress, is resent shortly); a connection failure
-is not retried, but the slot map is refreshed before the next command (a replica may have
-been promoted).
+whose keys are split by a migration in progress, is resent shortly). After a connection
+failure the slot map is refreshed before the next command (a replica may have been
+promoted).
+
+A failover is absorbed within the caller's wait (docs/operations.md, "Failover"): a script
+that surely did not reach a server, because no connection could be made for it, is sent
+again up to its ``Call.until``, in a cluster (after the slot map is refreshed) or under
+Sentinel (redis-py asks Sentinel for the master on each connect). A command that failed
+after it was written may have run: it is never sent again here; the flow reconciles it.
+On one plain server nothing can move, so a refused connection raises at once.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +35,15 @@ from tenure._redis import (
     MovedError,
     NoScriptError,
     NotReady,
+    RedisError,
     ResponseError,
     TryAgainError,
+    Unsent,
     idle,
     read_reply,
     send_command,
     check_one_slot,
+    unsent,
 )
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command
@@ -44,6 +56,11 @@ SPARE = 2
 """Connections a backend keeps out of its pool between commands (see ``spare``)."""
 TRY_AGAIN = 0.05
 """Seconds before resending after TRYAGAIN (a multi-key script while its slot migrates)."""
+RESEND_PAUSE = (0.05, 0.5)
+"""First and longest pause (seconds) before sending again a script that surely did not
+reach a server (no connection), while a failover may be under way."""
+
+log = logging.getLogger("tenure")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +97,11 @@ class Backend:
     def execute(self, *args: Any) -> Any:
         """One command; its reply. Raises redis-py errors unchanged."""
         key = str(args[1]) if len(args) > 1 else None
-        return self._routed(key, self._command, args)
+        try:
+            return self._routed(key, self._command, args)
+        except Unsent as failure:
+            error = failure.error
+        raise error  # outside the handler: redis-py's error as it was raised
 
     def call(self, call: Call) -> Any:
         """One script (EVALSHA, EVAL on NOSCRIPT); then WAIT for replicas if configured.
@@ -91,12 +112,30 @@ class Backend:
         route = self.route
         if route.cluster and call.keys:
             check_one_slot(call.script.name, call.keys)
-        if route.cluster or not route.ready:
-            key = call.keys[0] if call.keys else None
-            reply, acknowledged = self._routed(key, self._script, call)
-        else:  # one server: nothing to route, no redirection to follow
-            pool = route.client.connection_pool
-            reply, acknowledged = self._on(pool, self._script, call, False)
+        pause = RESEND_PAUSE[0]
+        while True:
+            try:
+                if route.cluster or not route.ready:
+                    key = call.keys[0] if call.keys else None
+                    reply, acknowledged = self._routed(key, self._script, call)
+                else:  # one server: nothing to route, no redirection to follow
+                    pool = route.client.connection_pool
+                    reply, acknowledged = self._on(pool, self._script, call, False)
+                break
+            except Unsent as failure:
+                error = failure.error
+            # Not sent: send again once the topology may have moved (the slot map is
+            # refreshed first, see ``_failed``), while the caller still waits.
+            left = call.until - time.monotonic() if call.until is not None else 0.0
+            if left <= 0 or not route.follows_failover:
+                raise error  # redis-py's error as it was raised
+            if pause == RESEND_PAUSE[0]:
+                log.info(
+                    "script %s: no connection (%s); sent again within the caller's wait",
+                    call.script.name, error,
+                )
+            sleep(min(pause, left))
+            pause = min(2 * pause, RESEND_PAUSE[1])
         if acknowledged is not None:
             check_replicas(self.ctx, call, reply, acknowledged)
         return reply
@@ -198,23 +237,43 @@ class Backend:
             pool.release(conn)
 
     def _routed(self, key: str | None, send: Any, what: Any) -> Any:
-        pool = self.route.pool_for(key)
+        """``send(conn, what)`` on the node serving ``key``, following redirections.
+        Raises :class:`Unsent` when no connection could be made (nothing was sent)."""
+        pool = self._pool_for(key)
         asking = False
         for _ in range(REDIRECTS):
             try:
                 return self._on(pool, send, what, asking)
             except MovedError as moved:
                 self.route.moved(moved)
-                pool, asking = self.route.pool_for(key), False
+                pool, asking = self._pool_for(key), False
             except AskError as ask:
                 pool, asking = self.route.pool_at(ask.host, ask.port), True
             except TryAgainError:  # did not run: the slot is half-migrated for a moment
                 sleep(TRY_AGAIN)
-                pool, asking = self.route.pool_for(key), False
+                pool, asking = self._pool_for(key), False
         return self._on(pool, send, what, asking)
 
+    def _pool_for(self, key: str | None) -> Any:
+        """The route's pool for ``key``; a failure to reach a server while finding it (the
+        first use asks the server, INFO) raises :class:`Unsent`."""
+        try:
+            return self.route.pool_for(key)
+        except RedisError as error:
+            self.suspect = True
+            if unsent(error):
+                raise Unsent(error) from error  # nothing was sent
+            raise
+
     def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
-        conn = self._connection(pool)
+        """``send(conn, what)`` on a connection of ``pool``; :class:`Unsent` when no
+        connection could be made. Any failure after that is raised as it is."""
+        try:
+            conn = self._connection(pool)
+        except RedisError as error:
+            if unsent(error):
+                raise Unsent(error) from error  # nothing was sent
+            raise
         try:
             if asking:
                 send_command(conn, "ASKING")
