@@ -8,15 +8,24 @@ import pytest
 
 from tenure import keys
 from tenure.core.context import Context
-from tenure.core.effects import WATCH_HOLDS, Command, Subscribe, Unsubscribe, Wait, WatchHolds
+from tenure.core.effects import (
+    WATCH_HOLDS,
+    Background,
+    Command,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    WatchHolds,
+)
 from tenure.core.latch import LatchCore
 from tenure.core.parking import WAKE_ANY, Parking
 from tenure.core.semaphore import PermitCore, SemaphoreCore
-from tenure.errors import BackendError, LockLostError, NotOwnedError
+from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
 from .scripted import Clock, drive, fails
 
 ACQ, PACQ, PREL = "semaphore_acquire", "permit_acquire", "permit_release"
+REL = "semaphore_release"
 
 
 def test_semaphore_one_attempt_never_subscribes(ctx: Context) -> None:
@@ -59,6 +68,62 @@ def test_semaphore_error_while_waiting_passes_the_wake_up_on(ctx: Context) -> No
         [(ACQ, 0), (Subscribe, None), (ACQ, BackendError("down")), (Unsubscribe, None)],
     )
     assert isinstance(run.error, BackendError) and run.of(Unsubscribe)[0].pass_on
+
+
+@pytest.mark.parametrize(
+    ("steps", "failure"),
+    [
+        # taken, then cancelled while leaving the channel
+        (
+            [(ACQ, 0), (Subscribe, None), (ACQ, 1), (Unsubscribe, asyncio.CancelledError())],
+            asyncio.CancelledError,
+        ),
+        # taken, then interrupted (a raising signal handler) while leaving the channel
+        (
+            [(ACQ, 0), (Subscribe, None), (ACQ, 1), (Unsubscribe, KeyboardInterrupt())],
+            KeyboardInterrupt,
+        ),
+        # taken on the primary, too few replicas acknowledged
+        ([(ACQ, ReplicationError("0 of 1", reply=1, acknowledged=0))], ReplicationError),
+    ],
+)
+def test_semaphore_permits_taken_for_a_caller_who_left_are_given_back(
+    ctx: Context, steps, failure
+) -> None:
+    """A plain Semaphore has no owner: permits the reply said were taken, for a caller
+    that then stopped waiting, are released again (in the background), never left taken."""
+    sem = SemaphoreCore(ctx, "s")
+    run = fails(sem.acquire(3, True, None), steps)
+    assert isinstance(run.error, failure)
+    (background,) = [e for e in run.extra if isinstance(e, Background)]
+    give_back = drive(background.flow, [(REL, 3)])
+    (call,) = give_back.calls(REL)
+    assert call.keys == ["s", "redisson_sc:{s}"] and call.args == [3] and call.changes
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        # the reply never came (cancelled or timed out in flight): outcome unknown
+        [(ACQ, asyncio.CancelledError())],
+        [(ACQ, 0), (Subscribe, None), (ACQ, BackendError("timed out")), (Unsubscribe, None)],
+        # not taken, then cancelled while waiting
+        [
+            (ACQ, 0),
+            (Subscribe, None),
+            (ACQ, 0),
+            (Wait, asyncio.CancelledError()),
+            (Unsubscribe, None),
+        ],
+        # too few replicas for a refusal (nothing taken)
+        [(ACQ, ReplicationError("0 of 1", reply=0, acknowledged=0))],
+    ],
+)
+def test_semaphore_gives_nothing_back_unless_the_reply_said_taken(ctx: Context, steps) -> None:
+    """Giving back permits that were not taken would add permits (a Semaphore has no
+    owner to check): only a reply that said taken is undone."""
+    run = fails(SemaphoreCore(ctx, "s").acquire(1, True, None), steps)
+    assert not [e for e in run.extra if isinstance(e, Background)]
 
 
 @pytest.mark.parametrize(

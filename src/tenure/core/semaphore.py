@@ -18,8 +18,10 @@ Rules (DESIGN §4 "Semaphores and latches"):
   is reported lost.
 - An acquire that fails or is cancelled after its script may have run gives back the permit
   id it sent (releasing an id that was never taken is a no-op), so nothing stays taken.
-  A plain Semaphore has no ids: a cancellation while its acquire script is in flight can
-  leave the permits taken, as in Redisson.
+  A plain Semaphore has no ids: permits its reply said were taken for a caller that then
+  stopped waiting (or that too few replicas acknowledged) are released again in the
+  background; a reply that never came (cancelled or interrupted in flight, a timeout) leaves
+  the outcome unknown and nothing is given back (docs/primitives/semaphore.md).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tenure.core.args import check_lease, check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
     WATCH_HOLDS,
+    Background,
     Call,
     Deadline,
     Flow,
@@ -48,7 +51,7 @@ from tenure.core.effects import (
 )
 from tenure.core.holds import LossScope
 from tenure.core.parking import WAKE_ANY
-from tenure.errors import BackendError, LockLostError, NotOwnedError
+from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
 log = logging.getLogger("tenure")
 
@@ -162,11 +165,43 @@ class SemaphoreCore:
 
     def _acquire(self, permits: int, wait: float) -> Flow[bool]:
         call = Call(self.acquire_script, [self.key], [permits], changes=True)
+        taken = False
 
         def attempt() -> Flow[int | None]:
-            return None if int((yield call)) == 1 else -1
+            nonlocal taken
+            try:
+                reply = yield call
+            except ReplicationError as error:  # it ran on the primary: taken if it says so
+                taken = error.reply == 1
+                raise
+            taken = int(reply) == 1
+            return None if taken else -1
 
-        return (yield from wait_granted(attempt, self.channel, Deadline(wait)))
+        try:
+            return (yield from wait_granted(attempt, self.channel, Deadline(wait)))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # The reply said taken, then the caller stopped waiting (cancelled or
+            # interrupted while leaving the channel) or too few replicas acknowledged:
+            # nobody will release these permits, so give them back, in the background
+            # (a second cancellation must not stop it).
+            if taken:
+                yield Background(self._give_back_permits(permits))
+            raise
+
+    def _give_back_permits(self, permits: int) -> Flow[None]:
+        """Release ``permits`` taken by an acquire whose caller never got them."""
+        try:
+            yield Call(self.release_script, self.count_keys(), [permits], changes=True)
+        except ReplicationError:  # given back on the primary
+            pass
+        except BackendError as error:
+            log.warning(
+                "semaphore %r: giving back %d permit(s) taken by an abandoned acquire "
+                "failed (%s): they stay taken",
+                self.name, permits, error,
+            )
 
     def release(self, permits: object) -> Flow[None]:
         """Give ``permits`` permits back (anyone may: a Semaphore has no owner)."""
