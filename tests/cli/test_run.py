@@ -208,3 +208,80 @@ def test_sigterm_while_waiting_leaves_nothing_behind(server, r, make_client):
     assert proc.returncode == 128 + signal.SIGTERM
     (field,) = r.hkeys("w")  # only the holder: the interrupted wait left no hold
     assert field.decode().startswith(holder.client_id)
+
+
+# ------------------------------------------------------------------ parsing (flock/consul)
+def test_everything_after_name_belongs_to_the_command(server, r):
+    done = tenure_cmd("run", "job", "echo", "a", "--timeout", "5", "--fair", "b", url=server.url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "a --timeout 5 --fair b\n"  # the flags are echo's
+    assert not r.exists("redisson_lock_queue:{job}")  # a plain Lock, not a FairLock
+
+
+def test_options_before_name_or_before_dashes(server, r, make_client):
+    holder = make_client()
+    assert holder.lock("busy").acquire(lease_time=60)
+    before = tenure_cmd("run", "--timeout", "0.2", "busy", "true", url=server.url)
+    assert before.returncode == 75, before.stderr
+    after = tenure_cmd("run", "busy", "--timeout", "0.2", "--", "true", url=server.url)
+    assert after.returncode == 75, after.stderr
+    joined = tenure_cmd("run", "--timeout=0.2", "busy", "true", url=server.url)
+    assert joined.returncode == 75, joined.stderr
+    ok = tenure_cmd("run", "--timeout", "5", "free", "--", "echo", "--", "x", url=server.url)
+    assert ok.returncode == 0 and ok.stdout == "-- x\n"  # only the first -- separates
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--jsn", "job", "--", "touch", "ran"),  # a mistyped option is not a lock name
+        ("--jsn", "job", "touch", "ran"),
+        ("job", "--jsn", "--", "touch", "ran"),  # before --: an option of tenure's
+        ("job", "extra", "--", "touch", "ran"),  # one NAME only
+        ("job",),  # no command
+        ("--permits", "0", "job", "touch", "ran"),
+        ("--permits", "2", "--fair", "job", "touch", "ran"),
+    ],
+)
+def test_usage_errors_exit_2_and_run_nothing(server, r, args, tmp_path):
+    marker = tmp_path / "ran"
+    done = tenure_cmd("run", *args, url=server.url, cwd=tmp_path)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Usage:" in done.stderr and not marker.exists()
+    assert r.dbsize() == 0  # nothing acquired
+
+
+def test_permits_let_n_commands_run_at_once(server, r, child):
+    _, log = child
+    procs = [
+        tenure_popen("run", "--permits", "2", "pool", *cmd(child, "span"), url=server.url)
+        for _ in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    spans = sorted((float(a), float(b)) for a, b in lines(log, "span"))
+    assert len(spans) == 4
+    most = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+    assert most <= 2, spans  # never three at once
+    assert r.get("pool") == b"2"  # every permit back
+    env = tenure_cmd(
+        "run",
+        "--permits",
+        "2",
+        "pool",
+        sys.executable,
+        "-c",
+        "import os; print(len(os.environ['TENURE_PERMIT_ID']))",
+        url=server.url,
+    )
+    assert env.returncode == 0 and env.stdout == "32\n"
+
+
+def test_permits_timeout_when_all_are_taken(server, r, make_client):
+    holder = make_client()
+    sem = holder.permit_expirable_semaphore("full")
+    assert sem.try_set_permits(1)
+    assert sem.acquire(lease_time=60) is not None
+    waited = tenure_cmd("run", "--permits", "1", "--timeout", "0.3", "full", "true", url=server.url)
+    assert waited.returncode == 75, waited.stderr

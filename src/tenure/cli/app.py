@@ -28,6 +28,7 @@ def main() -> None:
       tenure demo                        contending processes on an embedded server
       tenure status orders:42            who holds a lock, who waits
       tenure run nightly -- ./backup.sh  run a job while holding a lock
+      tenure elect scheduler -- ./sched  run a job while elected leader
       tenure doctor                      is this server safe for locks?
     """
 
@@ -170,13 +171,14 @@ def _flag(value: int) -> str:
 
 
 def _add_commands() -> None:
-    from tenure.cli import doctor, inspecting, run
+    from tenure.cli import doctor, elect, inspecting, run
 
     for command in (
         inspecting.status,
         inspecting.list_names,
         inspecting.force_release,
         run.run,
+        elect.elect,
         doctor.doctor,
     ):
         main.add_command(command)

@@ -1,4 +1,8 @@
-"""``tenure run NAME -- CMD ...``: flock(1) for a fleet.
+"""``tenure run [OPTIONS] NAME [--] CMD ...``: flock(1) for a fleet.
+
+Options come before NAME, or anywhere before a ``--`` that separates CMD (as flock(1) and
+``consul lock``): without ``--`` everything after NAME is CMD, its own flags included, and a
+mistyped option is a usage error (exit 2), never a lock name.
 
 Acquire the lock (the watchdog renews it unless ``--lease`` is given), run CMD with
 ``TENURE_LOCK_NAME`` (and ``TENURE_FENCING_TOKEN`` with ``--fenced``) in its environment,
@@ -48,7 +52,58 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
     return value
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+class CommandAfterName(click.Command):
+    """A command parsed as flock(1) and ``consul lock`` parse theirs: ``[OPTIONS] NAME
+    [--] COMMAND...``. Options come before NAME, or anywhere before a ``--``; without
+    ``--``, everything after NAME belongs to COMMAND (``tenure run job rsync --timeout 30``
+    keeps rsync's flag). An unknown option before the command is a usage error (exit 2).
+    Its params end with the ``name`` argument and a ``command`` argument (``nargs=-1``).
+
+    ``dashes_only``: COMMAND comes only after ``--`` (``tenure elect NAME [--value V] [--
+    CMD ...]``, whose COMMAND is optional): without ``--`` options may also follow NAME.
+    """
+
+    dashes_only = False
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = list(args)
+        if "--" in args:
+            at = args.index("--")
+            head, tail = args[:at], args[at + 1 :]
+        elif self.dashes_only:
+            head, tail = args, []
+        else:
+            found = self._name_at(ctx, args)
+            head, tail = (args, []) if found is None else (args[: found + 1], args[found + 1 :])
+        rest = super().parse_args(ctx, [*head, "--", *tail])
+        given = tuple(ctx.params.get("command") or ())
+        if given != tuple(tail):
+            extra = given[: len(given) - len(tail)]
+            where = "after --" if self.dashes_only else "after NAME, or after --"
+            raise click.UsageError(
+                f"unexpected argument {extra[0]!r} (the command goes {where})", ctx
+            )
+        return rest
+
+    def _name_at(self, ctx: click.Context, args: list[str]) -> int | None:
+        """Index of NAME in ``args``: the first argument that is neither an option nor an
+        option's value; None if there is none."""
+        takes_value: dict[str, bool] = {}
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                for opt in [*param.opts, *param.secondary_opts]:
+                    takes_value[opt] = not (param.is_flag or param.count)
+        at = 0
+        while at < len(args):
+            arg = args[at]
+            if arg.startswith("-") and arg != "-":
+                at += 2 if "=" not in arg and takes_value.get(arg, False) else 1
+                continue
+            return at
+        return None
+
+
+@click.command(cls=CommandAfterName)
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(
@@ -79,6 +134,15 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 )
 @click.option("--fair", is_flag=True, help="Use a FairLock (first come, first served).")
 @click.option(
+    "--permits",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Hold one of N permits instead of the lock, so that up to N such COMMANDs run at "
+    "once (as consul lock -n): a PermitExpirableSemaphore whose permits are renewed by the "
+    "watchdog and expire when the process dies. The first run sets N.",
+)
+@click.option(
     "--fenced", is_flag=True, help="Use a FencedLock; CMD gets the token in TENURE_FENCING_TOKEN."
 )
 @click.option(
@@ -94,19 +158,27 @@ def run(**options: Any) -> None:
     """Run COMMAND while holding the lock NAME; at most one such COMMAND runs at a time
     across every host using the same server.
 
-    COMMAND gets TENURE_LOCK_NAME (and TENURE_FENCING_TOKEN with --fenced) in its
-    environment; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2 are forwarded to it. If the
-    lock is lost while it runs, it gets SIGTERM, then SIGKILL after --grace seconds.
+    COMMAND gets TENURE_LOCK_NAME (and TENURE_FENCING_TOKEN with --fenced,
+    TENURE_PERMIT_ID with --permits) in its environment; SIGINT, SIGTERM, SIGHUP,
+    SIGQUIT, SIGUSR1/2 are forwarded to it. If the lock is lost while it runs, it gets
+    SIGTERM, then SIGKILL after --grace seconds.
     Exit status: COMMAND's (128+N if signal N ended it), 75 when --timeout ran out, 1 for a
-    server error or a lost lock.
+    server error or a lost lock, 2 for a usage error.
+
+    Options go before NAME, or anywhere before a -- that separates COMMAND; without --,
+    everything after NAME is COMMAND (its own flags included).
 
     \b
-    Example:
-      tenure run nightly-backup --timeout 60 --fenced -- ./backup.sh --full
+    Examples:
+      tenure run --timeout 60 --fenced nightly-backup ./backup.sh --full
+      tenure run nightly-backup --timeout 60 -- ./backup.sh --full
+      tenure run --permits 3 encoder -- ffmpeg -i in.mp4 out.webm
     """
     # The options arrive by name, as Runner takes them (one list of them: Runner's).
     if options["fair"] and options["fenced"]:
         raise click.UsageError("--fair and --fenced cannot be combined (no fair fenced lock)")
+    if options["permits"] is not None and (options["fair"] or options["fenced"]):
+        raise click.UsageError("--permits cannot be combined with --fair or --fenced")
     if options["grace"] < 0:
         raise click.BadParameter("must be 0 or more seconds", param_hint="--grace")
     sys.exit(Runner(**options).main())
@@ -123,13 +195,14 @@ class Runner:
         timeout: float | None,
         lease: float | None,
         watchdog_timeout: float,
-        fair: bool,
-        fenced: bool,
+        fair: bool = False,
+        fenced: bool = False,
+        permits: int | None = None,
         grace: float,
         url: str,
     ) -> None:
         self.name, self.command, self.timeout, self.lease = name, command, timeout, lease
-        self.grace, self.fair, self.fenced = grace, fair, fenced
+        self.grace, self.fair, self.fenced, self.permits = grace, fair, fenced, permits
         self.client = client(url, watchdog_timeout=watchdog_timeout)
         self.stop = threading.Event()  # the child exited, or the lock was lost
         self.lost_reason: str | None = None
@@ -145,14 +218,18 @@ class Runner:
         with self.client:
             return self._main()
 
-    def _main(self) -> int:
-        lock: Any
+    def _make(self) -> Any:
+        """The object whose hold guards the command."""
+        if self.permits is not None:
+            return self.client.permit_expirable_semaphore(self.name, on_lost=self._on_lost)
         if self.fenced:
-            lock = self.client.fenced_lock(self.name, on_lost=self._on_lost)
-        elif self.fair:
-            lock = self.client.fair_lock(self.name, on_lost=self._on_lost)
-        else:
-            lock = self.client.lock(self.name, on_lost=self._on_lost)
+            return self.client.fenced_lock(self.name, on_lost=self._on_lost)
+        if self.fair:
+            return self.client.fair_lock(self.name, on_lost=self._on_lost)
+        return self.client.lock(self.name, on_lost=self._on_lost)
+
+    def _main(self) -> int:
+        lock = self._make()
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             started = time.monotonic()
@@ -174,13 +251,13 @@ class Runner:
         try:
             status = self._supervise(token)
         finally:
-            released_ok = self._release(lock)
+            released_ok = self._release(lock, token)
         if self.lost_reason is not None or not released_ok:
             return EXIT_ERROR
         return status
 
-    def _acquire(self, lock: Any) -> int | bool | None:
-        """The fencing token (or True) once held; None when the wait ran out. On a TTY a
+    def _acquire(self, lock: Any) -> Any:
+        """What :meth:`_take` returns (None when the wait ran out). On a TTY a
         spinner shows who holds the lock meanwhile (read with ``inspect`` each second)."""
         waited = threading.Event()
         spinner = self.err.status(f"waiting for {self.name!r}") if is_tty() else nullcontext()
@@ -190,14 +267,40 @@ class Runner:
                     target=self._show_holder, args=(status, waited), daemon=True
                 ).start()
             try:
-                result: int | bool | None
-                if self.fenced:
-                    result = lock.acquire_token(timeout=self.timeout, lease_time=self.lease)
-                else:
-                    result = lock.acquire(timeout=self.timeout, lease_time=self.lease) or None
-                return result
+                return self._take(lock)
             finally:
                 waited.set()
+
+    def _take(self, lock: Any) -> Any:
+        """Acquire: a fencing token, a permit id or True once held; None when the wait ran
+        out."""
+        if self.permits is not None:
+            lock.try_set_permits(self.permits)  # the first run sets N; later ones share it
+            return lock.acquire(timeout=self.timeout, lease_time=self.lease)
+        if self.fenced:
+            return lock.acquire_token(timeout=self.timeout, lease_time=self.lease)
+        return lock.acquire(timeout=self.timeout, lease_time=self.lease) or None
+
+    def _env(self, token: Any) -> dict[str, str]:
+        """What the command finds in its environment."""
+        env = {"TENURE_LOCK_NAME": self.name}
+        if self.fenced:
+            env["TENURE_FENCING_TOKEN"] = str(token)
+        if self.permits is not None:
+            env["TENURE_PERMIT_ID"] = str(token)
+        return env
+
+    def _give(self, lock: Any, token: Any) -> None:
+        """Release what :meth:`_take` took (LockLostError/NotOwnedError when it is gone)."""
+        if self.permits is None:
+            lock.release()
+            return
+        try:
+            lock.release(token)
+        except tenure.LockLostError:
+            raise
+        except tenure.NotOwnedError as error:  # the permit expired or was taken back
+            raise tenure.LockLostError(str(error)) from error
 
     def _show_holder(self, status: Any, waited: threading.Event) -> None:
         while not waited.is_set():
@@ -215,10 +318,8 @@ class Runner:
         return f" (held by {owners})"
 
     # ---------------------------------------------------------------- child
-    def _supervise(self, token: int | bool) -> int:
-        env = dict(os.environ, TENURE_LOCK_NAME=self.name)
-        if self.fenced:
-            env["TENURE_FENCING_TOKEN"] = str(token)
+    def _supervise(self, token: Any) -> int:
+        env = dict(os.environ, **self._env(token))
         handlers = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
         try:
             try:
@@ -257,7 +358,7 @@ class Runner:
             return  # the terminal sent it to the child's process group already
         child.send_signal(signum)
 
-    def _on_lost(self, lock: Any) -> None:
+    def _on_lost(self, lock: Any, *permit: str) -> None:
         self._lost("the lock was lost (its hold is gone from the server)")
 
     def _lease_ran_out(self) -> None:
@@ -291,14 +392,14 @@ class Runner:
             pass
 
     # ---------------------------------------------------------------- release
-    def _release(self, lock: Any) -> bool:
+    def _release(self, lock: Any, token: Any) -> bool:
         """Release; False (after saying why) when the hold was found lost."""
         if self.lost_reason is not None:
             with suppress(tenure.LockError):
-                lock.release()
+                self._give(lock, token)
             return False
         try:
-            lock.release()
+            self._give(lock, token)
         except tenure.LockLostError:
             self.say(
                 f"{self.name!r}: the lock was lost before {self.command[0]} finished "
