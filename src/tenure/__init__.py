@@ -23,6 +23,7 @@ from tenure.errors import (
     LockUpgradeError,
     NotOwnedError,
     ReplicationError,
+    ServerError,
 )
 from tenure.fencing import fenced_read, fenced_write
 from tenure.sync.client import Client
@@ -79,6 +80,7 @@ __all__ = [
     "RedLock",
     "ReplicationError",
     "Semaphore",
+    "ServerError",
     "SpinLock",
     "__version__",
     "fenced_read",

@@ -37,7 +37,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from tenure._concurrency import AsyncMutex, Mutex
-from tenure.errors import BackendError, LockError, LockKindError
+from tenure.errors import BackendError, LockError, LockKindError, ServerError, refusal
 from tenure.keys import cluster_safe
 
 __all__ = [
@@ -533,12 +533,15 @@ KIND_ERROR = "TENURE_KIND "
 
 def backend_error(error: Exception) -> LockError:
     """A redis-py error as tenure's :class:`BackendError`, the original chained as cause;
-    a script's refusal of a key of another kind as :class:`LockKindError`."""
+    a script's refusal of a key of another kind as :class:`LockKindError`; a refusal that
+    retrying cannot cure (:func:`tenure.errors.refusal`) as :class:`ServerError`."""
     wrapped: LockError
     message = str(error)
     if isinstance(error, ResponseError) and KIND_ERROR in message:
         detail = message[message.index(KIND_ERROR) + len(KIND_ERROR) :]
         wrapped = LockKindError(detail.split(" script: ")[0])
+    elif (refused := refusal(error)) is not None:  # retrying cannot cure it
+        wrapped = ServerError(refused)
     else:
         wrapped = BackendError(f"{type(error).__name__}: {error}")
     wrapped.__cause__ = error

@@ -28,10 +28,57 @@ class LockTimeout(LockError, TimeoutError):
 
 
 class BackendError(LockError, ConnectionError):
-    """The server could not be reached, did not answer in time, or refused a command.
+    """The connection to the server failed: it could not be reached, was reset, or did not
+    answer in time (or the server was busy: loading, a script running, a failover under
+    way). Trying again later may succeed.
 
-    The redis-py error that caused it is chained as ``__cause__``.
+    The redis-py error that caused it is chained as ``__cause__``. A refusal that trying
+    again cannot cure is a :class:`ServerError` instead.
     """
+
+
+class ServerError(LockError):
+    """The server refused a command, and trying again cannot cure it: a key of the wrong
+    type (``WRONGTYPE``), a server that needs a password (``NOAUTH``) or refused the one
+    given (``WRONGPASS``), a user whose ACL forbids the command or key (``NOPERM``), or a
+    script error. The message gives the server's words and what to do; the redis-py error
+    is chained as ``__cause__``.
+    """
+
+
+def refusal(error: BaseException) -> str | None:
+    """What to tell the caller when redis-py ``error`` is a refusal that retrying cannot
+    cure (a :class:`ServerError`); None for any other error (a :class:`BackendError`)."""
+    words = str(error)
+    code = words.split(" ", 1)[0]
+    kind = type(error).__name__
+
+    def said(tag: str) -> str:  # redis-py drops the error code from some messages
+        return words if code == tag else f"{tag} {words}"
+
+    wrong = code == "WRONGPASS" or "invalid" in words.lower() or "AuthenticationWrongNumber" in kind
+    if code == "NOAUTH" or (kind == "AuthenticationError" and not wrong):
+        return (
+            f"the server needs a password ({said('NOAUTH')}): give it in the URL "
+            "(redis://user:password@host:port/0) or to the redis-py client"
+        )
+    if wrong or kind == "AuthenticationError":
+        return f"the server refused the username or password ({said('WRONGPASS')}): check them"
+    if code == "NOPERM" or kind == "NoPermissionError":
+        return (
+            f"the server's ACL does not allow this ({said('NOPERM')}): grant the user the commands "
+            "and keys tenure uses (`tenure doctor` lists them)"
+        )
+    if code == "WRONGTYPE":
+        return (
+            f"a key holds the wrong type of value ({words}): the name is used by something "
+            "else on this server; choose another name"
+        )
+    if "user_script" in words or "Error running script" in words or (
+        "Error compiling script" in words
+    ):
+        return f"a script failed on the server ({words})"
+    return None
 
 
 class LockUpgradeError(LockError):

@@ -42,7 +42,7 @@ from tenure.core.effects import (
 )
 from tenure.core.holds import LossScope
 from tenure.core.lock import LockCore, LossCallback
-from tenure.errors import BackendError, LockLostError, NotOwnedError
+from tenure.errors import BackendError, LockLostError, NotOwnedError, ServerError
 
 log = logging.getLogger("tenure")
 
@@ -524,7 +524,7 @@ class RedLockCore(CompositeCore):
         try:
             if not (yield from self.cores[index]._acquire(owner, 0.0, lease)):
                 return False
-        except BackendError:
+        except (BackendError, ServerError):  # a failing or refusing node: not acquired
             # The script may have run although its reply was lost: release it too.
             yield from self.release_member(index, owner)
             return False
@@ -559,7 +559,7 @@ class RedLockCore(CompositeCore):
                 released += 1
             elif isinstance(error, NotOwnedError):
                 not_owned.append(error)
-            elif not isinstance(error, BackendError):
+            elif not isinstance(error, BackendError | ServerError):
                 raise error
         if released == 0 and len(not_owned) == len(tasks):
             lost = [e for e in not_owned if isinstance(e, LockLostError)]
@@ -585,7 +585,7 @@ class RedLockCore(CompositeCore):
             error = task.exception()
             if error is None:
                 extended += 1
-            elif not isinstance(error, BackendError | NotOwnedError):
+            elif not isinstance(error, BackendError | ServerError | NotOwnedError):
                 raise error
         if extended < self.needed:
             raise LockLostError(

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from tenure import keys, scripts
 from tenure.core.effects import Call, Command, Flow
 from tenure.core.lock import LockCore
-from tenure.errors import BackendError
+from tenure.errors import BackendError, ServerError
 
 log = logging.getLogger("tenure")
 
@@ -71,7 +71,7 @@ class FencedLockCore(LockCore):
         try:
             info = yield Command(("INFO", "persistence"))
             save = yield Command(("CONFIG", "GET", "save"))
-        except BackendError as error:
+        except (BackendError, ServerError) as error:  # an ACL may refuse INFO or CONFIG
             log.debug("fenced lock %r: persistence not checked: %s", self.name, error)
             return
         aof = "aof_enabled:1" in _text(info)

@@ -42,6 +42,7 @@ from tenure.errors import (
     LockLostError,
     NotOwnedError,
     ReplicationError,
+    ServerError,
 )
 
 log = logging.getLogger("tenure")
@@ -224,7 +225,7 @@ class LockCore:
         lease = hold.leases[-1] if hold is not None and hold.leases else None
         try:
             yield from self.send_release(owner, lease)
-        except BackendError as error:  # a ReplicationError here: undone on the primary
+        except (BackendError, ServerError) as error:  # a ReplicationError: undone there
             if not isinstance(error, ReplicationError):
                 log.warning("lock %r: undoing an unreplicated grant failed: %s", self.name, error)
 
@@ -483,7 +484,7 @@ class LockCore:
         """:meth:`give_up` on an error path: a second failure must not hide the first."""
         try:
             yield from self.give_up(owner)
-        except BackendError as error:
+        except (BackendError, ServerError) as error:
             log.warning("lock %r: cleanup after a failed acquire failed: %s", self.name, error)
 
     def release(self, owner: str) -> Flow[None]:

@@ -51,7 +51,7 @@ from tenure.core.effects import (
 )
 from tenure.core.holds import LossScope
 from tenure.core.parking import WAKE_ANY
-from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
+from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError, ServerError
 
 log = logging.getLogger("tenure")
 
@@ -329,7 +329,7 @@ class PermitCore(SemaphoreCore):
     def _give_back(self, permit: str) -> Flow[None]:
         try:
             yield self._release_call(permit)
-        except BackendError as error:
+        except (BackendError, ServerError) as error:
             log.warning(
                 "semaphore %r: giving back a permit after a failed acquire failed (%s); "
                 "it expires with its lease",

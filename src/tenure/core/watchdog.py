@@ -30,7 +30,7 @@ from tenure.core.args import to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Flow
 from tenure.core.holds import Hold, QueuedWaiter
-from tenure.errors import BackendError
+from tenure.errors import BackendError, ServerError
 from tenure.scripts import Script
 
 BATCH = 100
@@ -75,7 +75,7 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
         sent = time.monotonic()
         try:
             reply = yield renewal_call(script, batch, lease_ms)
-        except BackendError:  # not confirmed: retried next tick, or expires on the clock
+        except (BackendError, ServerError):  # not confirmed: retried next tick, or expires
             for hold in ctx.holds.unconfirmed(batch):  # jeopardy, once per episode
                 hold.lock.hold_in_doubt(hold.owner)
             continue
@@ -109,7 +109,7 @@ def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
                 args += [owner, lock.waiter_prefix]
             try:
                 reply = yield Call(REFRESH, batch_keys, args, changes=True)
-            except BackendError:
+            except (BackendError, ServerError):
                 continue
             for (lock, owner), present in zip(batch, reply, strict=True):
                 if int(present) == 0:
