@@ -92,6 +92,9 @@ class LockCore:
     renewal_script: ClassVar[scripts.Script] = scripts.get("lock_renew")
     extend_script: ClassVar[scripts.Script] = scripts.get("lock_extend")
     wake_all: ClassVar[frozenset[str]] = frozenset()
+    shared: ClassVar[bool] = False
+    """Holds of this kind are shared (read holds): a waiter that takes one passes its
+    wake-up on to the next waiter of its client, whom the lock may serve too."""
     unlock_message: ClassVar[str] = keys.UNLOCK_MESSAGE
 
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
@@ -422,7 +425,7 @@ class LockCore:
                     yield Wait(channel, wait_for(ttl, deadline), deadline.remaining())
             granted = ttl is None
             if channel is not None:
-                yield Unsubscribe(channel)
+                yield Unsubscribe(channel, pass_on=granted and self.shared)
                 channel = None
             if not granted:
                 yield from self.give_up(owner)

@@ -133,6 +133,7 @@ class ReadLockCore(_SideCore):
     """The read side: many owners may hold it at once, each hold with its own expiry."""
 
     mode = keys.RW_READ_MODE
+    shared = True
     acquire_script = scripts.get("rw_read_acquire")
     release_script = scripts.get("rw_read_release")
     renewal_script = scripts.get("rw_read_renew")

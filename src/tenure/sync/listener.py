@@ -267,15 +267,12 @@ class Listener:
 
     def _wake(self, tickets: list[Ticket]) -> None:
         """Notify ``tickets``, under the mutex, from a waiter that is not reading: a
-        wake-up given to the reader, blocked on the socket, comes back to it as a PING's
-        reply (a notify would reach it only when its read times out)."""
+        notify for the reader, blocked on the socket (a wake-up, or the lease-end re-check
+        handed to it), comes back to it as a PING's reply (a notify would reach it only
+        when its read times out)."""
         self._notify(tickets)
         reader = self._reader_cond
-        if (
-            reader is not None
-            and not self._poked
-            and any(t.cond is reader and t.permit for t in tickets)
-        ):
+        if reader is not None and not self._poked and any(t.cond is reader for t in tickets):
             self._poked = True
             self._send("PING")
 
