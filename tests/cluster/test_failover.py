@@ -101,6 +101,25 @@ def test_waiter_rides_out_a_cluster_failover(fresh: Cluster) -> None:
         print(f"sync cluster waiter: kill -> acquire returned {outcome[1] - killed:.2f} s")  # type: ignore[operator]
 
 
+def test_semaphore_acquires_absorb_a_cluster_failover(fresh: Cluster) -> None:
+    plain, expirable = "{failover-sem}:plain", "{failover-sem}:permits"  # one slot
+    victim, replica, url = _victim(fresh, plain)
+    with tenure.Client(url, socket_timeout=1, socket_connect_timeout=1) as c:
+        semaphore = c.semaphore(plain)
+        permits = c.permit_expirable_semaphore(expirable)
+        assert semaphore.try_set_permits(1) and permits.try_set_permits(1)
+        killed = _fail_over(fresh, victim, replica)
+        assert semaphore.acquire(timeout=TIMEOUT)
+        took = time.monotonic() - killed
+        permit = permits.acquire(timeout=TIMEOUT, lease_time=10)
+        assert permit is not None
+        permits.release(permit)
+        semaphore.release()
+        assert semaphore.available_permits() == 1 and permits.available_permits() == 1
+    print(f"sync cluster semaphore: kill -> acquire returned {took:.2f} s")
+    assert took < TIMEOUT
+
+
 async def test_async_acquire_absorbs_a_cluster_failover(fresh: Cluster) -> None:
     name = "failover:async"
     victim, replica, url = _victim(fresh, name)

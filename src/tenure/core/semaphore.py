@@ -164,7 +164,14 @@ class SemaphoreCore:
         return self._acquire(n, wait)
 
     def _acquire(self, permits: int, wait: float) -> Flow[bool]:
-        call = Call(self.acquire_script, [self.key], [permits], changes=True)
+        deadline = Deadline(wait)
+        call = Call(
+            self.acquire_script,
+            [self.key],
+            [permits],
+            changes=True,
+            until=deadline.end,  # sent again within the wait when it surely did not arrive
+        )
         taken = False
 
         def attempt() -> Flow[int | None]:
@@ -178,7 +185,7 @@ class SemaphoreCore:
             return None if taken else -1
 
         try:
-            return (yield from wait_granted(attempt, self.channel, Deadline(wait)))
+            return (yield from wait_granted(attempt, self.channel, deadline))
         except GeneratorExit:
             raise
         except BaseException:
@@ -294,8 +301,13 @@ class PermitCore(SemaphoreCore):
     def _acquire_permit(self, wait: float, lease: float | None) -> Flow[str | None]:
         permit = secrets.token_hex(16)
         lease_ms = to_ms(lease if lease is not None else self.ctx.watchdog_timeout)
+        deadline = Deadline(wait)
         call = Call(
-            scripts.get("permit_acquire"), self.count_keys(), [permit, lease_ms], changes=True
+            scripts.get("permit_acquire"),
+            self.count_keys(),
+            [permit, lease_ms],
+            changes=True,
+            until=deadline.end,  # sent again within the wait when it surely did not arrive
         )
 
         sent = 0.0
@@ -307,7 +319,7 @@ class PermitCore(SemaphoreCore):
             return None if reply is None else int(reply)
 
         try:
-            granted = yield from wait_granted(attempt, self.channel, Deadline(wait))
+            granted = yield from wait_granted(attempt, self.channel, deadline)
         except GeneratorExit:
             raise
         except BaseException:
