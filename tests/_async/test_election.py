@@ -362,3 +362,18 @@ async def test_asyncio_body_is_cancelled_on_loss(async_make_client, r):
 async def _lead_forever(election: tenure.AsyncElection) -> None:
     async with election.leadership("b"):
         await async_sleep(30)
+
+
+async def test_valid_for_and_checkpoint_need_no_io(async_make_client, r):
+    c = async_make_client(watchdog_timeout=0.6)
+    election = c.election("sched")
+    assert election.valid_for() == 0.0
+    with pytest.raises(tenure.NotOwnedError):
+        election.checkpoint()
+    await election.campaign("a")
+    assert 0.4 < election.valid_for() <= 0.6
+    election.checkpoint()
+    r.delete(LEADER)
+    assert await async_wait_until(lambda: election.valid_for() == 0.0, timeout=5)
+    with pytest.raises(tenure.LockLostError):
+        election.checkpoint()

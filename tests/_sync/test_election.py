@@ -362,3 +362,18 @@ def test_asyncio_body_is_cancelled_on_loss(make_client, r):
 def _lead_forever(election: tenure.Election) -> None:
     with election.leadership("b"):
         sleep(30)
+
+
+def test_valid_for_and_checkpoint_need_no_io(make_client, r):
+    c = make_client(watchdog_timeout=0.6)
+    election = c.election("sched")
+    assert election.valid_for() == 0.0
+    with pytest.raises(tenure.NotOwnedError):
+        election.checkpoint()
+    election.campaign("a")
+    assert 0.4 < election.valid_for() <= 0.6
+    election.checkpoint()
+    r.delete(LEADER)
+    assert wait_until(lambda: election.valid_for() == 0.0, timeout=5)
+    with pytest.raises(tenure.LockLostError):
+        election.checkpoint()

@@ -143,6 +143,22 @@ class AsyncElection:
         """True if this candidate leads now, as the server says. Raises BackendError."""
         return self.runner.run(self.core.is_leader(self._owner()))
 
+    def valid_for(self) -> float:
+        """Seconds this candidate's leadership is surely still valid on the local monotonic
+        clock (last confirmed grant or renewal + lease - clock-drift allowance - now); 0.0
+        when lost or not leading. No I/O: a sync body checks it between steps."""
+        return self.core.valid_for(self._owner())
+
+    def checkpoint(self) -> None:
+        """Return if this candidate surely still leads (no I/O), else raise.
+
+        Raises:
+            LockLostError: the leadership was lost, or its validity ran out on the local
+                clock (a renewal is overdue: the process or the server was paused).
+            NotOwnedError: this candidate does not lead.
+        """
+        self.core.checkpoint(self._owner())
+
     @property
     def term(self) -> int | None:
         """The term of this candidate's latest leadership; None if it never led (no I/O)."""

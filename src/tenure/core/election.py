@@ -314,6 +314,24 @@ class ElectionCore(LockCore):
         reply = yield Command(("HGET", self.key, "owner"))
         return reply is not None and _text(reply) == owner
 
+    def valid_for(self, owner: str) -> float:
+        """Seconds ``owner``'s leadership is surely still valid on the local monotonic
+        clock (last confirmed grant or renewal + lease - clock-drift allowance - now);
+        0.0 when lost or not leading. No I/O."""
+        hold = self.ctx.holds.get(self.key, owner)
+        if hold is None or owner in self._lost:
+            return 0.0
+        return max(0.0, hold.valid_until - time.monotonic())
+
+    def checkpoint(self, owner: str) -> None:
+        """Raise unless ``owner`` surely still leads (no I/O): LockLostError when its
+        leadership was lost or its validity ran out, NotOwnedError when it does not lead."""
+        if self.valid_for(owner) > 0:
+            return
+        if owner in self._lost or self.ctx.holds.get(self.key, owner) is not None:
+            raise LockLostError(f"election {self.name!r}: the leadership was lost")
+        raise NotOwnedError(f"election {self.name!r}: the caller is not the leader")
+
     def term(self, owner: str) -> int | None:
         """The term of ``owner``'s latest leadership (None if it never led)."""
         return self._terms.get(owner)
