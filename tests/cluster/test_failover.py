@@ -120,6 +120,21 @@ def test_semaphore_acquires_absorb_a_cluster_failover(fresh: Cluster) -> None:
     assert took < TIMEOUT
 
 
+def test_spin_lock_acquire_absorbs_a_cluster_failover(fresh: Cluster) -> None:
+    name = "failover:spin"
+    victim, replica, url = _victim(fresh, name)
+    with tenure.Client(url, socket_timeout=1, socket_connect_timeout=1) as c:
+        lock = c.spin_lock(name)
+        assert lock.acquire(timeout=1)
+        lock.release()
+        killed = _fail_over(fresh, victim, replica)
+        assert lock.acquire(timeout=TIMEOUT)
+        took = time.monotonic() - killed
+        lock.release()
+    print(f"sync cluster spin lock: kill -> acquire returned {took:.2f} s")
+    assert took < TIMEOUT
+
+
 async def test_async_acquire_absorbs_a_cluster_failover(fresh: Cluster) -> None:
     name = "failover:async"
     victim, replica, url = _victim(fresh, name)

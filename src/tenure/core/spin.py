@@ -63,14 +63,15 @@ class SpinLockCore(LockCore):
     def _acquire(self, owner: str, wait: float, lease: float | None) -> Flow[bool]:
         deadline = Deadline(wait)
         backoff = BackOff()
-        ttl = yield from self.try_once(owner, lease, wait)
+        # until: a script that surely did not reach a server is sent again within the wait
+        ttl = yield from self.try_once(owner, lease, wait, until=deadline.end)
         while ttl is not None:
             left = deadline.remaining()
             if left <= 0:
                 return False
             yield Sleep(min(backoff.next(), left))
             # again: the first attempt checked the kind and re-entry; a retry is one PTTL
-            ttl = yield from self.try_once(owner, lease, wait, again=True)
+            ttl = yield from self.try_once(owner, lease, wait, again=True, until=deadline.end)
         yield WATCH_HOLDS
         return True
 
