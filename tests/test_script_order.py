@@ -98,7 +98,7 @@ def test_a_refused_publish_changes_nothing(
     if kind == "fair":
         queue_waiter(r, "acl")
     before = snapshot(r)
-    with pytest.raises(tenure.BackendError, match=REFUSED):
+    with pytest.raises(tenure.ServerError, match=REFUSED):  # a refusal: not retried
         getattr(lock, operation)()
     assert snapshot(r) == before
 
@@ -113,7 +113,7 @@ def test_a_refused_publish_on_a_read_release_with_reads_left_elsewhere(
     assert rw.write_lock().acquire(lease_time=30)
     assert rw.read_lock().acquire(lease_time=30)
     before = snapshot(r)
-    with pytest.raises(tenure.BackendError, match=REFUSED):
+    with pytest.raises(tenure.ServerError, match=REFUSED):  # a refusal: not retried
         getattr(rw.write_lock(), operation)()
     assert snapshot(r) == before
 
@@ -122,7 +122,7 @@ def test_a_refused_set_leaves_no_read_mode(
     limited: Callable[[str], tenure.Client], r: redis.Redis
 ) -> None:
     c = limited("&* +@all -set")
-    with pytest.raises(tenure.BackendError, match=REFUSED):
+    with pytest.raises(tenure.ServerError, match=REFUSED):  # a refusal: not retried
         c.read_write_lock("acl-set").read_lock().acquire(lease_time=30)
     assert r.keys("*") == []
 
@@ -152,6 +152,6 @@ def test_a_refused_wake_up_of_a_new_fair_head_changes_nothing(
     r.zadd("redisson_lock_timeout:{fair-head}", {"dead:1": now - 1000, "live:1": now + 600_000})
     before = snapshot(r)
     c = limited(NO_CHANNELS)
-    with pytest.raises(tenure.BackendError, match=REFUSED):
+    with pytest.raises(tenure.ServerError, match=REFUSED):  # a refusal: not retried
         c.fair_lock("fair-head").acquire(blocking=False)
     assert snapshot(r) == before

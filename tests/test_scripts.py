@@ -218,6 +218,8 @@ def scenario(make_client: object, name: str) -> None:
     leased = a.lock(f"lx{name}")
     assert leased.acquire(lease_time=5)
     leased.extend(1)
+    guarded = "{" + keys.slot_tag(f"lx{name}") + "}:state"
+    assert leased.execute_if_held("SET", guarded, "v")  # a guarded write: its key declared
     leased.release()
 
     spin = a.spin_lock(f"sp{name}")

@@ -603,6 +603,40 @@ class LockCore:
     def unwatch(self, owner: str, scope: LossScope) -> None:
         self.ctx.holds.unwatch(self.key, self.field(owner), scope)
 
+    def execute_if_held(self, owner: str, command: tuple[Any, ...], cluster: bool) -> Flow[Any]:
+        """A guarded write: run ``command`` (one Redis command, its name first) atomically,
+        only while ``owner`` still holds this lock on the server; its reply. Checked now,
+        before any I/O: a command of str/bytes/int/float words, and, in a ``cluster``, a
+        first key (the word after the command name) in the lock's slot."""
+        args = check_command(command)
+        if cluster and len(args) > 1 and keys.key_slot(_word(args[1])) != keys.key_slot(self.key):
+            raise ValueError(
+                f"execute_if_held: key {args[1]!r} is not in the cluster slot of lock "
+                f"{self.name!r}; name it with the lock's hash tag, "
+                f'"{{{keys.slot_tag(self.key)}}}:..."'
+            )
+        return self._execute_if_held(owner, args)
+
+    def _execute_if_held(self, owner: str, args: tuple[Any, ...]) -> Flow[Any]:
+        field = self.field(owner)
+        hold = self.ctx.holds.get(self.key, field)
+        if hold is None:
+            if owner in self._lost:
+                raise LockLostError(f"lock {self.name!r}: the caller's hold was lost; not run")
+            raise NotOwnedError(f"lock {self.name!r} is not held by the caller; not run")
+        # The first key is declared too (every key a script touches comes in KEYS; a
+        # multi-key command's further keys must share the slot, as in any script).
+        declared = [self.key, *map(_word, args[1:2])]
+        reply = yield Call(GUARDED_EXECUTE, declared, [field, *args], changes=True)
+        if int(reply[0]) != 1:
+            if self.ctx.holds.get(self.key, field) is hold:
+                self.ctx.holds.discard(self.key, field)
+                self.hold_lost(owner)
+            raise LockLostError(
+                f"lock {self.name!r}: the hold expired or was taken; the command did not run"
+            )
+        return reply[1] if len(reply) > 1 else None
+
     def capped(self, owner: str, max_hold: object, acquiring: Flow[T]) -> Flow[T]:
         """``acquiring`` (an acquire flow of ``owner``) whose grant is renewed for at most
         ``max_hold`` seconds (checked now, before any I/O): after that the watchdog stops
@@ -682,6 +716,27 @@ class LockCore:
         hold = None if owner is None else self.ctx.holds.get(self.key, self.field(owner))
         if hold is not None:
             self.ctx.holds.extended(hold, lease, sent)
+
+
+GUARDED_EXECUTE = scripts.get("guarded_execute")
+
+
+def check_command(command: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A Redis command for :meth:`LockCore.execute_if_held`: a name and its arguments, each
+    a str, bytes, int or float (TypeError otherwise, ValueError when empty)."""
+    if not command:
+        raise ValueError("execute_if_held needs a command, e.g. ('SET', key, value)")
+    for word in command:
+        if isinstance(word, bool) or not isinstance(word, str | bytes | int | float):
+            raise TypeError(
+                f"execute_if_held: command words are str, bytes, int or float, not "
+                f"{type(word).__name__}"
+            )
+    return tuple(command)
+
+
+def _word(word: Any) -> str:
+    return word.decode(errors="replace") if isinstance(word, bytes) else str(word)
 
 
 def lease_from_pttl(pttl: int) -> float | None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from tenure._scope import LossScope
 from tenure.sync.acquiring import LockContext
@@ -201,6 +201,35 @@ class Lock(LockContext):
         clock; False again once a renewal is confirmed. ``on_doubt`` (factory keyword) is
         called once per such episode, from the renewal loop."""
         return self.core.in_doubt(self.runner.owner())
+
+    def execute_if_held(self, *command: Any) -> Any:
+        """A guarded write (etcd's ``IsOwner()`` in a transaction): run one Redis command
+        atomically, only while the caller still holds this lock on the server. One script
+        checks the caller's owner field and runs the command; nothing runs otherwise.
+
+        Example: ``lock.execute_if_held("SET", "{orders:42}:state", "paid")``.
+
+        Args:
+            command: the command name and its arguments (str, bytes, int or float), as
+                ``redis.execute_command`` takes them. In a cluster its keys must hash to the
+                lock's slot: build them as ``"{" + tenure.keys.slot_tag(name) + "}:..."``
+                (checked for the first key; the server refuses others).
+
+        Returns:
+            The command's reply.
+
+        Raises:
+            LockLostError: the caller's hold expired or was taken (on the server, or
+                already reported); the command did not run.
+            NotOwnedError: the caller holds nothing (no I/O).
+            TypeError, ValueError: an empty command, a word of another type, or (cluster)
+                a first key outside the lock's slot, before any I/O.
+            ServerError: the server refused the command (a key of the wrong type, an ACL).
+            BackendError: the server failed; the command may or may not have run.
+        """
+        runner = self.runner
+        flow = self.core.execute_if_held(runner.owner(), command, runner.route.cluster)
+        return runner.run(flow)
 
     def _watch(self, scope: LossScope) -> bool:
         return self.core.watch(self.runner.owner(), scope)
