@@ -217,6 +217,11 @@ class HoldTable:
         """Called (from any thread) when a new hold ends before the keeper's next look."""
         self.waiters = WaiterTable()
         """This client's queued fair-lock waiters, refreshed by the same keeper."""
+        self._unreported: dict[tuple[str, str], bool] = {}
+        """(key, field) of each hold removed as lost (:meth:`renewed`, :meth:`expired`)
+        whose loss the keeper has not reported yet -> True once a release raised it. The
+        keeper reports after the rest of its renewal pass, or when its thread runs again: a
+        release in between must still see the loss (:meth:`loss_at_release`)."""
 
     def push(
         self,
@@ -360,6 +365,7 @@ class HoldTable:
                     hold.doubted = False
                 else:
                     del self._holds[hold.key, hold.field]
+                    self._unreported[hold.key, hold.field] = False
                     lost.append(hold)
         return lost
 
@@ -370,7 +376,24 @@ class HoldTable:
             lost = [hold for hold in self._holds.values() if hold.valid_until <= now]
             for hold in lost:
                 del self._holds[hold.key, hold.field]
+                self._unreported[hold.key, hold.field] = False
         return lost
+
+    def loss_at_release(self, key: str, field: str) -> bool:
+        """A release of (key, field) found no hold: True if the keeper removed it as lost
+        and has not reported it yet. The release raises LockLostError for it, and the
+        report that follows (:meth:`loss_reported`) adds no second error."""
+        with self._mutex:
+            if self._unreported.get((key, field)) is False:
+                self._unreported[key, field] = True
+                return True
+            return False
+
+    def loss_reported(self, key: str, field: str) -> bool:
+        """The loss of (key, field) is being reported: True if a release already raised it
+        (:meth:`loss_at_release`)."""
+        with self._mutex:
+            return self._unreported.pop((key, field), False)
 
     def orphans(self, alive: Callable[[str], bool]) -> list[Hold]:
         """The holds whose owner (thread or task) has ended, now removed: nobody can

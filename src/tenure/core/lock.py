@@ -496,9 +496,12 @@ class LockCore:
         # Forget the hold first: the watchdog must not renew it or take its deletion for a
         # loss. If the script then fails, the server's hold simply expires with its lease.
         hold = self.ctx.holds.pop(self.key, field)
-        if hold is None and owner in self._lost_unreported:
+        if hold is None and (
+            owner in self._lost_unreported or self.ctx.holds.loss_at_release(self.key, field)
+        ):
             # Its lease surely ended (the keeper saw it on the clock, or a renewal found it
-            # gone): report it now, with no I/O. The server forgets the hold with its lease.
+            # gone; reported or not yet): say so now, with no I/O. The server forgets the
+            # hold with its lease.
             self._lost_unreported.discard(owner)
             raise LockLostError(f"lock {self.name!r}: the hold expired or was taken before release")
         lease = hold.leases[-1] if hold is not None and hold.leases else None
@@ -537,9 +540,12 @@ class LockCore:
         raise NotOwnedError(f"lock {self.name!r} is not held by the caller")
 
     def hold_lost(self, owner: str) -> None:
-        """Report ``owner``'s hold lost: the ``lost`` flag, then the ``on_lost`` callback."""
+        """Report ``owner``'s hold lost: the ``lost`` flag, then the ``on_lost`` callback.
+        The next release raises LockLostError, unless one already did (it ran between the
+        keeper's finding and this report)."""
         self._lost.add(owner)
-        self._lost_unreported.add(owner)
+        if not self.ctx.holds.loss_reported(self.key, self.field(owner)):
+            self._lost_unreported.add(owner)
         for scope in self.ctx.holds.scopes_lost(self.key, self.field(owner)):
             scope.lost()  # the body guarded by the hold is cancelled first
         for ref in list(self._loss_listeners):

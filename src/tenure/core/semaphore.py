@@ -248,6 +248,7 @@ class PermitCore(SemaphoreCore):
 
     def hold_lost(self, permit_id: str) -> None:
         """Report ``permit_id`` lost: :meth:`is_lost`, then the ``on_lost`` callback."""
+        self.ctx.holds.loss_reported(self.timeout_key, permit_id)
         self._lost.add(permit_id)
         for scope in self.ctx.holds.scopes_lost(self.timeout_key, permit_id):
             scope.lost()  # the body guarded by the permit is cancelled first
