@@ -206,7 +206,13 @@ class AsyncBackend:
             else:
                 if await async_idle(conn):
                     return conn
-                await pool.release(conn)  # data or EOF on it: the pool's checks reconnect
+                # Data or EOF on it (the server closed it, or died and came back): drop the
+                # socket so that the pool connects anew. redis-py's asyncio pool skips its
+                # own check when RESP3 maintenance notifications are on, and would lend it
+                # as it is: the command would go to a dead socket and fail as if it may
+                # have run.
+                await conn.disconnect()
+                await pool.release(conn)
         try:
             return await pool.get_connection()
         except BaseException:  # refused: the node may be gone

@@ -206,7 +206,13 @@ class Backend:
             else:
                 if idle(conn):
                     return conn
-                pool.release(conn)  # data or EOF on it: the pool's checks reconnect
+                # Data or EOF on it (the server closed it, or died and came back): drop the
+                # socket so that the pool connects anew. redis-py's asyncio pool skips its
+                # own check when RESP3 maintenance notifications are on, and would lend it
+                # as it is: the command would go to a dead socket and fail as if it may
+                # have run.
+                conn.disconnect()
+                pool.release(conn)
         try:
             return pool.get_connection()
         except BaseException:  # refused: the node may be gone
