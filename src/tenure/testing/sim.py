@@ -1,0 +1,1661 @@
+"""A deterministic simulator of tenure (FoundationDB / TigerBeetle VOPR style; docs/testing.md).
+
+One seeded process, one discrete-event scheduler, one virtual clock: no real time, no threads,
+no asyncio. Simulated clients run tenure's **real** sans-I/O flows (:mod:`tenure.core`) and a
+simulated server runs the **real** Lua scripts (:mod:`tenure.scripts`, with their ``_*.lua``
+includes spliced as the backend loads them) in Lua 5.1 through ``lupa``, over a small in-memory
+keyspace whose expiry and ``TIME`` follow the virtual clock. Each client's pub/sub table is
+tenure's own :class:`tenure.core.parking.Parking`, which decides whom a message wakes as it
+does in the real listener.
+
+Faults (seeded, each switchable in :class:`Faults`): message delay (every message), reordering
+across connections (independent delays; one connection stays FIFO), pub/sub connection resets
+(a lost pub/sub message is a reset: TCP does not drop one message and go on), server pauses,
+client pauses, cancellation of an acquire at any step, client clock drift within the
+allowance, and a server restart without persistence (down for longer than any lease).
+
+Checkers: mutual exclusion (at most one owner field in a lock hash; no two owners believing
+they hold while both their leases are valid on their own clocks), FIFO for FairLock (checked
+on the server when a grant is made), no lost wake-up (a free lock with live waiters is taken
+within one round trip plus the rules' bounds), no orphan hold or queue entry after a
+cancellation, every loss reported (and only losses).
+
+``python -m tenure.testing.sim --seeds 1000`` searches; a failing seed replays exactly
+(``--seed N``) and prints the events that led to the broken rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import logging
+import math
+import random
+import sys
+import time as real_time
+import uuid
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from lupa import lua51
+
+from tenure import keys, scripts
+from tenure.core import composite, effects, fair, holds, lock, parking, semaphore, watchdog
+from tenure.core.context import Context
+from tenure.core.effects import (
+    Background,
+    Call,
+    Command,
+    Drain,
+    Sleep,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+    WatchHolds,
+)
+from tenure.core.fair import FairLockCore
+from tenure.core.holds import Hold, HoldTable
+from tenure.core.lock import LockCore
+from tenure.core.parking import Parking, Ticket
+from tenure.core.watchdog import refresh_waiters, renew
+from tenure.errors import BackendError, LockLostError, NotOwnedError
+
+log = logging.getLogger("tenure")
+
+LINGER = 0.5
+"""Seconds a channel stays subscribed after its last waiter left (as the real listener)."""
+SUBSCRIBE_TIMEOUT = 5.0
+"""Seconds a Subscribe waits for its confirmation (the client's socket timeout)."""
+FIRST_RETRY, LAST_RETRY = 0.05, 1.0
+"""Reconnection back-off of the pub/sub connection (as the real listener)."""
+EPOCH_MS = 1_700_000_000_000
+"""The server's wall clock (TIME) at virtual time 0."""
+RELEASES = ("lock_release", "fair_release")
+"""Scripts by which an owner ends its own hold (``+guard``: a reconcile's)."""
+RULES = frozenset(
+    {
+        "mutual exclusion",
+        "FIFO",
+        "lost wake-up",
+        "late lease-end re-check",
+        "orphan hold",
+        "orphan queue entry",
+        "loss not reported",
+        "loss reported for no loss",
+    }
+)
+"""What the checkers check, by the names a :class:`Violation` gives (``Options.skip``)."""
+PLANTS = (
+    "release_without_owner_check",
+    "recheck_before_resubscribed",
+    "renewal_after_release",
+)
+"""Bugs the simulator can swap in (never shipped behaviour) to show that it finds them."""
+
+
+class Violation(AssertionError):
+    """A checked rule broke; the message names it, :attr:`history` says what led to it."""
+
+    def __init__(self, rule: str, detail: str, history: str = "") -> None:
+        super().__init__(f"{rule}: {detail}")
+        self.rule, self.detail, self.history = rule, detail, history
+
+
+# ------------------------------------------------------------------ the virtual clock
+class _Clock:
+    """Stands in for the ``time`` module inside :mod:`tenure.core` during a run: the flows
+    read ``time.monotonic()`` of the client whose step runs now (each its own rate/offset)."""
+
+    def __init__(self, sim: Sim) -> None:
+        self._sim = sim
+
+    def monotonic(self) -> float:
+        return self._sim.current.local()
+
+    def __getattr__(self, name: str) -> Any:  # anything else the core might read
+        return getattr(real_time, name)
+
+
+CLOCKED = (composite, effects, fair, holds, lock, parking, semaphore, watchdog)
+"""The core modules that read ``time.monotonic()``."""
+
+
+@contextmanager
+def _virtual_time(sim: Sim) -> Iterator[None]:
+    clock = _Clock(sim)
+    saved = [vars(module)["time"] for module in CLOCKED]
+    for module in CLOCKED:
+        vars(module)["time"] = clock
+    try:
+        yield
+    finally:
+        for module, old in zip(CLOCKED, saved, strict=True):
+            vars(module)["time"] = old
+
+
+# ------------------------------------------------------------------ the server
+class WrongType(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Status:
+    text: str
+
+
+class Server:
+    """An in-memory keyspace with the commands tenure's scripts use, scripts run by Lua 5.1
+    (``lupa``), pub/sub, and the virtual clock for expiry and ``TIME``. Time is frozen while a
+    script runs, as in Redis 7."""
+
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.data: dict[str, tuple[str, Any]] = {}
+        self.expires: dict[str, int] = {}
+        self.subs: dict[str, dict[Any, None]] = {}
+        """Channel -> the pub/sub connections subscribed (insertion-ordered: deterministic)."""
+        self.now_ms = EPOCH_MS
+        self.lua = lua51.LuaRuntime()
+        self.lua.execute(
+            """
+            local py = ...
+            redis = {}
+            function redis.call(...)
+                local r = py(...)
+                if type(r) == 'table' and r.err then error(r.err, 2) end
+                return r
+            end
+            redis.pcall = py
+            function redis.error_reply(m) return {err = m} end
+            function redis.status_reply(m) return {ok = m} end
+            """,
+            self._from_lua,
+        )
+        self._compiled: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        """Script name -> a replacement source (a planted bug); else the script's own."""
+        self.commands: dict[str, Callable[..., Any]] = {
+            name[4:]: getattr(self, name) for name in dir(self) if name.startswith("cmd_")
+        }
+        self.publishing: list[tuple[str, str]] = []
+        self.joins: dict[tuple[str, str], int] = {}
+        """(fair queue key, owner) -> order of its RPUSH: the FIFO checker's reference."""
+        self._joined = itertools.count()
+
+    # ---- the keyspace
+    def _live(self, key: str) -> tuple[str, Any] | None:
+        at = self.expires.get(key)
+        if at is not None and at <= self.now_ms:
+            self.sim.expired(key, self.data.get(key))
+            self._delete(key)
+        return self.data.get(key)
+
+    def _delete(self, key: str) -> bool:
+        self.expires.pop(key, None)
+        return self.data.pop(key, None) is not None
+
+    def _get(self, key: str, kind: str, create: Any = None) -> Any:
+        entry = self._live(key)
+        if entry is None:
+            if create is None:
+                return None
+            self.data[key] = (kind, create)
+            return create
+        if entry[0] != kind:
+            raise WrongType(key)
+        return entry[1]
+
+    def _drop_empty(self, key: str, value: Any) -> None:
+        if not value:
+            self._delete(key)
+
+    # ---- commands (replies: int, str, None, list, _Status)
+    def cmd_time(self) -> list[Any]:
+        return [str(self.now_ms // 1000), str(self.now_ms % 1000 * 1000)]
+
+    def cmd_exists(self, *names: str) -> int:
+        return sum(self._live(k) is not None for k in names)
+
+    def cmd_type(self, key: str) -> _Status:
+        entry = self._live(key)
+        return _Status(entry[0] if entry else "none")
+
+    def cmd_del(self, *names: str) -> int:
+        return sum(self._live(k) is not None and self._delete(k) for k in names)
+
+    def cmd_pttl(self, key: str) -> int:
+        if self._live(key) is None:
+            return -2
+        at = self.expires.get(key)
+        return -1 if at is None else at - self.now_ms
+
+    def cmd_pexpire(self, key: str, ms: str) -> int:
+        if self._live(key) is None:
+            return 0
+        self.expires[key] = self.now_ms + int(ms)
+        if int(ms) <= 0:
+            self._live(key)
+        return 1
+
+    def cmd_get(self, key: str) -> str | None:
+        return self._get(key, "string")  # type: ignore[no-any-return]
+
+    def cmd_set(self, key: str, value: str, *options: str) -> _Status:
+        self._delete(key)
+        self.data[key] = ("string", str(value))
+        if len(options) == 2 and options[0].lower() == "px":
+            self.expires[key] = self.now_ms + int(options[1])
+        return _Status("OK")
+
+    def cmd_incrby(self, key: str, by: str) -> int:
+        value = int(self._get(key, "string") or 0) + int(by)
+        ttl = self.expires.get(key)
+        self.data[key] = ("string", str(value))
+        if ttl is not None:
+            self.expires[key] = ttl
+        return value
+
+    def cmd_incr(self, key: str) -> int:
+        return self.cmd_incrby(key, "1")
+
+    def cmd_decr(self, key: str) -> int:
+        return self.cmd_incrby(key, "-1")
+
+    def cmd_decrby(self, key: str, by: str) -> int:
+        return self.cmd_incrby(key, str(-int(by)))
+
+    def cmd_hget(self, key: str, name: str) -> str | None:
+        return (self._get(key, "hash") or {}).get(name)
+
+    def cmd_hmget(self, key: str, *names: str) -> list[str | None]:
+        table = self._get(key, "hash") or {}
+        return [table.get(n) for n in names]
+
+    def cmd_hexists(self, key: str, name: str) -> int:
+        return int(name in (self._get(key, "hash") or {}))
+
+    def cmd_hgetall(self, key: str) -> list[str]:
+        return [x for pair in (self._get(key, "hash") or {}).items() for x in pair]
+
+    def cmd_hlen(self, key: str) -> int:
+        return len(self._get(key, "hash") or {})
+
+    def cmd_hset(self, key: str, *pairs: str) -> int:
+        table = self._get(key, "hash", {})
+        added = 0
+        for name, value in zip(pairs[::2], pairs[1::2], strict=True):
+            added += name not in table
+            table[name] = str(value)
+        return added
+
+    def cmd_hincrby(self, key: str, name: str, by: str) -> int:
+        table = self._get(key, "hash", {})
+        value = table[name] = str(int(table.get(name, 0)) + int(by))
+        return int(value)
+
+    def cmd_hdel(self, key: str, *names: str) -> int:
+        table = self._get(key, "hash") or {}
+        gone = sum(table.pop(n, None) is not None for n in names)
+        self._drop_empty(key, table)
+        return gone
+
+    def cmd_rpush(self, key: str, *values: str) -> int:
+        items = self._get(key, "list", [])
+        for value in values:
+            items.append(value)
+            if key.startswith(keys.FAIR_QUEUE):
+                self.joins[key, value] = next(self._joined)
+        return len(items)
+
+    def cmd_lpush(self, key: str, *values: str) -> int:
+        items = self._get(key, "list", [])
+        for value in values:
+            items.insert(0, value)
+        return len(items)
+
+    def cmd_lpop(self, key: str) -> str | None:
+        items = self._get(key, "list")
+        if not items:
+            return None
+        value: str = items.pop(0)
+        self._drop_empty(key, items)
+        return value
+
+    def cmd_lindex(self, key: str, index: str) -> str | None:
+        items = self._get(key, "list") or []
+        i = int(index)
+        return items[i] if -len(items) <= i < len(items) else None
+
+    def cmd_lrange(self, key: str, start: str, stop: str) -> list[str]:
+        items = self._get(key, "list") or []
+        a, b = int(start), int(stop)
+        b = len(items) + b if b < 0 else b
+        return list(items[a : b + 1])
+
+    def cmd_lrem(self, key: str, count: str, value: str) -> int:
+        items = self._get(key, "list") or []
+        kept = [v for v in items if v != value]
+        gone = len(items) - len(kept)
+        items[:] = kept
+        self._drop_empty(key, items)
+        return gone
+
+    def cmd_zadd(self, key: str, *args: str) -> int:
+        flags = set()
+        rest = list(args)
+        while rest and rest[0].upper() in ("NX", "XX", "LT", "GT", "CH"):
+            flags.add(rest.pop(0).upper())
+        table = self._get(key, "zset", {})
+        changed = 0
+        for score_text, member in zip(rest[::2], rest[1::2], strict=True):
+            score = float(score_text)
+            old = table.get(member)
+            if (old is None and "XX" in flags) or (old is not None and "NX" in flags):
+                continue
+            if old is not None and (
+                ("LT" in flags and score >= old) or ("GT" in flags and score <= old)
+            ):
+                continue
+            table[member] = score
+            changed += old is None or ("CH" in flags and old != score)
+        self._drop_empty(key, table)
+        return changed
+
+    def cmd_zscore(self, key: str, member: str) -> str | None:
+        score = (self._get(key, "zset") or {}).get(member)
+        return None if score is None else _score(score)
+
+    def cmd_zrem(self, key: str, *members: str) -> int:
+        table = self._get(key, "zset") or {}
+        gone = sum(table.pop(m, None) is not None for m in members)
+        self._drop_empty(key, table)
+        return gone
+
+    def cmd_zcard(self, key: str) -> int:
+        return len(self._get(key, "zset") or {})
+
+    def _sorted(self, key: str) -> list[tuple[str, float]]:
+        table = self._get(key, "zset") or {}
+        return sorted(table.items(), key=lambda item: (item[1], item[0]))
+
+    def cmd_zrange(self, key: str, start: str, stop: str, *options: str) -> list[str]:
+        items = self._sorted(key)
+        a, b = int(start), int(stop)
+        b = len(items) + b if b < 0 else b
+        picked = items[a : b + 1]
+        if options and options[0].lower() == "withscores":
+            return [x for m, s in picked for x in (m, _score(s))]
+        return [m for m, _ in picked]
+
+    def cmd_zrangebyscore(self, key: str, low: str, high: str) -> list[str]:
+        lo, hi = float(low), float(high)
+        return [m for m, s in self._sorted(key) if lo <= s <= hi]
+
+    def cmd_zremrangebyscore(self, key: str, low: str, high: str) -> int:
+        table = self._get(key, "zset") or {}
+        gone = self.cmd_zrangebyscore(key, low, high)
+        for member in gone:
+            del table[member]
+        self._drop_empty(key, table)
+        return len(gone)
+
+    def cmd_publish(self, channel: str, message: str) -> int:
+        self.publishing.append((channel, message))
+        return len(self.subs.get(channel, ()))
+
+    cmd_spublish = cmd_publish
+
+    # ---- scripts
+    def _from_lua(self, name: str, *args: Any) -> Any:
+        command = self.commands.get(name.lower())
+        if command is None:
+            return self.lua.table_from({"err": f"ERR unknown command '{name}' in the simulator"})
+        try:
+            reply = command(*(_text(a) for a in args))
+        except WrongType:
+            return self.lua.table_from(
+                {"err": "WRONGTYPE Operation against a key holding the wrong kind of value"}
+            )
+        return self._to_lua(reply)
+
+    def _to_lua(self, reply: Any) -> Any:
+        if reply is None:
+            return False
+        if isinstance(reply, _Status):
+            return self.lua.table_from({"ok": reply.text})
+        if isinstance(reply, list):
+            return self.lua.table_from([self._to_lua(x) for x in reply])
+        return reply
+
+    def _from_script(self, value: Any) -> Any:
+        if value is None or value is False:
+            return None
+        if value is True:
+            return 1
+        if isinstance(value, float | int):
+            return int(value)
+        if isinstance(value, str):
+            return value.encode()
+        if value["err"] is not None:
+            raise BackendError(str(value["err"]))
+        if value["ok"] is not None:
+            return str(value["ok"])
+        out = []
+        for i in itertools.count(1):
+            item = value[i]
+            if item is None:
+                break
+            out.append(self._from_script(item))
+        return out
+
+    def run(self, effect: Call | Command) -> Any:
+        """Carry out a script or command now (atomically); its reply, or BackendError."""
+        self.now_ms = EPOCH_MS + int(self.sim.now * 1000)
+        self.publishing = []
+        try:
+            if isinstance(effect, Command):
+                reply = self.commands[str(effect.args[0]).lower()](
+                    *(str(a) for a in effect.args[1:])
+                )
+                return _plain(reply)
+            name = effect.script.name
+            source = self.sources.get(name, effect.script.source)
+            fn = self._compiled.get(source)
+            if fn is None:
+                fn = self._compiled[source] = self.lua.execute(
+                    "return function(KEYS, ARGV)\n" + source + "\nend"
+                )
+            before = self._lock_fields(effect)
+            try:
+                value = fn(
+                    self.lua.table_from(list(effect.keys)),
+                    self.lua.table_from([str(a) for a in effect.args]),
+                )
+            except lua51.LuaError as error:
+                raise BackendError(f"script {name}: {error}") from None
+            reply = self._from_script(value)
+            self.sim.ran(effect, before, reply)
+            return reply
+        finally:
+            for channel, message in self.publishing:
+                for conn in self.subs.get(channel, {}):
+                    conn.push("message", channel, message)
+
+    def _lock_fields(self, effect: Call) -> dict[str, str] | None:
+        if not effect.keys or not effect.script.name.startswith(("lock_", "fair_")):
+            return None
+        entry = self._live(effect.keys[0])
+        return dict(entry[1]) if entry is not None and entry[0] == "hash" else {}
+
+    def fields(self, key: str) -> dict[str, str]:
+        """The owner fields of lock hash ``key`` now (read-only for checkers)."""
+        at = self.expires.get(key)
+        entry = self.data.get(key)
+        if entry is None or (at is not None and at <= EPOCH_MS + int(self.sim.now * 1000)):
+            return {}
+        return dict(entry[1]) if entry[0] == "hash" else {}
+
+    def queue(self, name: str) -> list[tuple[str, float]]:
+        """(owner, entry deadline ms) of a fair lock's live queue entries, head first."""
+        items = self.data.get(keys.fair_queue_key(name), ("list", []))[1]
+        scores = self.data.get(keys.fair_timeout_key(name), ("zset", {}))[1]
+        now = EPOCH_MS + self.sim.now * 1000
+        return [(o, scores[o]) for o in items if scores.get(o, 0) > now]
+
+    def flush(self) -> None:
+        self.data.clear()
+        self.expires.clear()
+        self.joins.clear()
+
+
+def _plain(reply: Any) -> Any:
+    """A command's reply as redis-py gives it (bulk strings as bytes)."""
+    if isinstance(reply, str):
+        return reply.encode()
+    if isinstance(reply, list):
+        return [_plain(x) for x in reply]
+    return reply.text if isinstance(reply, _Status) else reply
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _score(score: float) -> str:
+    return str(int(score)) if score.is_integer() else repr(score)
+
+
+# ------------------------------------------------------------------ faults and options
+@dataclass(frozen=True)
+class Faults:
+    """What the run injects; every rate is per second of virtual time across the run."""
+
+    delay: tuple[float, float] = (0.0002, 0.004)
+    """One-way delay of every message (seconds, uniform); a few are slower (``slow``)."""
+    slow: float = 0.02
+    """Share of messages delayed up to 10x ``delay``'s maximum."""
+    resets: float = 0.5
+    """Pub/sub connection resets (a lost pub/sub message is one: TCP loses no single one)."""
+    server_pauses: float = 0.03
+    client_pauses: float = 0.05
+    pause: tuple[float, float] = (0.05, 4.0)
+    """Length of a pause (seconds)."""
+    cancels: float = 0.8
+    """Cancellations of an acquire in progress, at whatever step it is."""
+    drift: float = 0.005
+    """Largest client clock rate error (0.005: +-0.5 %, within the 1 % allowance)."""
+    restarts: float = 0.01
+    """Server restarts without persistence, down for longer than the longest lease (as one
+    must run a Redis without persistence: else a lock held before is free after)."""
+
+    @classmethod
+    def none(cls) -> Faults:
+        return cls(slow=0, resets=0, server_pauses=0, client_pauses=0, cancels=0, drift=0)
+
+
+@dataclass
+class Options:
+    clients: int | None = None
+    """Simulated clients (None: 1 to 4, chosen by the seed)."""
+    workers: int | None = None
+    """Workers (owners taking locks in a loop) per client (None: 1 to 4, by the seed)."""
+    locks: int | None = None
+    """Lock names, each a Lock or a FairLock by the seed (None: 1 to 3, by the seed)."""
+    seconds: float = 60.0
+    """Virtual seconds to run."""
+    watchdog_timeout: float = 3.0
+    faults: Faults = field(default_factory=Faults)
+    plant: str | None = None
+    history: int = 400
+    """Events kept for the report of a broken rule."""
+    skip: frozenset[str] = frozenset()
+    """Rules not checked (a known bug's, until it is fixed: see tests/test_sim.py)."""
+
+
+# ------------------------------------------------------------------ connections
+class _Link:
+    """One direction of one connection: FIFO, each message delayed."""
+
+    __slots__ = ("last", "sim")
+
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+        self.last = 0.0
+
+    def at(self) -> float:
+        self.last = max(self.sim.now + self.sim.delay(), self.last + 1e-9)
+        return self.last
+
+
+class _PubSubConn:
+    """A client's pub/sub connection as the server sees it (one per connection made)."""
+
+    __slots__ = ("alive", "client", "down")
+
+    def __init__(self, client: SimClient) -> None:
+        self.client = client
+        self.alive = True
+        self.down = _Link(client.sim)
+
+    def push(self, kind: str, channel: str, payload: str) -> None:
+        if self.alive:
+            self.client.sim.at(
+                self.down.at(),
+                self.client,
+                self.client.listener.received,
+                self,
+                kind,
+                channel,
+                payload,
+            )
+
+
+# ------------------------------------------------------------------ tasks
+class Task:
+    """One flow run by a simulated client (an asyncio task in the real driver)."""
+
+    __slots__ = ("client", "done", "effect", "flow", "name", "on_done", "tick", "waiting")
+
+    def __init__(
+        self,
+        client: SimClient,
+        flow: Generator[Any, Any, Any],
+        name: str,
+        on_done: Callable[[Any, BaseException | None], None] | None,
+    ) -> None:
+        self.client, self.flow, self.name, self.on_done = client, flow, name, on_done
+        self.tick = 0
+        """Bumped whenever what the task waits for changes: a stale event finds it moved on."""
+        self.effect: Any = None
+        self.waiting: tuple[Any, ...] | None = None
+        self.done = False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Cancelled(BaseException):
+    """Thrown into a flow as asyncio's CancelledError would be (a BaseException)."""
+
+
+class Listener:
+    """A client's pub/sub side: the :class:`Parking` table (whom a message wakes), one
+    connection, reconnection after a reset. Messages are applied when they arrive (a reader
+    is always there: the reader's role itself is not simulated)."""
+
+    def __init__(self, client: SimClient) -> None:
+        self.client = client
+        self.sim = client.sim
+        self.parking = Parking(linger=LINGER, clock=client.local)
+        self.conn: _PubSubConn | None = None
+        self.up = _Link(self.sim)
+        self.delay = FIRST_RETRY
+        self.resubscribing: set[str] = set()
+        """Channels subscribed again after a reconnect and not yet confirmed."""
+        self.troubled = False
+        """A reset not yet over (connected again and every channel confirmed)."""
+        self.janitor = False
+
+    def connected(self) -> bool:
+        return self.conn is not None
+
+    def hears(self, channel: str) -> bool:
+        return self.conn is not None and self.parking.hears(channel)
+
+    # ---- to and from the server
+    def _send(self, verb: str, channels: list[str]) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        if verb == "subscribe":  # (an UNSUBSCRIBE is counted by the table itself)
+            self.parking.subscribing(channels)
+        self.sim.at(self.up.at(), None, self.sim.server_pubsub, conn, verb, channels)
+
+    def received(self, conn: _PubSubConn, kind: str, channel: str, payload: str) -> None:
+        if conn is not self.conn:
+            return  # sent on a connection since lost
+        woken = self.parking.received(kind, channel, payload)
+        if kind == "message":
+            self.sim.note(self.client, "heard", channel, payload)
+        elif (
+            kind == "subscribe"
+            and channel in self.resubscribing
+            and not self.parking.in_flight.get(channel)
+        ):
+            self.resubscribing.discard(channel)
+            if not self.resubscribing:
+                self._calm()
+        self.notify(woken)
+
+    def notify(self, tickets: list[Ticket]) -> None:
+        for ticket in tickets:
+            task: Task = ticket.cond
+            if task.waiting is not None:
+                self.client.recheck(task)
+
+    # ---- faults
+    def reset(self) -> None:
+        """The pub/sub connection drops; the client connects again after a back-off. The
+        table says whom that wakes (:meth:`Parking.disconnected`: nobody until the new
+        SUBSCRIBE is confirmed); the plant ``recheck_before_resubscribed`` swaps in the rule
+        of 14107aa (:func:`_wake_at_drop`)."""
+        if self.conn is None:
+            return
+        self.conn.alive = False
+        self.sim.server_drop(self.conn)
+        self.conn = None
+        self.sim.note(self.client, "pubsub reset")
+        if not self.troubled:
+            self.troubled = True
+            self.sim.fault_started()
+        if self.sim.options.plant == "recheck_before_resubscribed":
+            self.notify(_wake_at_drop(self.parking))
+        else:
+            self.notify(self.parking.disconnected())
+        self.sim.at(self.sim.now + self.client.virtual(self.delay), self.client, self.reconnect)
+        self.delay = min(2 * self.delay, LAST_RETRY)
+
+    def reconnect(self) -> None:
+        if self.conn is not None:
+            return
+        if self.sim.server_down():
+            self.sim.at(self.sim.now + self.client.virtual(self.delay), self.client, self.reconnect)
+            self.delay = min(2 * self.delay, LAST_RETRY)
+            return
+        self.conn = _PubSubConn(self.client)
+        self.delay = FIRST_RETRY
+        self.sim.note(self.client, "pubsub connected")
+        self.parking.leaving.clear()
+        self.parking.dropped.clear()
+        channels = [c for c, e in self.parking.channels.items() if e.refusal is None]
+        self.resubscribing = set(channels)
+        for channel in channels:
+            self._send("subscribe", [channel])
+        if not channels:
+            self._calm()
+
+    def _calm(self) -> None:
+        if self.troubled:
+            self.troubled = False
+            self.sim.fault_ended()
+
+    # ---- effects
+    def subscribe(self, task: Task, effect: Subscribe) -> Any:
+        entry, _, first = self.parking.join(effect.channel, effect.wake_all, task, lambda: task)
+        if first:
+            self._send("subscribe", [effect.channel])
+            self._janitor()
+        task.waiting = ("subscribe", effect, entry, self.client.local() + SUBSCRIBE_TIMEOUT)
+        return self.client.recheck(task, first=True)
+
+    def wait(self, task: Task, effect: Wait) -> Any:
+        entry = self.parking.channels.get(effect.channel)
+        ticket = entry.tickets.get(task) if entry is not None else None
+        if entry is None or ticket is None:
+            return True
+        now = self.client.local()
+        seconds, shared = effect.seconds, effect.patience is not None
+        if effect.patience is not None:
+            entry.expiry = now + seconds
+            seconds = effect.patience
+        task.waiting = ("wait", effect.channel, entry, ticket, now + seconds, shared)
+        return self.client.recheck(task, first=True)
+
+    def leave(self, channel: str, task: Task, pass_on: bool) -> None:
+        notify, last = self.parking.leave(channel, task, pass_on)
+        if last:
+            self._send("unsubscribe", [channel])
+        self.notify(notify)
+
+    def _janitor(self) -> None:
+        if not self.janitor:
+            self.janitor = True
+            self.sim.at(self.sim.now + LINGER, self.client, self._sweep)
+
+    def _sweep(self) -> None:
+        gone, _ = self.parking.expired()
+        for channel in gone:
+            self._send("unsubscribe", [channel])
+        self.janitor = False
+        if self.parking.channels:
+            self._janitor()
+
+
+def _wake_at_drop(table: Parking) -> list[Ticket]:
+    """Planted bug ``recheck_before_resubscribed``, the rule of 14107aa: a dropped pub/sub
+    connection wakes every waiter at once, before the new SUBSCRIBE is confirmed, so an
+    unlock published between a waiter's re-check and the new subscription wakes nobody."""
+    table.in_flight.clear()
+    table.leaving.clear()
+    woken: list[Ticket] = []
+    for channel, entry in list(table.channels.items()):
+        if not entry.tickets:
+            del table.channels[channel]
+            table.dropped.discard(channel)
+        woken += entry.give_all()
+    return woken
+
+
+# ------------------------------------------------------------------ clients
+class SimClient:
+    """One simulated client: a :class:`Context`, its lock objects, its workers, its driver."""
+
+    def __init__(self, sim: Sim, index: int) -> None:
+        self.sim = sim
+        self.index = index
+        self.name = f"c{index}"
+        rng = sim.rng
+        self.rate = 1.0 + rng.uniform(-sim.options.faults.drift, sim.options.faults.drift)
+        self.offset = rng.uniform(0, 1000)
+        self.paused_until = 0.0
+        self.ctx = Context(
+            watchdog_timeout=sim.options.watchdog_timeout,
+            name_prefix="",
+            wait_for_replicas=0,
+            replica_timeout=0.0,
+        )
+        self.ctx.identity.client_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        if sim.options.plant == "renewal_after_release":
+            self.ctx.holds = _KeptHoldTable()
+        self.listener = Listener(self)
+        self.listener.conn = _PubSubConn(self)
+        self.ctx.hears = self.listener.hears
+        self.ctx.holds.poke = self._poke
+        self.cores: dict[str, LockCore] = {}
+        for name, kind in sim.locks.items():
+            core = (FairLockCore if kind == "fair" else LockCore)(self.ctx, name)
+            core.add_loss_listener(self.lost)
+            self.cores[name] = core
+        self.keeper = 0
+        """Keeper ticks scheduled (0: not started); a poke schedules a newer one."""
+        self.renewing: Task | None = None
+        self.renewal_at = 0.0
+        self.owners: dict[str, Worker] = {}
+
+    def local(self, at: float | None = None) -> float:
+        """This client's monotonic clock at virtual time ``at`` (default now)."""
+        return self.offset + (self.sim.now if at is None else at) * self.rate
+
+    def virtual(self, seconds: float) -> float:
+        """Virtual seconds for ``seconds`` on this client's clock."""
+        return seconds / self.rate
+
+    # ---- running flows
+    def spawn(
+        self,
+        flow: Generator[Any, Any, Any],
+        name: str,
+        on_done: Callable[[Any, BaseException | None], None] | None = None,
+    ) -> Task:
+        task = Task(self, flow, name, on_done)
+        self.advance(task, None, None)
+        return task
+
+    def advance(self, task: Task, value: Any, error: BaseException | None) -> None:
+        """Run ``task``'s flow on until it asks for something that takes time, or ends."""
+        sim = self.sim
+        sim.current = self
+        while True:
+            task.tick += 1
+            task.waiting = None
+            try:
+                effect = task.flow.throw(error) if error is not None else task.flow.send(value)
+            except StopIteration as stop:
+                self._finish(task, stop.value, None)
+                return
+            except BaseException as failure:
+                self._finish(task, None, failure)
+                return
+            task.effect = effect
+            try:
+                value, error = self.perform(task, effect), None
+            except BaseException as failure:
+                value, error = None, failure
+            if value is _LATER:
+                return
+
+    def _finish(self, task: Task, value: Any, error: BaseException | None) -> None:
+        task.done = True
+        task.effect = None
+        if task.on_done is not None:
+            task.on_done(value, error)
+        elif error is not None and not isinstance(error, BackendError | Cancelled):
+            raise error  # a bug in a background flow: the run stops and says so
+
+    def perform(self, task: Task, effect: Any) -> Any:
+        """Carry out one effect as the real runner does (tenure/aio/runner.py); _LATER when
+        the task resumes from an event."""
+        sim = self.sim
+        if isinstance(effect, Call | Command):
+            tick = task.tick
+            sim.note(self, "send", task, effect)
+            sim.at(sim.now + sim.delay(), None, sim.server_call, self, task, tick, effect)
+            return _LATER
+        if isinstance(effect, Wait):
+            return self.listener.wait(task, effect)
+        if isinstance(effect, Subscribe):
+            return self.listener.subscribe(task, effect)
+        if isinstance(effect, Unsubscribe):
+            self.listener.leave(effect.channel, task, effect.pass_on)
+            return None
+        if isinstance(effect, Drain):
+            return None  # messages are applied as they arrive
+        if isinstance(effect, WatchHolds):
+            if not self.keeper:
+                self._poke()
+            return None
+        if isinstance(effect, Background):
+            self.spawn(effect.flow, f"{task}/bg")
+            return None
+        if isinstance(effect, Sleep):
+            sim.at(sim.now + self.virtual(effect.seconds), self, self._resume, task, task.tick)
+            return _LATER
+        raise TypeError(f"the simulator does not carry out {effect!r}")
+
+    def _resume(
+        self, task: Task, tick: int, value: Any = None, error: BaseException | None = None
+    ) -> None:
+        if task.tick == tick and not task.done:
+            self.advance(task, value, error)
+
+    def reply(self, task: Task, tick: int, value: Any, error: BaseException | None) -> None:
+        """A script's or command's reply reaches the client."""
+        if task.tick == tick and not task.done:
+            self.sim.note(self, "reply", task, error if error is not None else value)
+            self.advance(task, value, error)
+
+    def recheck(self, task: Task, first: bool = False) -> Any:
+        """Whether a task parked on the listener may go on (as the real listener's loops
+        decide after each notify or timeout); returns its result when ``first`` and it may."""
+        waiting = task.waiting
+        assert waiting is not None
+        now = self.local()
+        if waiting[0] == "subscribe":
+            _, effect, entry, end = waiting
+            if entry.confirmed:
+                if entry.refusal is not None:
+                    return self._leave_and(task, effect.channel, first, BackendError(entry.refusal))
+                result = effect.since is not None and entry.fresh(effect.since)
+                return self._go(task, first, result)
+            if now >= end:
+                error = BackendError(f"no confirmation of SUBSCRIBE {effect.channel}")
+                return self._leave_and(task, effect.channel, first, error)
+            self._sleep(task, end - now)
+            return _LATER
+        _, channel, entry, ticket, end, shared = waiting
+        moved = self.listener.parking.channels.get(channel) is not entry  # (another shard's)
+        if moved:
+            return self._go(task, first, True)
+        if ticket.permit:
+            return self._go(task, first, self.listener.parking.take(ticket))
+        left = entry.sleep_until(ticket, end, shared) - now
+        if left <= 0:
+            return self._go(task, first, False)
+        self._sleep(task, left)
+        return _LATER
+
+    def _sleep(self, task: Task, seconds: float) -> None:
+        task.tick += 1
+        self.sim.at(self.sim.now + self.virtual(seconds), self, self._timer, task, task.tick)
+
+    def _timer(self, task: Task, tick: int) -> None:
+        if task.tick == tick and task.waiting is not None:
+            self.recheck(task)
+
+    def _go(self, task: Task, first: bool, value: Any) -> Any:
+        task.waiting = None
+        if first:
+            return value
+        task.tick += 1  # resumed as an event of its own: notify() may run inside another flow
+        self.sim.at(self.sim.now, self, self._resume, task, task.tick, value)
+        return _LATER
+
+    def _leave_and(self, task: Task, channel: str, first: bool, error: BaseException) -> Any:
+        task.waiting = None
+        self.listener.leave(channel, task, False)
+        if first:
+            raise error
+        task.tick += 1
+        self.sim.at(self.sim.now, self, self._resume, task, task.tick, None, error)
+        return _LATER
+
+    def cancel(self, task: Task) -> None:
+        """Cancel ``task`` where it is, as asyncio would, with the runner's clean-up: a
+        script sent stays sent (its reply is dropped with the connection); a pending
+        SUBSCRIBE's waiter leaves the channel; then the flow gets the error."""
+        waiting = task.waiting
+        if waiting is not None and waiting[0] == "subscribe":
+            self.listener.leave(waiting[1].channel, task, False)
+        self.sim.note(self, "cancel", task, "at", task.effect)
+        self.advance(task, None, Cancelled())
+
+    # ---- the hold keeper (tenure/aio/runner.py AsyncRunner._keep)
+    def _poke(self) -> None:
+        if not self.keeper:  # the keeper starts: its first pass one period from now
+            self.renewal_at = self.local() + self.ctx.watchdog_timeout / 3
+        self.keeper += 1
+        self.sim.at(self.sim.now, self, self._keep, self.keeper)
+
+    def _keep(self, tick: int) -> None:
+        if tick != self.keeper:
+            return
+        self.sim.current = self
+        now = self.local()
+        interval = self.ctx.watchdog_timeout / 3
+        if now >= self.renewal_at:
+            self.renewal_at = now + interval
+            if self.renewing is None or self.renewing.done:
+                self.renewing = self.spawn(self._renewal_pass(), f"{self.name}/renew")
+        self.report(self.ctx.holds.expired(now))
+        look = self.ctx.holds.plan(self.renewal_at)
+        self.keeper += 1
+        self.sim.at(
+            self.sim.now + self.virtual(max(look - now, 0.0)), self, self._keep, self.keeper
+        )
+
+    def _renewal_pass(self) -> Generator[Any, Any, None]:
+        self.report((yield from renew(self.ctx)))
+        if len(self.ctx.holds.waiters):
+            yield from refresh_waiters(self.ctx)
+
+    def report(self, lost: list[Hold]) -> None:
+        for hold in lost:
+            self.sim.note(self, "hold lost", _short(hold.owner), hold.key)
+            hold.lock.hold_lost(hold.owner)
+
+    def lost(self, core: LockCore, owner: str) -> None:
+        worker = self.owners.get(owner)
+        if worker is not None:
+            worker.told_lost(core.name)
+
+
+class _KeptHoldTable(HoldTable):
+    """Planted bug ``renewal_after_release``: a release leaves its hold in the table, so the
+    watchdog goes on renewing it (and reports it lost once it finds it gone)."""
+
+    def pop(self, key: str, field: str) -> Hold | None:
+        return self.get(key, field)
+
+    def discard(self, key: str, field: str) -> Hold | None:
+        return self.get(key, field)
+
+
+_LATER = object()
+
+
+def _describe(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, Call):
+        return f"{item.script.name}{list(item.keys)[:1]}{[_short(a) for a in item.args[:3]]}"
+    if isinstance(item, Command):
+        return " ".join(map(str, item.args))
+    return repr(item)[:100]
+
+
+def _short(arg: Any) -> Any:
+    """An owner field's last characters (its client id is long and seeded)."""
+    return f"..{arg[-8:]}" if isinstance(arg, str) and len(arg) > 36 else arg
+
+
+# ------------------------------------------------------------------ workers
+class _Thread:
+    """What an owner id is made for (a thread or task in the real client; held weakly)."""
+
+
+class Worker:
+    """One owner (a thread or task) taking locks in a loop: acquire, a critical section,
+    release, a pause. It is also what the checkers look at."""
+
+    def __init__(self, client: SimClient, index: int) -> None:
+        self.client = client
+        self.sim = client.sim
+        self.name = f"{client.name}w{index}"
+        self.state = "idle"
+        self.lock = ""
+        self.owner = ""
+        self.task: Task | None = None
+        self.deadline = math.inf
+        self.since = 0.0
+        self.loss_told = False
+        self.lease: float | None = None
+        self.new_owner()
+
+    def new_owner(self) -> None:
+        token = _Thread()
+        self._token = token  # kept alive: the identity holds it weakly
+        self.owner = self.client.ctx.identity.owner_of(token, running=lambda _: True)
+        self.client.owners[self.owner] = self
+
+    def start(self) -> None:
+        sim, rng = self.sim, self.sim.rng
+        if rng.random() < 0.2:
+            self.new_owner()
+        self.lock = rng.choice(sorted(sim.locks))
+        timeout = rng.choice((None, None, None, 5.0, rng.uniform(0.01, 0.5)))
+        lease = rng.choice((None, None, rng.uniform(0.05, 2.0)))
+        self.state, self.since = "acquiring", sim.now
+        self.deadline = math.inf if timeout is None else sim.now + timeout / self.client.rate
+        self.loss_told = False
+        self.lease = lease
+        core = self.client.cores[self.lock]
+        sim.note(
+            self.client,
+            "acquire",
+            self.name,
+            _short(self.owner),
+            self.lock,
+            f"timeout={timeout} lease={lease}",
+        )
+        self.task = self.client.spawn(
+            core.acquire(self.owner, True, timeout, lease), f"{self.name}.acq", self.acquired
+        )
+
+    def acquired(self, result: Any, error: BaseException | None) -> None:
+        sim = self.sim
+        self.task = None
+        if error is not None or not result:
+            sim.note(self.client, "not acquired", self.name, error)
+            self.state = "idle"
+            if isinstance(error, Cancelled):
+                sim.after_cancel(self)
+            elif error is not None and not isinstance(error, BackendError):
+                raise error
+            self._again()
+            return
+        self.state = "holding"
+        sim.acquisitions += 1
+        sim.note(self.client, "holds", self.name, _short(self.owner), self.lock)
+        sim.check_exclusion(self)
+        long = sim.rng.random() < 0.05
+        hold_for = sim.rng.uniform(0.5, 4.0) if long else sim.rng.expovariate(1 / 0.004)
+        sim.at(sim.now + hold_for, self.client, self.release)
+
+    def believes(self) -> bool:
+        """Holding, told of no loss, its hold in the client's table, and its lease still
+        valid on its client's clock (less the drift allowance)."""
+        if self.state != "holding" or self.loss_told:
+            return False
+        core = self.client.cores[self.lock]
+        hold = self.client.ctx.holds.get(core.key, core.field(self.owner))
+        return hold is not None and self.client.local() < hold.valid_until
+
+    def release(self) -> None:
+        self.state = "releasing"
+        core = self.client.cores[self.lock]
+        self.task = self.client.spawn(core.release(self.owner), f"{self.name}.rel", self.released)
+
+    def released(self, result: Any, error: BaseException | None) -> None:
+        sim = self.sim
+        self.task = None
+        if isinstance(error, LockLostError | NotOwnedError | BackendError):
+            self.loss_told = True  # (a release that failed confirms nothing either)
+        elif error is not None:
+            raise error
+        sim.note(self.client, "released", self.name, error)
+        sim.check_loss_told(self)
+        self.state = "idle"
+        self._again()
+
+    def told_lost(self, name: str) -> None:
+        granted = self.sim.granted.get((name, self.owner), -1.0) >= self.since
+        if self.lock == name and (
+            self.state in ("holding", "releasing") or (self.state == "acquiring" and granted)
+        ):  # (a grant not yet returned to the caller may be lost already)
+            self.loss_told = True
+            return
+        self.sim.violate(
+            "loss reported for no loss",
+            f"{self.name} ({self.owner}) was told its hold on {name!r} was lost, "
+            f"but it is {self.state} on {self.lock!r}",
+        )
+
+    def _again(self) -> None:
+        self.sim.at(self.sim.now + self.sim.rng.expovariate(1 / 0.003), self.client, self.start)
+
+
+# ------------------------------------------------------------------ the simulation
+class Sim:
+    """One run: ``Sim(seed, options).run()`` returns its :class:`Result` or raises
+    :class:`Violation`."""
+
+    def __init__(self, seed: int, options: Options | None = None) -> None:
+        self.seed = seed
+        self.options = options or Options()
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self._events: list[
+            tuple[float, int, SimClient | None, Callable[..., None], tuple[Any, ...]]
+        ] = []
+        self._seq = itertools.count()
+        self.history: deque[tuple[float, str, str, tuple[Any, ...]]] = deque(
+            maxlen=self.options.history
+        )
+        self.acquisitions = 0
+        rng, options = self.rng, self.options
+        self.locks = {
+            f"lock{i}": rng.choice(("lock", "fair"))
+            for i in range(options.locks or rng.randint(1, 3))
+        }
+        self.server = Server(self)
+        if self.options.plant == "release_without_owner_check":
+            source = scripts.get("lock_release").source
+            bug = "if not count then\n    count = 1\nend"
+            self.server.sources["lock_release"] = source.replace(
+                "if not count then\n    return nil\nend", bug
+            )
+            assert bug in self.server.sources["lock_release"]
+        elif self.options.plant is not None and self.options.plant not in PLANTS:
+            raise ValueError(f"unknown plant {self.options.plant!r}; one of {PLANTS}")
+        self.down_until = -1.0
+        self.server_paused_until = 0.0
+        self.faulty = 0
+        """Faults under way (a pub/sub connection not yet re-subscribed, a pause...)."""
+        self.calm_since = 0.0
+        """Virtual time since which no fault has been under way."""
+        self.clients = [SimClient(self, i) for i in range(options.clients or rng.randint(1, 4))]
+        self.current = self.clients[0]
+        per_client = options.workers or rng.randint(1, 4)
+        self.workers = [Worker(c, i) for c in self.clients for i in range(per_client)]
+        self.caller: SimClient | None = None
+        """The client whose script the server runs now."""
+        self.attempted: dict[tuple[str, SimClient], float] = {}
+        """(Lock, client) -> when an acquire script of that client last ran on the server."""
+        self.unlocked: dict[str, float] = {}
+        """Lock -> when a release last freed it (published its unlock)."""
+        self.free_since: dict[str, float] = {}
+        self.lost_on_server: set[tuple[str, str]] = set()
+        self.granted: dict[tuple[str, str], float] = {}
+        """(Lock, owner) -> when the server last granted it."""
+        self.freed_by: dict[str, str] = {}
+        """Lock -> how it was last freed: "release" (an unlock message) or "expiry"."""
+        """(lock, owner) whose hold ended on the server other than by its own release."""
+        self.violation: Violation | None = None
+
+    # ---- scheduling
+    def at(
+        self, when: float, client: SimClient | None, fn: Callable[..., None], *args: Any
+    ) -> None:
+        heapq.heappush(self._events, (when, next(self._seq), client, fn, args))
+
+    def delay(self) -> float:
+        low, high = self.options.faults.delay
+        if self.rng.random() < self.options.faults.slow:
+            return self.rng.uniform(high, 10 * high)
+        return self.rng.uniform(low, high)
+
+    def note(self, client: SimClient | None, what: str, *detail: Any) -> None:
+        """Record an event for the report (formatted only if a rule breaks)."""
+        self.history.append((self.now, client.name if client else "server", what, detail))
+
+    def run(self) -> Result:
+        started = real_time.perf_counter()
+        with _virtual_time(self), _quiet_log(self):
+            for worker in self.workers:
+                self.at(self.rng.uniform(0, 0.01), worker.client, worker.start)
+            self._plan_faults()
+            self.at(0.05, None, self._probe)
+            events = self._events
+            end = self.options.seconds
+            while events and self.violation is None:
+                when, seq, client, fn, args = heapq.heappop(events)
+                if when > end:
+                    break
+                if client is not None and client.paused_until > when:
+                    heapq.heappush(events, (client.paused_until, seq, client, fn, args))
+                    continue
+                self.now = when
+                if client is not None:
+                    self.current = client
+                fn(*args)
+        if self.violation is not None:
+            raise self.violation
+        return Result(self.seed, self.acquisitions, self.now, real_time.perf_counter() - started)
+
+    # ---- the server's side of the network
+    def server_down(self) -> bool:
+        return self.now < self.down_until
+
+    def server_call(self, client: SimClient, task: Task, tick: int, effect: Any) -> None:
+        if self.now < self.server_paused_until:
+            self.at(self.server_paused_until, None, self.server_call, client, task, tick, effect)
+            return
+        value: Any = None
+        error: BaseException | None = None
+        if self.server_down():
+            error = BackendError("Error 111 connecting to the simulated server")
+        else:
+            self.caller = client
+            try:
+                value = self.server.run(effect)
+            except BackendError as failure:
+                error = failure
+            self.caller = None
+        self.at(self.now + self.delay(), client, client.reply, task, tick, value, error)
+
+    def server_pubsub(self, conn: _PubSubConn, verb: str, channels: list[str]) -> None:
+        if self.now < self.server_paused_until:
+            self.at(self.server_paused_until, None, self.server_pubsub, conn, verb, channels)
+            return
+        if not conn.alive:
+            return
+        for channel in channels:
+            subs = self.server.subs.setdefault(channel, {})
+            if verb == "subscribe":
+                subs[conn] = None
+            else:
+                subs.pop(conn, None)
+                if not subs:
+                    del self.server.subs[channel]
+            conn.push(verb, channel, "1")
+
+    def server_drop(self, conn: _PubSubConn) -> None:
+        for channel in [c for c, subs in self.server.subs.items() if conn in subs]:
+            del self.server.subs[channel][conn]
+            if not self.server.subs[channel]:
+                del self.server.subs[channel]
+
+    # ---- faults
+    def _plan_faults(self) -> None:
+        faults, end = self.options.faults, self.options.seconds
+        plans: list[tuple[float, Callable[[], None]]] = [
+            (faults.resets, self._reset),
+            (faults.server_pauses, self._server_pause),
+            (faults.client_pauses, self._client_pause),
+            (faults.cancels, self._cancel),
+            (faults.restarts, self._restart),
+        ]
+        for rate, fn in plans:
+            if rate <= 0:
+                continue
+            t = self.rng.expovariate(rate)
+            while t < end:
+                self.at(t, None, fn)
+                t += self.rng.expovariate(rate)
+
+    def fault_started(self) -> None:
+        self.faulty += 1
+
+    def fault_ended(self) -> None:
+        self.faulty = max(0, self.faulty - 1)
+        if not self.faulty:
+            self.calm_since = self.now
+
+    def _fault_for(self, seconds: float) -> None:
+        self.fault_started()
+        self.at(self.now + seconds, None, self.fault_ended)
+
+    def _reset(self) -> None:
+        self.rng.choice(self.clients).listener.reset()
+
+    def _server_pause(self) -> None:
+        seconds = self.rng.uniform(*self.options.faults.pause)
+        self.note(None, "server paused", f"{seconds:.3f} s")
+        self.server_paused_until = max(self.server_paused_until, self.now + seconds)
+        self._fault_for(seconds)
+
+    def _client_pause(self) -> None:
+        client = self.rng.choice(self.clients)
+        seconds = self.rng.uniform(*self.options.faults.pause)
+        self.note(client, "client paused", f"{seconds:.3f} s")
+        client.paused_until = max(client.paused_until, self.now + seconds)
+        self._fault_for(seconds)
+
+    def _cancel(self) -> None:
+        acquiring = [
+            w
+            for w in self.workers
+            if w.state == "acquiring" and w.task is not None and w.client.paused_until <= self.now
+        ]
+        if acquiring:
+            worker = self.rng.choice(acquiring)
+            assert worker.task is not None
+            worker.state = "cancelled"  # its flow cleans up, then raises
+            worker.client.cancel(worker.task)
+
+    def _restart(self) -> None:
+        longest = max(2.0, self.options.watchdog_timeout) + 0.1
+        self.note(None, "server restart", f"empty, back in {longest:.1f} s")
+        self.server.flush()
+        self.down_until = self.now + longest
+        for client in self.clients:
+            client.listener.reset()
+        # Then the clients' back-offs: reconnecting, and reconciling what failed (to 1 s each).
+        self._fault_for(longest + LAST_RETRY + lock.RECONCILE_PAUSE[1] + lock.RECONCILE_RECHECK)
+
+    # ---- checkers
+    def violate(self, rule: str, detail: str) -> None:
+        if self.violation is None and rule not in self.options.skip:
+            self.violation = Violation(rule, detail, self.report())
+
+    def report(self) -> str:
+        lines = [
+            f"seed {self.seed}, plant {self.options.plant}, at t={self.now:.6f} s; "
+            f"the last {len(self.history)} events:"
+        ]
+        for at, who, what, detail in self.history:
+            text = " ".join(_describe(d) for d in detail)
+            lines.append(f"  {at:10.6f} {who:>6} {what:<14} {text}")
+        return "\n".join(lines)
+
+    def ran(self, effect: Call, before: dict[str, str] | None, reply: Any) -> None:
+        """After every script: at most one owner in a lock hash; FIFO at a fair grant."""
+        if before is None:
+            return
+        name = effect.keys[0]
+        fields = self.server.fields(name)
+        releaser = effect.args[2] if effect.script.name.startswith(RELEASES) else None
+        for owner in before.keys() - fields.keys():
+            if owner != releaser:  # ended, and not by its owner's release: a loss
+                self.lost_on_server.add((name, owner))
+        for owner in fields.keys() - before.keys():
+            self.lost_on_server.discard((name, owner))  # a new grant
+            self.granted[name, owner] = self.now
+        if fields:
+            self.free_since.pop(name, None)  # held, if only between two probes
+        elif before:
+            self.freed_by[name] = "release"
+            self.unlocked[name] = self.now
+        if effect.script.name == "lock_acquire" and self.caller is not None:
+            self.attempted[name, self.caller] = self.now
+        if len(fields) > 1:
+            self.violate("mutual exclusion", f"{name} has {len(fields)} owners: {fields}")
+        if (
+            effect.script.name == "fair_acquire"
+            and self.server.fields(name)
+            and (reply is None or reply == b"W")
+        ):
+            owner = str(effect.args[1])
+            if owner in before:
+                return  # a re-entry
+            queue_key = keys.fair_queue_key(name)
+            mine = self.server.joins.pop((queue_key, owner), math.inf)
+            for other, _ in self.server.queue(name):
+                if self.server.joins.get((queue_key, other), math.inf) < mine:
+                    self.violate(
+                        "FIFO",
+                        f"{owner} was granted {name} ahead of {other}, queued before it and alive",
+                    )
+
+    def expired(self, key: str, entry: tuple[str, Any] | None) -> None:
+        self.note(None, "expired", key)
+        if key in self.locks and entry is not None and entry[0] == "hash":
+            self.lost_on_server.update((key, owner) for owner in entry[1])
+            self.freed_by[key] = "expiry"
+
+    def check_exclusion(self, worker: Worker) -> None:
+        for other in self.workers:
+            if other is not worker and other.lock == worker.lock and other.believes():
+                self.violate(
+                    "mutual exclusion",
+                    f"{worker.name} was granted {worker.lock!r} while {other.name} "
+                    "believes it holds it with a valid lease",
+                )
+
+    def check_loss_told(self, worker: Worker) -> None:
+        """A worker whose hold ended on the server before its release must have been told."""
+        ended = (worker.lock, worker.owner) in self.lost_on_server
+        self.lost_on_server.discard((worker.lock, worker.owner))
+        if ended and not worker.loss_told:
+            self.violate(
+                "loss not reported",
+                f"{worker.name}'s hold on {worker.lock!r} ended on the server before "
+                "its release, and neither on_lost nor release said so",
+            )
+
+    def after_cancel(self, worker: Worker) -> None:
+        """After a cancelled acquire: no hold or queue entry of its owner left, within the
+        bound (0.5 s after the server answers again)."""
+        owner, name = worker.owner, worker.lock
+        self.at(
+            self.now + 0.5 + 4 * self.options.faults.delay[1],
+            None,
+            self._orphans,
+            worker,
+            owner,
+            name,
+            self.now,
+        )
+
+    def _orphans(self, worker: Worker, owner: str, name: str, since: float) -> None:
+        if self.faulty or self.calm_since > since:
+            self.at(self.now + 0.5, None, self._orphans, worker, owner, name, self.now)
+            return
+        if worker.owner == owner and worker.lock == name and worker.state != "idle":
+            return  # taken or asked for again since
+        if owner in self.server.fields(name):
+            self.violate("orphan hold", f"{owner} still holds {name!r} after its cancelled acquire")
+        if any(o == owner for o, _ in self.server.queue(name)):
+            self.violate(
+                "orphan queue entry",
+                f"{owner} is still queued on {name!r} after its cancelled acquire",
+            )
+
+    def bound(self, name: str) -> float:
+        """How long a free lock with live waiters may stay free: message delay for the
+        unlock and two round trips, the drift of a lease-end re-check, and for a FairLock the
+        turn watcher's first look and a dead head's grace."""
+        faults = self.options.faults
+        slowest = 10 * faults.delay[1] if faults.slow else faults.delay[1]
+        base = 5 * slowest + faults.drift * max(2.0, self.options.watchdog_timeout) + 0.02
+        if self.locks[name] == "fair":
+            base += self.options.watchdog_timeout / 3 + fair.FIRST_LOOK + 2 * fair.TURN_SLACK
+        return base
+
+    def _probe(self) -> None:
+        """Every 10 ms: a free lock with live waiters is taken within :meth:`bound` (counted
+        from when it was free, its oldest waiter began and the last fault ended)."""
+        for name in self.locks:
+            bound = self.bound(name)
+            # Live waiters: not about to time out, and not held up by their own reconcile (an
+            # earlier acquire's unknown outcome, being undone with a back-off up to 1 s).
+            waiters = []
+            for w in self.workers:
+                if w.state == "acquiring" and w.lock == name and w.deadline - self.now > bound:
+                    if (name, w.owner) in w.client.ctx.reconciling:
+                        w.since = self.now  # waits anew once the reconcile is over
+                    else:
+                        waiters.append(w)
+            if self.faulty or not waiters:
+                self.free_since.pop(name, None)
+                continue
+            if self.locks[name] == "lock":
+                self._woken(name, waiters, bound)
+            if self.server.fields(name):
+                self.free_since.pop(name, None)
+                continue
+            since = self.free_since.setdefault(name, self.now)
+            oldest = min(waiters, key=lambda w: w.since)
+            if self.now - max(since, self.calm_since, oldest.since) > bound:
+                # A key still there has expired (and nobody looked since); else the last
+                # script or expiry that emptied it says.
+                freed = "expiry" if name in self.server.data else self.freed_by.get(name)
+                self.violate(
+                    "lost wake-up" if freed == "release" else "late lease-end re-check",
+                    f"{name!r} free for {self.now - since:.3f} s (bound {bound:.3f} s) "
+                    f"while {oldest.name} waits since {oldest.since:.3f}",
+                )
+        self.at(self.now + 0.01, None, self._probe)
+
+    def _woken(self, name: str, waiters: list[Worker], bound: float) -> None:
+        """An unlock wakes a waiter in every client that has some (the channel reaches each
+        client; its table gives the wake-up to one of them), who tries again within
+        :meth:`bound`, even when another client's waiter takes the lock first."""
+        unlocked = self.unlocked.get(name)
+        if unlocked is None or self.now - max(unlocked, self.calm_since) <= bound:
+            return
+        for worker in waiters:
+            client = worker.client
+            if worker.since < unlocked and self.attempted.get((name, client), -1) < unlocked:
+                self.violate(
+                    "lost wake-up",
+                    f"{name!r} was unlocked at {unlocked:.6f} and no waiter of "
+                    f"{client.name} (such as {worker.name}, waiting since "
+                    f"{worker.since:.6f}) tried again within {bound:.3f} s",
+                )
+
+
+@dataclass
+class Result:
+    seed: int
+    acquisitions: int
+    virtual_seconds: float
+    seconds: float
+    """Real seconds the run took."""
+
+
+@contextmanager
+def _quiet_log(sim: Sim) -> Iterator[None]:
+    """tenure's log records go to the history instead of the log."""
+
+    class ToHistory(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sim.note(sim.current, "log", record.getMessage()[:160])
+
+    handler = ToHistory()
+    saved = log.propagate
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.propagate = saved
+
+
+def run(seed: int, options: Options | None = None) -> Result:
+    """Run one seed; raises :class:`Violation` with the history when a rule broke."""
+    return Sim(seed, options).run()
+
+
+def search(
+    seeds: range, options: Options | None = None, budget: float = math.inf
+) -> tuple[list[Result], Violation | None]:
+    """Run ``seeds`` in order until one breaks a rule or ``budget`` real seconds pass."""
+    results: list[Result] = []
+    started = real_time.perf_counter()
+    for seed in seeds:
+        if real_time.perf_counter() - started > budget:
+            break
+        try:
+            results.append(run(seed, options))
+        except Violation as violation:
+            return results, violation
+    return results, None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tenure.testing.sim", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--seeds", type=int, default=100, help="how many seeds to run")
+    parser.add_argument("--first", type=int, default=0, help="the first seed")
+    parser.add_argument("--seed", type=int, help="replay this one seed")
+    parser.add_argument(
+        "--seconds", type=float, default=Options.seconds, help="virtual seconds per seed"
+    )
+    parser.add_argument("--plant", choices=PLANTS, help="swap in a known bug")
+    parser.add_argument("--no-faults", action="store_true")
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a rule not to check (e.g. 'orphan queue entry')",
+    )
+    args = parser.parse_args(argv)
+    options = Options(
+        seconds=args.seconds,
+        plant=args.plant,
+        skip=frozenset(args.skip),
+        faults=Faults.none() if args.no_faults else Faults(),
+    )
+    seeds = (
+        range(args.seed, args.seed + 1)
+        if args.seed is not None
+        else range(args.first, args.first + args.seeds)
+    )
+    started = real_time.perf_counter()
+    results, violation = search(seeds, options)
+    took = real_time.perf_counter() - started
+    acquisitions = sum(r.acquisitions for r in results)
+    print(
+        f"{len(results)} seeds passed, {acquisitions} acquisitions in {took:.1f} s "
+        f"({acquisitions / took * 60:,.0f} per minute)"
+    )
+    if violation is not None:
+        print(f"seed {seeds[len(results)]} broke a rule: {violation}\n{violation.history}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
