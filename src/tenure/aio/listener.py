@@ -1,27 +1,20 @@
 # Source of tenure.sync.listener: run python tools/unasync.py after editing.
 """One pub/sub connection per client (per shard in a cluster), shared by every waiting thread
-or task.
+or task: the driver of :mod:`tenure.core.listening`.
 
-The rules (who is subscribed, whom a message wakes, passing a wake-up on, waking all after a
-reconnect) are :mod:`tenure.core.parking`'s; this module owns the socket, the mutex and one
-condition per waiter. A waiter holds no pooled connection.
-
-**The waiters read the socket themselves** (leader/follower): one waiter at a time holds the
-reader's role, reads replies and hands each to the table; the others sleep on their own
-condition. A waiter whose wake-up the reader read is the reader itself in the common case
-(one waiting thread per client and lock), so an unlock wakes it with no hop between threads
-or tasks; a wake-up for another waiter is a notify, as before. A waiter that stops waiting
-hands the role to a sleeping one. A background thread or task, the janitor, makes the
-connection (again, after a loss: a waiter never spends its own wait time connecting), and
-while nobody reads it reads what came without blocking, lets lingering channels go and PINGs
-after :data:`HEALTH_INTERVAL` of silence.
+Every rule (whom a message wakes, who reads the socket and who takes it over, what an
+answer or a silence means, when to connect again and what a reconnect wakes) is decided by
+:class:`tenure.core.listening.Listening` and :class:`tenure.core.parking.Parking`, under this
+module's mutex; this module owns the socket, the mutex and one condition per waiter, and
+does the I/O the table returns. A waiter holds no pooled connection: the waiters read the
+shared socket themselves, one at a time, and a background thread or task (the janitor)
+makes the connection and reads while nobody waits.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -42,21 +35,11 @@ from tenure._redis import (
     async_read_push,
     text,
 )
-from tenure.core.parking import Parking, Ticket
+from tenure.core.listening import JANITOR, Listening
+from tenure.core.parking import Ticket
 from tenure.errors import BackendError
 
 log = logging.getLogger("tenure")
-
-HEALTH_INTERVAL = 30.0
-"""Seconds of silence after which the reader PINGs the server to notice a dead connection."""
-LINGER = 0.5
-"""Seconds a channel stays subscribed after its last waiter left: a lock taken again and
-again (contention) costs no SUBSCRIBE/UNSUBSCRIBE per acquisition, and a waiter who joins a
-quiet subscription need not try twice (:meth:`tenure.core.parking.Parked.fresh`)."""
-JANITOR = object()
-"""The reader's key of the janitor (see the module's docstring)."""
-FIRST_RETRY = 0.05
-"""Seconds before the first reconnection attempt after a loss; doubled per failure, to 1 s."""
 
 
 class AsyncListener:
@@ -64,7 +47,8 @@ class AsyncListener:
 
     ``sharded``: SSUBSCRIBE/SUNSUBSCRIBE instead of SUBSCRIBE/UNSUBSCRIBE. ``on_trouble`` is
     called when the server refuses a subscription or the connection cannot be made (the
-    topology may have changed).
+    topology may have changed). Every decision is :class:`tenure.core.listening.Listening`'s;
+    this class holds the socket, the mutex and the conditions, and does the I/O.
     """
 
     def __init__(
@@ -76,42 +60,21 @@ class AsyncListener:
         on_trouble: Callable[[], None] | None = None,
     ) -> None:
         self._conn = connect()
-        self._sub, self._unsub = (
-            ("SSUBSCRIBE", "SUNSUBSCRIBE") if sharded else ("SUBSCRIBE", "UNSUBSCRIBE")
-        )
-        self._sharded = sharded
         self._on_trouble = on_trouble or (lambda: None)
-        self.down = False
-        """The last connection attempt failed (the server may be gone)."""
         self._timeout = timeout if timeout is not None else 5.0
+        self._table = Listening(sharded=sharded, timeout=self._timeout)
+        self._parking = self._table.parking
         self._mutex = AsyncMutex()
-        self._parking = Parking(linger=LINGER)
-        self._connected = False
-        self._closed = False
-        self._reader: Hashable | None = None
-        """Who reads the socket now: a waiter's key, :data:`JANITOR`, or None (nobody)."""
-        self._sleepers: dict[Hashable, AsyncCondition] = {}
-        """Waiters asleep while another reads, the longest asleep first: the next reader
-        is the first of them."""
-        self._reader_cond: AsyncCondition | None = None
-        """The condition of the waiter blocked on the socket now (None: nobody is)."""
-        self._poked = False
-        """A PING was sent to wake that reader and its read has not returned yet."""
         self._janitor_wake = AsyncCondition(self._mutex)
         self._handed = AsyncCondition(self._mutex)
         """Notified when the reader lets go of the socket after :meth:`close`."""
         self._spawner = AsyncSpawner("tenure-listener")
         self._janitor: AsyncTask | None = None
-        self._asked: deque[list[str]] = deque()
-        """The channels of each SUBSCRIBE sent and not yet answered, in order: an error
-        reply is the answer to the oldest."""
-        self._heard = time.monotonic()
-        """When the last reply came (or the connection was made)."""
-        self._pinged = False
-        """A health PING is unanswered."""
-        self._retry_at = 0.0
-        """Monotonic time before which nobody tries to connect again."""
-        self._delay = FIRST_RETRY
+
+    @property
+    def down(self) -> bool:
+        """The last connection attempt failed (the server may be gone)."""
+        return self._table.down
 
     def _condition(self) -> AsyncCondition:
         return AsyncCondition(self._mutex)
@@ -122,13 +85,9 @@ class AsyncListener:
             ticket.cond.notify_all()
 
     async def _subscribe_send(self, channels: list[str]) -> None:
-        # Under the mutex: the table counts it, the FIFO of questions remembers it. While
-        # the connection is down, nothing: making it again subscribes the whole table.
-        if not self._connected:
-            return
-        self._parking.subscribing(channels)
-        self._asked.append(list(channels))
-        await self._send(self._sub, *channels)
+        # Under the mutex: the table counts it and remembers the question.
+        if self._table.subscribing(channels):
+            await self._send(self._table.subscribe_command, *channels)
 
     def _start_janitor(self) -> None:
         if self._janitor is None:
@@ -145,7 +104,7 @@ class AsyncListener:
         :meth:`tenure.core.parking.Parked.fresh`)."""
         key = async_waiter_key()
         async with self._mutex:
-            if self._closed:
+            if self._table.closed:
                 raise BackendError("the client is closed")
             entry, ticket, first = self._parking.join(channel, wake_all, key, self._condition)
             if first:
@@ -153,7 +112,7 @@ class AsyncListener:
                 self._start_janitor()
             end = time.monotonic() + self._timeout
             try:
-                while not (entry.confirmed or self._closed):
+                while not (entry.confirmed or self._table.closed):
                     left = end - time.monotonic()
                     if left <= 0:
                         break
@@ -163,7 +122,7 @@ class AsyncListener:
                 raise
             finally:
                 self._hand_on(key)
-            if not (entry.confirmed or self._closed):
+            if not (entry.confirmed or self._table.closed):
                 await self._leave(channel, key, pass_on=False)
                 raise BackendError(f"no confirmation of SUBSCRIBE {channel} in {self._timeout} s")
             if entry.refusal is not None:
@@ -191,7 +150,7 @@ class AsyncListener:
                 seconds = patience
             end = now + seconds
             try:
-                while not ticket.permit and not self._closed:
+                while not ticket.permit and not self._table.closed:
                     if self._parking.channels.get(channel) is not entry:  # moved meanwhile
                         return True
                     left = entry.sleep_until(ticket, end, shared) - time.monotonic()
@@ -202,7 +161,7 @@ class AsyncListener:
                 self._hand_on(key)
             if self._parking.channels.get(channel) is not entry:
                 return True
-            if self._closed:
+            if self._table.closed:
                 raise BackendError("the client is closed")
             if entry.refusal is not None:
                 raise BackendError(entry.refusal)
@@ -218,69 +177,55 @@ class AsyncListener:
         """Read and apply what has come on the socket, without blocking, unless a waiter
         reads it now (see :class:`tenure.core.effects.Drain`)."""
         async with self._mutex:
-            if self._reader is None and self._connected and not self._closed:
+            if self._table.may_drain():
                 await self._drain(async_waiter_key())
 
     async def _leave(self, channel: str, key: Any, pass_on: bool) -> None:
         notify, last = self._parking.leave(channel, key, pass_on)
         if last:
-            await self._send(self._unsub, channel)
+            await self._send(self._table.unsubscribe_command, channel)
         await self._wake(notify)
 
     async def _pause(self, key: Hashable, cond: AsyncCondition, seconds: float) -> None:
         """One step of a waiter's sleep, under the mutex: read and hand on one reply if
-        nobody else reads the socket, else sleep on ``cond`` until notified or ``seconds``
+        the table makes it the reader, else sleep on ``cond`` until notified or ``seconds``
         pass. The caller checks again what it waits for, and calls :meth:`_hand_on` once
-        it stops waiting. While the connection is down, everyone sleeps: the janitor makes
-        it again and hands the socket to a sleeper."""
-        if self._reader is None and self._connected and not self._closed:
-            self._reader = key
-        if self._reader == key:
-            if self._connected:
-                self._reader_cond = cond
-                try:
-                    await self._read_once(seconds)
-                finally:
-                    self._reader_cond = None
-                return
-            self._reader = None  # the connection was lost under our read
-        self._sleepers[key] = cond
+        it stops waiting."""
+        if self._table.role(key) == "read":
+            self._table.reader_cond = cond
+            try:
+                await self._read_once(seconds)
+            finally:
+                self._table.reader_cond = None
+            return
+        self._table.sleeping(key, cond)
         try:
             await cond.wait(seconds)
         finally:
-            self._sleepers.pop(key, None)
+            self._table.awake(key)
 
     def _hand_on(self, key: Hashable) -> None:
-        """``key`` stops waiting (under the mutex): if it was reading, it lets go of the
-        socket; if then nobody reads, the longest-sleeping waiter takes the socket over.
-        (Called by every waiter that stops, reader or not: a sleeper chosen before may have
-        left meanwhile.)"""
-        if self._reader == key:
-            self._reader = None
-        if self._reader is None:
-            if self._connected:
-                for cond in self._sleepers.values():
-                    cond.notify_all()
-                    break
-            if self._closed:
-                self._handed.notify_all()
+        """``key`` stops waiting (under the mutex): the sleeper the table names takes the
+        socket over; after :meth:`close`, the closer learns that nobody reads."""
+        cond = self._table.hand_on(key)
+        if cond is not None:
+            cond.notify_all()
+        if self._table.closed and self._table.reader is None:
+            self._handed.notify_all()
 
     async def _wake(self, tickets: list[Ticket]) -> None:
         """Notify ``tickets``, under the mutex, from a waiter that is not reading: a
-        notify for the reader, blocked on the socket (a wake-up, or the lease-end re-check
-        handed to it), comes back to it as a PING's reply (a notify would reach it only
-        when its read times out)."""
+        notify for the reader blocked on the socket comes back to it as a PING's reply (a
+        notify would reach it only when its read times out)."""
         self._notify(tickets)
-        reader = self._reader_cond
-        if reader is not None and not self._poked and any(t.cond is reader for t in tickets):
-            self._poked = True
+        if self._table.poke(tickets):
             await self._send("PING")
 
     # ------------------------------------------- moving channels (cluster topology)
     def lost(self, channel: str) -> bool:
         """True when ``channel``'s subscription is gone here: dropped by the server (its slot
         moved) or the connection is down."""
-        return self.down or channel in self._parking.dropped
+        return self._table.down or channel in self._parking.dropped
 
     def idle(self) -> bool:
         # Not under this listener's mutex: list() copies the table in one step (GIL).
@@ -289,7 +234,7 @@ class AsyncListener:
     def hears(self, channel: str) -> bool:
         """True if this connection is subscribed to ``channel`` now (no lock taken: a
         moment's answer, for a guess that may be off by a message in flight)."""
-        return self._connected and self._parking.hears(channel)
+        return self._table.connected and self._parking.hears(channel)
 
     async def evict(self, channel: str) -> tuple[frozenset[str], list[Any]]:
         """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
@@ -300,14 +245,14 @@ class AsyncListener:
             if entry is None:
                 return frozenset(), []
             if not dropped:
-                await self._send(self._unsub, channel)
+                await self._send(self._table.unsubscribe_command, channel)
             await self._wake(list(entry.tickets.values()))
             return entry.wake_all, [k for k, t in entry.tickets.items() for _ in range(t.depth)]
 
     async def adopt(self, channel: str, wake_all: frozenset[str], waiters: list[Any]) -> None:
         """Take over ``waiters`` of ``channel`` from another listener and subscribe."""
         async with self._mutex:
-            if self._closed:
+            if self._table.closed:
                 return
             first = channel not in self._parking.channels
             self._parking.adopt(channel, wake_all, waiters, self._condition)
@@ -319,7 +264,7 @@ class AsyncListener:
         """Subscribe ``channel`` again after the server dropped it (its slot came back or the
         topology was stale)."""
         async with self._mutex:
-            if channel in self._parking.dropped and self._connected:
+            if channel in self._parking.dropped and self._table.connected:
                 self._parking.dropped.discard(channel)
                 await self._subscribe_send([channel])
 
@@ -328,7 +273,7 @@ class AsyncListener:
         # channel table changed. Nothing while the connection is down (redis-py would
         # connect on its own, under our mutex): making it again subscribes every channel
         # in the table. A failure is the reader's to repair likewise.
-        if not self._connected:
+        if not self._table.connected:
             return
         try:
             await self._conn.send_command(*args)
@@ -336,25 +281,16 @@ class AsyncListener:
             log.debug("pub/sub send failed: %s", error)
 
     # ------------------------------------------------------ the reader's role
-    def _silence_limit(self) -> float:
-        """Seconds of silence after which the reader acts: PING, or give the connection up
-        when its PING went unanswered."""
-        return self._timeout if self._pinged else HEALTH_INTERVAL
-
     async def _read_once(self, seconds: float) -> bool:
-        """Under the mutex, by the reader, connected: let expired lingering channels go,
-        then read one reply for up to ``seconds`` (the mutex let go meanwhile) and hand it
-        to the table. True if a reply came."""
-        gone, sweep = self._parking.expired()
-        for channel in gone:
-            await self._send(self._unsub, channel)
-        limit = self._silence_limit()
-        silence = limit - (time.monotonic() - self._heard)
+        """Under the mutex, by the reader, connected: read one reply for up to ``seconds``
+        (the mutex let go meanwhile) and hand it to the table. True if a reply came."""
+        plan = self._table.plan_read(seconds)
+        for channel in plan.unsubscribe:
+            await self._send(self._table.unsubscribe_command, channel)
         try:
             async with AsyncUnlocked(self._mutex):
-                reply = await async_read_push(self._conn, max(0.0, min(seconds, sweep, silence)))
+                reply = await async_read_push(self._conn, plan.timeout)
         except ResponseError as refused:  # MOVED for a slot this shard no longer owns
-            self._poked = False
             self._refused(refused)
             return True
         except PubSubLost as failure:
@@ -364,23 +300,20 @@ class AsyncListener:
             # The caller's own: cancelled, or a signal handler raised while it waited for
             # the socket. It goes on to the caller as it is; the connection stays for the
             # other waiters unless redis-py dropped it mid-reply.
-            if self._connected and not async_connected(self._conn):
+            if self._table.connected and not async_connected(self._conn):
                 await self._lost(error)  # make it again
             raise
-        self._poked = False
         if reply is None:  # nothing within the timeout
-            if time.monotonic() - self._heard >= limit:  # is anyone there?
-                if self._pinged:
-                    await self._lost(ConnectionError("no answer to PING on the pub/sub connection"))
-                else:
-                    await self._send("PING")
-                    self._pinged = True
-                    self._heard = time.monotonic()
+            silence = self._table.silent()
+            if silence == "ping":
+                await self._send("PING")
+            elif silence == "lost":
+                await self._lost(ConnectionError("no answer to PING on the pub/sub connection"))
             return False
-        self._pinged = False
-        self._heard = time.monotonic()
         if isinstance(reply, list) and len(reply) >= 3:
-            self._dispatch(text(reply[0]), text(reply[1]), text(reply[2]))
+            self._notify(self._table.received(text(reply[0]), text(reply[1]), text(reply[2])))
+        else:
+            self._table.other_reply()
         return True
 
     async def _connect(self) -> None:
@@ -390,105 +323,64 @@ class AsyncListener:
             async with AsyncUnlocked(self._mutex):
                 await self._conn.connect()
         except Exception as error:
-            self.down = True
             self._on_trouble()
-            await self._lost(error)
+            await self._lost(error, connecting=True)
             return
-        self.down = False
-        self._connected = True
-        self._delay = FIRST_RETRY
-        self._heard = time.monotonic()
-        self._pinged = False
-        self._parking.dropped.clear()
-        self._parking.leaving.clear()
-        self._asked.clear()
-        # A channel refused for lack of permission stays refused: not asked again.
-        channels = [c for c, e in self._parking.channels.items() if e.refusal is None]
-        if channels:
-            if self._sharded:  # one slot per SSUBSCRIBE (else CROSSSLOT)
-                for channel in channels:
-                    await self._subscribe_send([channel])
-            else:
-                await self._subscribe_send(channels)
+        for batch in self._table.connected_now():
+            await self._send(self._table.subscribe_command, *batch)
 
-    async def _lost(self, error: BaseException) -> None:
-        # Under the mutex, by the reader: every waiter re-checks (messages may be lost), and
-        # the janitor connects again after a pause growing from 50 ms to 1 s.
-        if not self._closed:
+    async def _lost(self, error: BaseException, connecting: bool = False) -> None:
+        # Under the mutex, by the reader: the table decides whom to wake (nobody until the
+        # new subscriptions are confirmed) and when to connect again.
+        if not self._table.closed:
             log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
-        self._connected = False
-        self._notify(self._parking.disconnected())
+        self._notify(self._table.connect_failed() if connecting else self._table.lost())
         self._janitor_wake.notify_all()
-        self._retry_at = time.monotonic() + self._delay
-        self._delay = min(self._delay * 2, 1.0)
         async with AsyncUnlocked(self._mutex):
             await self._conn.disconnect()
 
     def _refused(self, error: ResponseError) -> None:
         # Under the mutex.
-        asked = self._asked.popleft() if self._asked else []
-        if str(error).startswith("NOPERM") or type(error).__name__ == "NoPermissionError":
-            # An ACL refusal is an answer, not a connection loss: the waiters of these
-            # channels get it as an error; nobody reconnects, nobody else is woken.
-            names = ", ".join(asked) or "?"
-            reason = f"the server refused {self._sub} {names}: {error}"
+        no_permission = (
+            str(error).startswith("NOPERM") or type(error).__name__ == "NoPermissionError"
+        )
+        notify, trouble, reason = self._table.refused(str(error), no_permission)
+        if no_permission:
             log.warning("tenure pub/sub: %s", reason)
-            self._notify(self._parking.forbidden(asked, reason))
-            return
-        # The reply does not say which channel: every one still unconfirmed is re-checked by
-        # its waiters, who move it to the owner the refreshed topology names.
-        log.info("tenure pub/sub subscription refused (%s)", error)
-        self._notify(self._parking.refused())
-        self._asked.clear()
-        self._on_trouble()
-
-    def _dispatch(self, kind: str, channel: str, payload: str) -> None:
-        # Under the mutex.
-        if kind in ("subscribe", "ssubscribe") and self._asked:
-            asked = self._asked[0]
-            if channel in asked:
-                asked.remove(channel)
-                if not asked:
-                    self._asked.popleft()
-        self._notify(self._parking.received(kind, channel, payload))
+        else:
+            log.info("tenure pub/sub subscription refused (%s)", error)
+        self._notify(notify)
+        if trouble:
+            self._on_trouble()
 
     async def _sweep(self) -> None:
         """The janitor: makes the connection while channels are waited on (again after a
         loss, once the back-off is over); while nobody reads, reads what came without
-        blocking (a PING after :data:`HEALTH_INTERVAL` of silence) and lets lingering
-        channels go. Wakes every :data:`LINGER` seconds while channels are subscribed."""
+        blocking (a PING after the health interval of silence) and lets lingering
+        channels go (:meth:`tenure.core.listening.Listening.janitor_step`)."""
         async with self._mutex:
-            while not self._closed:
-                if self._reader is None:
-                    if self._connected:
-                        await self._drain(JANITOR)
-                    elif self._parking.channels and time.monotonic() >= self._retry_at:
-                        self._reader = JANITOR
-                        try:
-                            await self._connect()
-                        finally:
-                            self._hand_on(JANITOR)
-                if self._closed:
+            while not self._table.closed:
+                step = self._table.janitor_step()
+                if step == "drain":
+                    await self._drain(JANITOR)
+                elif step == "connect":
+                    try:
+                        await self._connect()
+                    finally:
+                        self._hand_on(JANITOR)
+                if self._table.closed:
                     break
-                # Worked out after the reads above: a notify while they let go of the mutex
-                # (a new channel, a loss) is not lost.
-                gone, due = self._parking.expired()
+                gone, due = self._table.janitor_plan()
                 for channel in gone:
-                    await self._send(self._unsub, channel)
-                now = time.monotonic()
-                if not self._connected:
-                    if self._parking.channels:
-                        due = min(due, self._retry_at - now)
-                elif self._reader is None and not self._sleepers:  # else the reader PINGs
-                    due = min(due, self._heard + self._silence_limit() - now)
-                await self._janitor_wake.wait(max(due, 0.01))
+                    await self._send(self._table.unsubscribe_command, channel)
+                await self._janitor_wake.wait(due)
 
     async def _drain(self, key: Hashable) -> None:
         # Under the mutex, with nobody reading: ``key`` reads what came, without blocking,
         # until a waiter wants the socket.
-        self._reader = key
+        self._table.reader = key
         try:
-            while not self._sleepers and await self._read_once(0.0):
+            while self._table.draining(key) and await self._read_once(0.0):
                 pass
         finally:
             self._hand_on(key)
@@ -496,19 +388,17 @@ class AsyncListener:
     async def close(self) -> None:
         """Stop reading and wake every waiter (they raise BackendError)."""
         async with self._mutex:
-            if self._closed:
+            if self._table.closed:
                 return
-            self._closed = True
-            for entry in self._parking.channels.values():
-                self._notify(list(entry.tickets.values()))
+            self._notify(self._table.close())
             self._janitor_wake.notify_all()
-            if self._reader is not None:
-                if self._connected:
+            if self._table.reader is not None:
+                if self._table.connected:
                     # The reply wakes a reader blocked on the socket. Closing the socket
                     # under it is not enough: a poll() that starts on a just-closed socket
                     # ignores it and sleeps for its whole timeout.
                     await self._send("PING")
-                await self._handed.wait_for(lambda: self._reader is None, self._timeout)
+                await self._handed.wait_for(lambda: self._table.reader is None, self._timeout)
         if self._janitor is not None:
             await self._janitor.stop(self._timeout)
         await self._conn.disconnect()

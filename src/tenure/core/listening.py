@@ -1,0 +1,315 @@
+"""The decisions of one shared pub/sub connection, sans I/O (docs/internals.md, "Waiting").
+
+One client has one pub/sub connection per server (per shard in a cluster), shared by every
+waiting thread or task. :mod:`tenure.core.parking` decides whom a message wakes; this module
+decides everything else the connection's driver (``tenure.aio.listener`` and its generated
+sync twin) does, as plain data in and actions out. The driver keeps only the socket, the
+mutex and one condition per waiter; it calls these methods under its mutex, then does the
+I/O they return, outside the decision (httpcore 1.x's connection pool is the model).
+
+Rules:
+
+- **The waiters read the socket themselves** (leader/follower): one waiter at a time is the
+  reader; the others sleep on their own condition, the longest asleep first in line. A
+  waiter that stops waiting hands the socket to the longest-sleeping waiter
+  (:meth:`Listening.hand_on`). While the connection is down nobody reads: the janitor (a
+  background thread or task) makes it again and then hands the socket on.
+- A notify for the reader blocked on the socket (a wake-up, or the lease-end re-check
+  handed to it) is sent as a PING whose reply ends its read (:meth:`Listening.poke`).
+- **Questions and answers:** each SUBSCRIBE sent is remembered in order; an error reply is
+  the answer to the oldest. ``-NOPERM`` is an answer for those channels' waiters only (no
+  reconnect); any other refusal (MOVED, CROSSSLOT) marks every unconfirmed channel dropped,
+  its waiters re-check and move it where the refreshed topology says.
+- **Health:** after :data:`HEALTH_INTERVAL` seconds of silence the reader PINGs; if that
+  PING goes unanswered for the driver's timeout, the connection is given up.
+- **Reconnect:** after a loss the janitor connects again after a pause that grows from
+  :data:`FIRST_RETRY` to :data:`MAX_RETRY`; the new connection subscribes every channel
+  still waited on (one per SSUBSCRIBE when sharded: one slot per command), and each
+  channel's waiters re-check once its new SUBSCRIBE is confirmed, never before
+  (:meth:`tenure.core.parking.Parking.disconnected`).
+- **Lingering:** a channel stays subscribed :data:`LINGER` seconds after its last waiter
+  left; the reader (or the janitor while nobody reads) sends its UNSUBSCRIBE once that
+  time is up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tenure.core.parking import Parking, Ticket
+
+HEALTH_INTERVAL = 30.0
+"""Seconds of silence after which the reader PINGs the server to notice a dead connection."""
+LINGER = 0.5
+"""Seconds a channel stays subscribed after its last waiter left: a lock taken again and
+again (contention) costs no SUBSCRIBE/UNSUBSCRIBE per acquisition, and a waiter who joins a
+quiet subscription need not try twice (:meth:`tenure.core.parking.Parked.fresh`)."""
+FIRST_RETRY = 0.05
+"""Seconds before the first reconnection attempt after a loss; doubled per failure."""
+MAX_RETRY = 1.0
+"""The longest pause between two reconnection attempts (seconds)."""
+JANITOR = "janitor"
+"""The reader's key of the janitor."""
+MIN_JANITOR_NAP = 0.01
+"""The janitor's shortest sleep (seconds): a due time already past is looked at this soon."""
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """What the reader does now: send UNSUBSCRIBE for ``unsubscribe`` (lingering channels
+    whose time is up), then read one reply for up to ``timeout`` seconds."""
+
+    unsubscribe: list[str]
+    timeout: float
+
+
+Silence = Literal["ping", "lost"] | None
+"""What a read that timed out calls for: a health PING, giving the connection up, nothing."""
+JanitorStep = Literal["drain", "connect"] | None
+
+
+class Listening:
+    """The state of one shared pub/sub connection and the rules over it (module docstring).
+
+    Not thread-safe: the driver holds its mutex around every call. ``timeout`` (seconds) is
+    how long an unanswered health PING is given; ``clock`` is monotonic.
+    """
+
+    def __init__(
+        self,
+        *,
+        sharded: bool = False,
+        timeout: float = 5.0,
+        linger: float = LINGER,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.sharded = sharded
+        self.timeout = timeout
+        self.clock = clock
+        self.parking = Parking(linger=linger, clock=clock)
+        self.connected = False
+        """The connection is up (made, and not lost since)."""
+        self.down = False
+        """The last connection attempt failed (the server may be gone)."""
+        self.closed = False
+        self.reader: Hashable | None = None
+        """Who reads the socket now: a waiter's key, :data:`JANITOR`, or None (nobody)."""
+        self.sleepers: dict[Hashable, Any] = {}
+        """Waiters asleep while another reads (key -> its condition), the longest asleep
+        first: the next reader is the first of them."""
+        self.reader_cond: Any = None
+        """The condition of the waiter blocked on the socket now (None: nobody is)."""
+        self.poked = False
+        """A PING was sent to end the blocked reader's read and its reply has not come."""
+        self.asked: deque[list[str]] = deque()
+        """The channels of each SUBSCRIBE sent and not yet answered, in order."""
+        self.heard = clock()
+        """When the last reply came (or the connection was made)."""
+        self.pinged = False
+        """A health PING is unanswered."""
+        self.retry_at = 0.0
+        """Monotonic time before which nobody tries to connect again."""
+        self.delay = FIRST_RETRY
+
+    # ------------------------------------------------------------ the reader's role
+    def role(self, key: Hashable) -> Literal["read", "sleep"]:
+        """``key`` waits now: it reads the socket if nobody else does and the connection is
+        up, else it sleeps (and is counted as a sleeper by :meth:`sleeping`)."""
+        if self.reader is None and self.connected and not self.closed:
+            self.reader = key
+        if self.reader == key:
+            if self.connected:
+                return "read"
+            self.reader = None  # the connection was lost under its read
+        return "sleep"
+
+    def sleeping(self, key: Hashable, cond: Any) -> None:
+        """``key`` sleeps on ``cond`` while another reads."""
+        self.sleepers[key] = cond
+
+    def awake(self, key: Hashable) -> None:
+        """``key`` woke from its sleep."""
+        self.sleepers.pop(key, None)
+
+    def hand_on(self, key: Hashable) -> Any:
+        """``key`` stops waiting or reading: if it was the reader it lets go of the socket;
+        if then nobody reads, the condition of the longest-sleeping waiter, to notify (it
+        takes the socket over), else None. (Called by every waiter that stops: a sleeper
+        chosen before may have left meanwhile.)"""
+        if self.reader == key:
+            self.reader = None
+        if self.reader is None and self.connected:
+            return next(iter(self.sleepers.values()), None)
+        return None
+
+    def poke(self, tickets: list[Ticket]) -> bool:
+        """Notified ``tickets`` include the reader blocked on the socket: True if a PING
+        must be sent so that its read returns (one at a time)."""
+        reader = self.reader_cond
+        if reader is None or self.poked or not any(t.cond is reader for t in tickets):
+            return False
+        self.poked = True
+        return True
+
+    # ------------------------------------------------------------------- reading
+    def plan_read(self, seconds: float) -> Read:
+        """The reader reads for up to ``seconds``: first the lingering channels whose time
+        is up are let go; the read ends in time for the next of those and for the health
+        check."""
+        gone, sweep = self.parking.expired()
+        silence = self.silence_limit() - (self.clock() - self.heard)
+        return Read(gone, max(0.0, min(seconds, sweep, silence)))
+
+    def silence_limit(self) -> float:
+        """Seconds of silence after which the reader acts: PING, or give the connection up
+        when its PING went unanswered."""
+        return self.timeout if self.pinged else HEALTH_INTERVAL
+
+    def silent(self) -> Silence:
+        """A read returned nothing within its timeout: "ping" (send a health PING, counted
+        as sent), "lost" (no answer to the last one: give the connection up) or None."""
+        self.poked = False
+        if self.clock() - self.heard < self.silence_limit():
+            return None
+        if self.pinged:
+            return "lost"
+        self.pinged = True
+        self.heard = self.clock()
+        return "ping"
+
+    def received(self, kind: str, channel: str, payload: str) -> list[Ticket]:
+        """One reply came (a push message, a SUBSCRIBE answer, a PING's reply...); the
+        tickets whose waiters must be notified."""
+        self.poked = False
+        self.pinged = False
+        self.heard = self.clock()
+        if kind in ("subscribe", "ssubscribe") and self.asked:
+            asked = self.asked[0]
+            if channel in asked:
+                asked.remove(channel)
+                if not asked:
+                    self.asked.popleft()
+        return self.parking.received(kind, channel, payload)
+
+    def other_reply(self) -> None:
+        """A reply that is not a push message came (e.g. a PING's reply alone)."""
+        self.poked = False
+        self.pinged = False
+        self.heard = self.clock()
+
+    def refused(self, error: str, no_permission: bool) -> tuple[list[Ticket], bool, str]:
+        """The server answered a SUBSCRIBE with ``error``: (the tickets to notify, True if
+        the topology may have changed, the reason as the waiters get it)."""
+        self.poked = False
+        asked = self.asked.popleft() if self.asked else []
+        if no_permission:
+            # An answer, not a connection loss: only these channels' waiters get it.
+            names = ", ".join(asked) or "?"
+            reason = f"the server refused {self.subscribe_command} {names}: {error}"
+            return self.parking.forbidden(asked, reason), False, reason
+        # The reply does not say which channel: every one still unconfirmed is re-checked
+        # by its waiters, who move it to the owner the refreshed topology names.
+        self.asked.clear()
+        return self.parking.refused(), True, error
+
+    @property
+    def subscribe_command(self) -> str:
+        return "SSUBSCRIBE" if self.sharded else "SUBSCRIBE"
+
+    @property
+    def unsubscribe_command(self) -> str:
+        return "SUNSUBSCRIBE" if self.sharded else "UNSUBSCRIBE"
+
+    # --------------------------------------------------------------- subscribing
+    def subscribing(self, channels: list[str]) -> bool:
+        """SUBSCRIBE for ``channels`` is due: True if it is to be sent now (counted as sent);
+        False while the connection is down (making it again subscribes the whole table)."""
+        if not self.connected:
+            return False
+        self.parking.subscribing(channels)
+        self.asked.append(list(channels))
+        return True
+
+    # ------------------------------------------------------------- the connection
+    def lost(self) -> list[Ticket]:
+        """The connection failed (or could not be made): the janitor tries again after a
+        pause growing from :data:`FIRST_RETRY` to :data:`MAX_RETRY`; the tickets to notify
+        (none: waiters re-check once their channel is subscribed again)."""
+        self.connected = False
+        self.poked = False
+        self.retry_at = self.clock() + self.delay
+        self.delay = min(self.delay * 2, MAX_RETRY)
+        return self.parking.disconnected()
+
+    def connect_failed(self) -> list[Ticket]:
+        """A connection attempt failed (the server may be gone: the topology may have
+        changed)."""
+        self.down = True
+        return self.lost()
+
+    def connected_now(self) -> list[list[str]]:
+        """The connection was made: the SUBSCRIBE commands to send now (channels, one per
+        command when sharded: one slot per SSUBSCRIBE, else CROSSSLOT), each counted as
+        sent. A channel refused for lack of permission stays refused: not asked again."""
+        self.down = False
+        self.connected = True
+        self.delay = FIRST_RETRY
+        self.heard = self.clock()
+        self.pinged = False
+        self.poked = False
+        self.parking.dropped.clear()
+        self.parking.leaving.clear()
+        self.asked.clear()
+        channels = [c for c, e in self.parking.channels.items() if e.refusal is None]
+        if not channels:
+            return []
+        batches = [[c] for c in channels] if self.sharded else [channels]
+        for batch in batches:
+            self.subscribing(batch)
+        return batches
+
+    # ----------------------------------------------------------------- the janitor
+    def janitor_step(self) -> JanitorStep:
+        """What the janitor does now: "drain" (read what came, without blocking: nobody
+        reads), "connect" (the connection is down, channels are waited on, the pause is
+        over; the janitor holds the reader's role meanwhile) or None."""
+        if self.reader is not None or self.closed:
+            return None
+        if self.connected:
+            return "drain"
+        if self.parking.channels and self.clock() >= self.retry_at:
+            self.reader = JANITOR
+            return "connect"
+        return None
+
+    def janitor_plan(self) -> tuple[list[str], float]:
+        """After its step: (lingering channels to UNSUBSCRIBE now, seconds until the janitor
+        should look again). Worked out after the step's reads, so that a notify while they
+        let go of the mutex (a new channel, a loss) is not missed."""
+        gone, due = self.parking.expired()
+        now = self.clock()
+        if not self.connected:
+            if self.parking.channels:
+                due = min(due, self.retry_at - now)
+        elif self.reader is None and not self.sleepers:  # else the reader PINGs
+            due = min(due, self.heard + self.silence_limit() - now)
+        return gone, max(due, MIN_JANITOR_NAP)
+
+    def may_drain(self) -> bool:
+        """True if what came may be read now without blocking: nobody reads, connected."""
+        return self.reader is None and self.connected and not self.closed
+
+    def draining(self, key: Hashable) -> bool:
+        """While ``key`` drains what came without blocking: True to read once more (no
+        waiter wants the socket)."""
+        return not self.sleepers and self.reader == key and self.connected
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> list[Ticket]:
+        """Every waiter is woken (they raise); the tickets to notify."""
+        self.closed = True
+        return [t for entry in self.parking.channels.values() for t in entry.tickets.values()]

@@ -1,0 +1,256 @@
+"""The shared pub/sub connection's rules (``core/listening.py``), with no server: who reads the
+socket and who takes it over, SUBSCRIBE answers and refusals, health pings, reconnect
+back-off and what a reconnect wakes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenure.core.listening import (
+    FIRST_RETRY,
+    HEALTH_INTERVAL,
+    JANITOR,
+    LINGER,
+    MAX_RETRY,
+    Listening,
+)
+
+CH = "redisson_lock__channel:{l}"
+NOBODY: frozenset[str] = frozenset()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def up(clock: Clock, **kwargs: object) -> Listening:
+    table = Listening(clock=clock, **kwargs)  # type: ignore[arg-type]
+    table.connected_now()
+    return table
+
+
+# ------------------------------------------------------------------ the reader's role
+
+
+def test_the_first_waiter_reads_the_others_sleep(clock: Clock) -> None:
+    table = up(clock)
+    assert table.role("a") == "read" and table.reader == "a"
+    assert table.role("b") == "sleep"
+    table.sleeping("b", "cond-b")
+    assert table.role("a") == "read"  # still the reader on its next step
+
+
+def test_nobody_reads_while_the_connection_is_down(clock: Clock) -> None:
+    table = Listening(clock=clock)
+    assert table.role("a") == "sleep" and table.reader is None
+    table.connected_now()
+    table.role("a")
+    table.lost()
+    assert table.role("a") == "sleep" and table.reader is None  # lost under its read
+
+
+def test_a_reader_that_stops_hands_the_socket_to_the_longest_sleeper(clock: Clock) -> None:
+    table = up(clock)
+    table.role("a")
+    for key in ("b", "c"):
+        table.role(key)
+        table.sleeping(key, f"cond-{key}")
+    assert table.hand_on("a") == "cond-b" and table.reader is None
+    table.awake("b")
+    assert table.role("b") == "read"
+    # A sleeper that stops while another reads hands nothing on.
+    assert table.hand_on("c") is None
+
+
+def test_a_sleeper_chosen_before_that_left_passes_the_socket_on(clock: Clock) -> None:
+    # The reader left and named "b"; "b" stops waiting before taking the socket: its own
+    # hand-on names the next sleeper, so the socket is never left unread.
+    table = up(clock)
+    table.role("a")
+    table.sleeping("b", "cond-b")
+    table.sleeping("c", "cond-c")
+    assert table.hand_on("a") == "cond-b"
+    table.awake("b")
+    assert table.hand_on("b") == "cond-c"
+
+
+def test_a_notify_for_the_blocked_reader_is_sent_as_one_ping(clock: Clock) -> None:
+    from tenure.core.parking import Ticket
+
+    table = up(clock)
+    table.role("a")
+    table.reader_cond = "cond-a"
+    other = Ticket("cond-b")
+    assert table.poke([other]) is False  # a sleeper is woken by its condition alone
+    assert table.poke([Ticket("cond-a")]) is True  # with or without a permit
+    assert table.poke([Ticket("cond-a", permit=True)]) is False  # one PING in flight
+    table.other_reply()  # its reply came
+    assert table.poke([Ticket("cond-a")]) is True
+
+
+# ---------------------------------------------------------------------- reading
+
+
+def test_a_read_ends_in_time_for_lingering_channels_and_the_health_check(
+    clock: Clock,
+) -> None:
+    table = up(clock)
+    table.parking.join(CH, NOBODY, "a", object)
+    plan = table.plan_read(60.0)
+    assert plan.unsubscribe == [] and plan.timeout == LINGER  # a channel may start lingering
+    table.parking.leave(CH, "a", False)
+    clock.now += LINGER
+    assert table.plan_read(60.0).unsubscribe == [CH]
+
+
+def test_silence_pings_then_gives_the_connection_up(clock: Clock) -> None:
+    table = up(clock, timeout=5.0)
+    clock.now += HEALTH_INTERVAL - 1
+    assert table.silent() is None
+    clock.now += 1
+    assert table.silent() == "ping" and table.pinged
+    assert table.plan_read(60.0).timeout == 5.0  # the PING's answer is awaited 5 s
+    clock.now += 5.0
+    assert table.silent() == "lost"
+
+
+def test_any_reply_answers_the_health_ping(clock: Clock) -> None:
+    table = up(clock, timeout=5.0)
+    clock.now += HEALTH_INTERVAL
+    assert table.silent() == "ping"
+    clock.now += 1
+    table.received("pong", "", "")
+    assert not table.pinged and table.heard == clock.now
+    clock.now += 5.0
+    assert table.silent() is None
+
+
+# ------------------------------------------------------------- questions and answers
+
+
+def test_subscribe_answers_are_matched_to_questions_in_order(clock: Clock) -> None:
+    table = up(clock)
+    for ch in ("a", "b"):
+        table.parking.join(ch, NOBODY, "w", object)
+        assert table.subscribing([ch])
+    table.received("subscribe", "a", "1")
+    assert list(table.asked) == [["b"]]
+    # An error answers the oldest question still open: "b"'s.
+    _, trouble, reason = table.refused("NOPERM no channel b", True)
+    assert trouble is False and "SUBSCRIBE b" in reason
+    assert table.parking.channels["b"].refusal == reason
+    assert table.parking.channels["a"].refusal is None
+
+
+def test_another_refusal_marks_every_unconfirmed_channel_dropped(clock: Clock) -> None:
+    table = up(clock, sharded=True)
+    table.parking.join("a", NOBODY, "w", object)
+    table.subscribing(["a"])
+    table.parking.join("b", NOBODY, "w", object)
+    table.subscribing(["b"])
+    table.received("ssubscribe", "a", "1")
+    notify, trouble, _ = table.refused("MOVED 3999 127.0.0.1:7001", False)
+    assert trouble is True  # the topology is refreshed
+    assert table.parking.dropped == {"b"} and not table.asked
+    assert [t.permit for t in notify] == [True]  # its waiter re-checks and moves it
+
+
+def test_nothing_is_sent_while_down(clock: Clock) -> None:
+    table = Listening(clock=clock)
+    assert table.subscribing([CH]) is False and not table.asked
+
+
+# ------------------------------------------------------------------ reconnecting
+
+
+def test_reconnect_back_off_grows_then_resets(clock: Clock) -> None:
+    table = up(clock)
+    table.parking.join(CH, NOBODY, "w", object)
+    pauses = []
+    for _ in range(7):
+        table.connect_failed()
+        pauses.append(round(table.retry_at - clock.now, 3))
+    assert pauses == [FIRST_RETRY, 0.1, 0.2, 0.4, 0.8, MAX_RETRY, MAX_RETRY]
+    assert table.down
+    table.connected_now()
+    assert not table.down and table.delay == FIRST_RETRY
+
+
+def test_the_janitor_connects_after_the_pause_holding_the_readers_role(clock: Clock) -> None:
+    table = up(clock)
+    table.parking.join(CH, NOBODY, "w", object)
+    table.lost()
+    assert table.janitor_step() is None  # the pause is not over
+    _, due = table.janitor_plan()
+    assert due == pytest.approx(FIRST_RETRY)
+    clock.now += FIRST_RETRY
+    assert table.janitor_step() == "connect" and table.reader == JANITOR
+    assert table.role("w") == "sleep"  # nobody reads meanwhile
+
+
+def test_a_reconnect_subscribes_every_channel_and_wakes_after_the_answer(clock: Clock) -> None:
+    table = up(clock)
+    _, ticket, _ = table.parking.join("a", NOBODY, "w", object)
+    table.subscribing(["a"])
+    table.received("subscribe", "a", "1")
+    assert table.lost() == [] and not ticket.permit  # nobody re-checks before...
+    assert table.connected_now() == [["a"]]
+    assert not ticket.permit
+    assert table.received("subscribe", "a", "1") == [ticket] and ticket.permit  # ...the answer
+
+
+def test_a_sharded_reconnect_sends_one_channel_per_command(clock: Clock) -> None:
+    table = up(clock, sharded=True)
+    for ch in ("a", "b"):
+        table.parking.join(ch, NOBODY, "w", object)
+    table.lost()
+    assert table.connected_now() == [["a"], ["b"]]
+    assert table.subscribe_command == "SSUBSCRIBE"
+
+
+def test_a_refused_channel_is_not_asked_again_on_reconnect(clock: Clock) -> None:
+    table = up(clock)
+    for ch in ("a", "b"):
+        table.parking.join(ch, NOBODY, "w", object)
+        table.subscribing([ch])
+    table.refused("NOPERM", True)
+    table.lost()
+    assert table.connected_now() == [["b"]]
+
+
+# --------------------------------------------------------------------- the janitor
+
+
+def test_the_janitor_drains_only_while_nobody_reads(clock: Clock) -> None:
+    table = up(clock)
+    assert table.janitor_step() == "drain"
+    table.role("a")
+    assert table.janitor_step() is None
+    table.hand_on("a")
+    table.reader = JANITOR
+    assert table.draining(JANITOR)
+    table.sleeping("b", "cond-b")  # a waiter wants the socket: the janitor stops
+    assert not table.draining(JANITOR)
+
+
+def test_the_janitor_pings_an_idle_connection(clock: Clock) -> None:
+    table = up(clock)
+    _, due = table.janitor_plan()
+    assert due == pytest.approx(HEALTH_INTERVAL)
+
+
+def test_close_wakes_every_waiter(clock: Clock) -> None:
+    table = up(clock)
+    _, a, _ = table.parking.join("a", NOBODY, "w", object)
+    _, b, _ = table.parking.join("b", NOBODY, "v", object)
+    assert table.close() == [a, b] and table.closed
+    assert table.role("w") == "sleep" and table.janitor_step() is None
