@@ -22,6 +22,7 @@ import redis
 
 import tenure
 from tenure import keys, scripts
+from tenure.core.fair import alive_key
 from tenure.core.lock import YIELD_GRACE
 
 Participant = tuple[Callable[[], object], Callable[[], object], Callable[[], object]]
@@ -139,7 +140,7 @@ def raw_fair_handoff(url: str, name: str, *, reader_thread: bool = False) -> Par
     for script in (acquire_script, release_script):
         r.script_load(script.source)
     owner = f"{uuid.uuid4()}:1"
-    lock_keys = [name, keys.fair_queue_key(name), keys.fair_timeout_key(name)]
+    lock_keys = [name, keys.fair_queue_key(name), keys.fair_timeout_key(name), alive_key(name)]
     prefix = keys.fair_waiter_channel_prefix(name)
     sub = r.pubsub(ignore_subscribe_messages=True)
     sub.subscribe(prefix + owner)
@@ -169,7 +170,7 @@ def raw_fair_handoff(url: str, name: str, *, reader_thread: bool = False) -> Par
         entry = 30000  # the first attempt joins the queue; then the caller is queued (-1)
         while True:
             ttl = r.evalsha(
-                acquire_script.sha, 3, *lock_keys,
+                acquire_script.sha, len(lock_keys), *lock_keys,
                 30000, owner, entry, grace, prefix, keys.UNLOCK_MESSAGE, 0,
             )  # fmt: skip
             if ttl is None:
@@ -178,7 +179,8 @@ def raw_fair_handoff(url: str, name: str, *, reader_thread: bool = False) -> Par
             woken(ttl / 1000 if ttl > 0 else LEASE)
 
     def release() -> None:
-        r.evalsha(release_script.sha, 3, *lock_keys, keys.UNLOCK_MESSAGE, 30000, owner, prefix)
+        message = keys.UNLOCK_MESSAGE
+        r.evalsha(release_script.sha, len(lock_keys), *lock_keys, message, 30000, owner, prefix)
 
     def close() -> None:
         stop.set()

@@ -17,6 +17,14 @@ from support.wire import deadlines, queue_of, server_ms
 from tenure import keys
 from tenure.core.fair import FIRST_LOOK
 
+WAIT = 300_000
+"""Redisson's threadWaitTime (ms): what each place in a fair queue adds to a score."""
+
+
+def alive_key(name: str) -> str:
+    """tenure's HASH of a fair lock's queued tenure waiters (owner -> alive-until ms)."""
+    return keys.prefix_name("tenure_lock_waiters", name)
+
 
 @pytest.fixture
 def own_server(server: Server):
@@ -182,10 +190,13 @@ def test_500_callers_increment_under_fair_lock(
     assert r.zcard(keys.fair_timeout_key("count")) == 0
 
 
-def test_waiters_leaving_leave_the_other_entries_alone(
+def test_waiters_leaving_move_the_others_up_as_redisson_does(
     client: tenure.Client, r: redis.Redis
 ) -> None:
-    """Waiters that time out (ahead of another, or at the head) change no other entry."""
+    """Waiters that time out (ahead of another, or at the head) take 5 minutes (Redisson's
+    threadWaitTime) off the score of each waiter behind them, as Redisson's give-up does,
+    and change nothing else: a score is 5 minutes per waiter ahead, plus the alive-until
+    time, which stays."""
     lock = client.fair_lock("drift")
     assert lock.acquire(lease_time=10)
     early = [spawn(lambda: lock.acquire(timeout=0.6)) for _ in range(3)]
@@ -194,10 +205,13 @@ def test_waiters_leaving_leave_the_other_entries_alone(
     assert wait_until(lambda: len(queue_of(r, "drift")) == 4)
     last_owner = queue_of(r, "drift")[-1]
     before = deadlines(r, "drift")[last_owner]
+    alive = r.hgetall(alive_key("drift"))
+    assert before == int(alive[last_owner.encode()]) + 3 * WAIT
     for job in early:
         assert job.result() is False
     assert queue_of(r, "drift") == [last_owner]
-    assert deadlines(r, "drift") == {last_owner: before}
+    assert deadlines(r, "drift") == {last_owner: before - 3 * WAIT}
+    assert r.hgetall(alive_key("drift")) == {last_owner.encode(): alive[last_owner.encode()]}
     lock.release()
     assert last.result() is True
 

@@ -30,7 +30,12 @@ FAIR, GIVE_UP = "fair_acquire", "fair_give_up"
 
 
 def fair_keys(name: str) -> list[str]:
-    return [name, f"redisson_lock_queue:{{{name}}}", f"redisson_lock_timeout:{{{name}}}"]
+    return [
+        name,
+        f"redisson_lock_queue:{{{name}}}",
+        f"redisson_lock_timeout:{{{name}}}",
+        f"tenure_lock_waiters:{{{name}}}",  # tenure's addition: alive-until times of its waiters
+    ]
 
 
 @pytest.mark.parametrize(("blocking", "timeout"), [(False, None), (True, 0)])

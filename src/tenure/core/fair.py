@@ -1,31 +1,35 @@
 """The fair lock algorithm (Redisson's RFairLock), sans I/O: a reentrant lock granted in
-request order.
+request order, in a queue that Java Redisson clients may share.
 
-Wire layout (DESIGN §3): the lock hash as for Lock, a LIST of waiting owners (head first), a
-ZSET owner -> server epoch ms at which that waiter's entry runs out, and one channel per
-waiter. The rules (``scripts/_fair_queue.lua``):
+Wire layout (docs/wire.md): the lock hash as for Lock, a LIST of waiting owners (head
+first), a ZSET owner -> score as Redisson reads it, one channel per waiter, and tenure's
+addition, a HASH owner -> alive-until time of tenure's waiters (:func:`alive_key`). The
+rules (``scripts/_fair_queue.lua``):
 
-- A waiter joins the tail on its first blocking attempt with an entry of ``watchdog_timeout``;
+- Redisson's scripts chain a new waiter's score on the last one's (+ 5 minutes), take
+  5 minutes off every score at each grant and drop the heads whose score has passed. A
+  tenure waiter's score is its alive-until time plus 5 minutes per waiter ahead of it, so
+  a grant ahead (which also moves it up a place) never makes it look dead to Redisson, and
+  tenure's grants and give-ups move the waiters behind up as Redisson's do.
+- A waiter joins the tail on its first blocking attempt, alive for ``watchdog_timeout``;
   its client's renewal pass (the keeper's, once per ``watchdog_timeout / 3``, one batched
-  script for all its waiters) pushes the entry forward while the waiter waits, so a live
-  waiter never loses its place however long it waits, and a dead one (its process killed)
-  is dropped once its entry runs out.
+  script for all its waiters) pushes its alive-until time and its score forward while it
+  waits, so a live waiter never loses its place however long it waits, and a dead one
+  (its process killed) is dropped once its alive-until time has passed.
 - Only the head may take the lock; a release wakes the head alone (waiters are not told when
   they become the head). The client that freed the lock looks shortly after
   (:meth:`FairLockCore.watch_turn`, one background watcher per lock; under contention the
   next release comes first and it never looks): a head that has not come by then is woken
-  again and its turn starts - its entry is cut to at most one renewal period (the grace) -
-  and once that has passed it is dropped as dead and the next one woken: a dead head delays
-  the queue by one renewal period. While the lock is held by another and someone waits, the
+  again and its turn starts - its score and alive-until time are cut to at most one
+  renewal period (the grace) - and once that has passed it is dropped as dead and the next
+  one woken: a dead head delays the queue by one renewal period. Java heads are cut alike
+  (a live one comes when woken). While the lock is held by another and someone waits, the
   watcher looks again when the lease ends: a holder that died is replaced then.
-- A waiter that times out, is cancelled or fails leaves the queue; no other entry changes.
+- A waiter that times out, is cancelled or fails leaves the queue.
 
-Every operation is O(1) in the number of waiters but for the dead heads it drops (and
-``force_release``, which also clears every dead entry). Differences from Redisson: its
-scores are chained deadlines (each waiter's is the one ahead plus 5 minutes) that every grant
-rewrites (O(waiters) per operation), and a killed waiter blocks the queue for 5 minutes; a
-Redisson client reading tenure's entries sees short deadlines that move forward, and drops
-them only once their waiter stopped refreshing them; the scripts use server time.
+Joining, a turn, a release and a renewal are O(1) in the number of waiters but for the dead
+heads dropped; a grant from the queue and a give-up are O(waiters) (Redisson's rule: every
+waiter behind moves up), and a waiter's refresh is O(its place) (``LPOS``).
 """
 
 from __future__ import annotations
@@ -57,6 +61,17 @@ WOKE = 2
 NOTHING, HELD, FREE = 0, 1, 2
 """What ``fair_turn.lua`` saw: no one waits; the lock held; the lock free, its head woken."""
 
+ALIVE = "tenure_lock_waiters"
+"""Prefix of the HASH of a FairLock's queued tenure waiters (tenure's addition to Redisson's
+layout; Redisson never reads it): owner -> server epoch ms until which it counts as alive."""
+
+
+def alive_key(key: str) -> str:
+    """The alive-until HASH of fair lock ``key``: ``tenure_lock_waiters:{key}`` (the lock's
+    hash tag: the same cluster slot as its other keys)."""
+    return keys.prefix_name(ALIVE, key)
+
+
 GIVE_UP_PAUSE = (0.05, 0.25)
 """Seconds from the start of one background attempt to leave the queue to the start of the
 next while the server does not answer: the first, and the longest once it has doubled (an
@@ -83,6 +98,7 @@ class FairLockCore(LockCore):
         super().__init__(ctx, name, on_lost)
         self.queue_key = keys.fair_queue_key(self.key)
         self.timeout_key = keys.fair_timeout_key(self.key)
+        self.alive_key = alive_key(self.key)
         # Channels are not keys: the scripts build a waiter's channel from this prefix.
         self.waiter_prefix = keys.fair_waiter_channel_prefix(self.key)
         self._mutex = threading.Lock()
@@ -99,7 +115,8 @@ class FairLockCore(LockCore):
         """Owners whose release (in flight) freed the lock and woke a queue head."""
 
     def entry_ms(self) -> int:
-        """A queue entry's lease: ``watchdog_timeout`` (three renewal passes)."""
+        """How long a queued waiter counts as alive without a refresh: ``watchdog_timeout``
+        (three renewal passes)."""
         return self.lease_ms(None)
 
     def wait_channel(self, owner: str) -> str:
@@ -110,7 +127,7 @@ class FairLockCore(LockCore):
         return ""
 
     def waiter_keys(self) -> list[str]:
-        return [self.key, self.queue_key, self.timeout_key]
+        return [self.key, self.queue_key, self.timeout_key, self.alive_key]
 
     def attempt(
         self, owner: str, lease: float | None, wait: float, again: bool = False

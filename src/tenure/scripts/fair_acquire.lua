@@ -1,5 +1,6 @@
 -- Acquire (or re-enter) a fair lock, or join / stay in its FIFO queue of waiters.
--- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] score ZSET   KEYS[4] alive-until HASH
+-- (see _fair_queue.lua)
 -- ARGV[1] lease ms   ARGV[2] owner field
 -- ARGV[3] the waiter's entry lease ms (its client refreshes it every renewal period); 0 = one
 -- attempt that never joins the queue; -1 = the caller is queued already (its client knows:
@@ -10,7 +11,8 @@
 -- waiters remain)
 -- The lock goes to the head of the queue only (or to anyone while the queue is empty). A
 -- release wakes the head; a lease that runs out is noticed by a turn watcher (fair_turn.lua).
--- O(1) but for the dead heads dropped.
+-- O(1) but for the dead heads dropped, and a grant from the queue: every other waiter moves
+-- up (Redisson's rule: O(waiters)).
 -- Returns nil when acquired ('W' when acquired with ARGV[7] = 1 and waiters remain), else
 -- the ms to sleep before trying again: the lease left for
 -- the head (-1: no expiry, until woken), -2 behind the head (until woken: it will be when it
@@ -20,7 +22,7 @@
 -- @include kinds
 -- @include fair_queue
 
-local lock, queue, zset = KEYS[1], KEYS[2], KEYS[3]
+local lock, queue, zset, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, prefix, message = ARGV[2], ARGV[5], ARGV[6]
 local entry = tonumber(ARGV[3])
 local wrong
@@ -33,21 +35,22 @@ local function granted()
     return nil
 end
 
--- join(now): add the caller at the tail unless it is queued. Returns its place (1: the
--- head), or 0 when it was queued already (place unknown).
+-- join(now): add the caller at the tail unless it is queued: its score is its alive-until
+-- time plus WAIT per waiter ahead (see _fair_queue.lua). Returns its place (1: the head),
+-- or 0 when it was queued already (place unknown).
 local function join(now)
-    local added = redis.pcall('zadd', zset, 'NX', now + entry, owner)
+    local ahead = redis.pcall('llen', queue)
+    wrong = refused(ahead, queue, 'list') or type_error(alive, 'hash')
+    if wrong then
+        return 0
+    end
+    local added = redis.pcall('zadd', zset, 'NX', now + entry + ahead * WAIT, owner)
     wrong = refused(added, zset, 'zset')
     if wrong or added == 0 then
         return 0
     end
-    local length = redis.pcall('rpush', queue, owner)
-    wrong = refused(length, queue, 'list')
-    if wrong then
-        redis.call('zrem', zset, owner)
-        return 0
-    end
-    return length
+    keep_alive(alive, owner, now, entry)
+    return redis.call('rpush', queue, owner)
 end
 
 local pttl = redis.call('pttl', lock)
@@ -99,7 +102,7 @@ if entry == -1 then
         return wrong
     end
     if popped == owner then
-        wrong = refused(redis.pcall('zrem', zset, owner), zset, 'zset')
+        wrong = granted_head(zset, alive, owner)
         if wrong then
             redis.call('lpush', queue, owner)
             return wrong
@@ -118,7 +121,7 @@ if wrong then
     return wrong
 end
 local head = front[1]
-local now, expiry = nil, nil
+local now, turn = nil, nil
 if head and head ~= owner and entry > 0 then
     -- Not the caller's turn: it joins the tail and is woken when it becomes the head. A dead
     -- head is the business of the client that freed the lock (its turn watcher) and of the
@@ -131,26 +134,24 @@ if head and head ~= owner and entry > 0 then
 end
 if head and head ~= owner then
     now = now_ms()
-    expiry = tonumber(redis.call('zscore', zset, head))
-    if not expiry or expiry <= now then
+    if is_dead(zset, alive, head, now) then
         -- Not the caller's turn, and the head is dead: drop the dead heads. The PUBLISH
         -- (which an ACL can refuse) comes before the writes: a refused one changes nothing.
         local dead
-        dead, head = dead_heads(queue, zset, now)
+        dead, head = dead_heads(queue, zset, alive, now)
         if head and head ~= owner then
             redis.call('publish', prefix .. head, message)
         end
-        drop_heads(queue, zset, dead)
+        drop_heads(queue, zset, alive, dead)
         if head and head ~= owner then
-            start_turn(zset, head, now, tonumber(ARGV[4]))
-            expiry = tonumber(redis.call('zscore', zset, head))
+            turn = start_turn(zset, alive, head, now, tonumber(ARGV[4]))
         end
     end
 end
 
 if not head or head == owner then
     if head then  -- leave the queue
-        wrong = refused(redis.pcall('zrem', zset, owner), zset, 'zset')
+        wrong = granted_head(zset, alive, owner)
         if wrong then
             return wrong
         end
@@ -166,5 +167,10 @@ if not head or head == owner then
     return head and granted() or nil
 end
 
--- A live head's turn: look again if its entry runs out.
-return math.max(expiry - now, 1)
+-- A live head's turn: look again when it ends (if the head has not come by then).
+if not turn then
+    local score = tonumber(redis.call('zscore', zset, head))
+    local until_ms = redis.call('hget', alive, head)
+    turn = math.max(math.min(score, tonumber(until_ms or score)) - now, 1)
+end
+return turn

@@ -1,18 +1,20 @@
 -- A fair-lock waiter leaves the queue (timed out, cancelled, failed).
--- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] score ZSET   KEYS[4] alive-until HASH
+-- (see _fair_queue.lua)
 -- ARGV[1] owner field   ARGV[2] grace ms (see start_turn)   ARGV[3] waiter channel prefix
 -- (channel = prefix .. owner; channels are not keys, so the script builds them)
 -- ARGV[4] wake-up message
--- If it was the head, the new head is woken (its turn starts when the lock is free). No other
--- entry changes. Returns 1 if the waiter was queued, else 0.
+-- If it was the head, the new head is woken (its turn starts when the lock is free). The
+-- waiters behind it move up a place (Redisson's rule when a waiter gives up: WAIT off each
+-- one's score), so O(waiters behind it). Returns 1 if the waiter was queued, else 0.
 -- The wake-up (PUBLISH, which an ACL can refuse) comes before the writes.
 -- @include server_time
 -- @include kinds
 -- @include fair_queue
 
-local lock, queue, zset, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local lock, queue, zset, alive, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local front = redis.pcall('lrange', queue, 0, 1)
-local wrong = refused(front, queue, 'list')
+local wrong = refused(front, queue, 'list') or type_error(alive, 'hash')
 if wrong then
     return wrong
 end
@@ -24,12 +26,18 @@ wrong = refused(removed, zset, 'zset')
 if wrong then
     return wrong
 end
+redis.call('hdel', alive, owner)
 if front[1] == owner then
     redis.call('lpop', queue)
+    move_up(zset, redis.call('lrange', queue, 0, -1))
     if front[2] and redis.call('exists', lock) == 0 then
-        start_turn(zset, front[2], now_ms(), tonumber(ARGV[2]))
+        start_turn(zset, alive, front[2], now_ms(), tonumber(ARGV[2]))
     end
-elseif removed == 1 then
-    redis.call('lrem', queue, 0, owner)  -- O(waiters), for a waiter leaving mid-queue only
+else
+    local place = redis.call('lpos', queue, owner)
+    if place then
+        move_up(zset, redis.call('lrange', queue, place + 1, -1))
+        redis.call('lrem', queue, 0, owner)
+    end
 end
 return removed

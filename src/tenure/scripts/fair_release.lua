@@ -1,7 +1,8 @@
 -- Release one hold of a fair lock; once free, wake the queue head only. Its turn (the grace,
 -- see start_turn) is started by the releasing client's turn watcher (fair_turn.lua) if it
 -- has not taken the lock by the watcher's first look: under contention, never.
--- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] entry ZSET (see _fair_queue.lua)
+-- KEYS[1] lock hash   KEYS[2] queue LIST   KEYS[3] score ZSET   KEYS[4] alive-until HASH
+-- (see _fair_queue.lua; the release reads the queue only)
 -- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds
 -- ARGV[3] owner field   ARGV[4] waiter channel prefix (channel = prefix .. owner; channels
 -- are not keys, so the script builds them)
