@@ -35,7 +35,7 @@ from tenure._redis import (
     async_read_push,
     text,
 )
-from tenure.core.listening import JANITOR, Listening
+from tenure.core.listening import JANITOR, Listening, Subscriptions
 from tenure.core.parking import Ticket
 from tenure.errors import BackendError
 
@@ -58,11 +58,14 @@ class AsyncListener:
         *,
         sharded: bool = False,
         on_trouble: Callable[[], None] | None = None,
+        subscriptions: Subscriptions | None = None,
     ) -> None:
         self._conn = connect()
         self._on_trouble = on_trouble or (lambda: None)
         self._timeout = timeout if timeout is not None else 5.0
         self._table = Listening(sharded=sharded, timeout=self._timeout)
+        self._subscriptions = subscriptions or Subscriptions()
+        self._subscriptions.add(self._table)
         self._parking = self._table.parking
         self._mutex = AsyncMutex()
         self._janitor_wake = AsyncCondition(self._mutex)
@@ -234,7 +237,7 @@ class AsyncListener:
     def hears(self, channel: str) -> bool:
         """True if this connection is subscribed to ``channel`` now (no lock taken: a
         moment's answer, for a guess that may be off by a message in flight)."""
-        return self._table.connected and self._parking.hears(channel)
+        return self._table.hears(channel)
 
     async def evict(self, channel: str) -> tuple[frozenset[str], list[Any]]:
         """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
@@ -399,6 +402,7 @@ class AsyncListener:
                     # ignores it and sleeps for its whole timeout.
                     await self._send("PING")
                 await self._handed.wait_for(lambda: self._table.reader is None, self._timeout)
+        self._subscriptions.remove(self._table)
         if self._janitor is not None:
             await self._janitor.stop(self._timeout)
         await self._conn.disconnect()
@@ -414,9 +418,12 @@ class AsyncListeners:
     topology names and returns True: the waiter re-checks the lock at once.
     """
 
-    def __init__(self, route: AsyncRoute, timeout: float | None) -> None:
+    def __init__(
+        self, route: AsyncRoute, timeout: float | None, subscriptions: Subscriptions | None = None
+    ) -> None:
         self._route = route
         self._timeout = timeout
+        self._subscriptions = subscriptions or Subscriptions()
         self._mutex = AsyncMutex()
         self._by_node: dict[str, AsyncListener] = {}
         self._by_channel: dict[str, AsyncListener] = {}
@@ -434,6 +441,7 @@ class AsyncListeners:
                 self._timeout,
                 sharded=sharded,
                 on_trouble=self._route.failed,
+                subscriptions=self._subscriptions,
             )
         return listener
 

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 
 from tenure.core.holds import HoldTable, Identity
+from tenure.core.listening import Subscriptions
 
 log = logging.getLogger("tenure")
 
@@ -43,10 +44,12 @@ class Context:
         self.dispatch: Callable[[Callable[[], None], str], None] = call_now
         """How :meth:`deliver` runs a user callback; the runner sets one that runs it away
         from its renewal loop, so a slow callback cannot delay the renewal of other holds."""
-        self.hears: Callable[[str], bool] = lambda channel: False
+        self.subscriptions = Subscriptions()
+        """The channel tables of this client's pub/sub connections."""
+        self.hears: Callable[[str], bool] = self.subscriptions.hears
         """Whether this client's own pub/sub connection is subscribed to a channel now
         (waited on, or lingering after its waiters left): a release counts how many other
-        clients its unlock reached. The runner sets it; no I/O."""
+        clients its unlock reached. No I/O."""
         self.persistence_checked = False
         """True once a FencedLock checked the server's persistence (one warning per client)."""
         self.reconciling: set[tuple[str, str]] = set()
@@ -65,6 +68,8 @@ class Context:
         self.identity = Identity()
         self.holds = HoldTable()
         self.reconciling = set()
+        self.subscriptions = Subscriptions()  # the parent's connections are not ours
+        self.hears = self.subscriptions.hears
         return True
 
     def wire_name(self, name: str) -> str:

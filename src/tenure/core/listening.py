@@ -313,3 +313,31 @@ class Listening:
         """Every waiter is woken (they raise); the tickets to notify."""
         self.closed = True
         return [t for entry in self.parking.channels.values() for t in entry.tickets.values()]
+
+    def hears(self, channel: str) -> bool:
+        """True if this connection is subscribed to ``channel`` now (waited on or lingering)
+        as far as the replies read so far tell."""
+        return self.connected and self.parking.hears(channel)
+
+
+class Subscriptions:
+    """The channel tables of one client's pub/sub connections (one per server, or per shard
+    of a cluster): which channels the client hears, asked by the algorithms with no I/O
+    (a release counts how many other clients its unlock reached). The driver adds each
+    connection's table when it makes one and removes it when it closes it."""
+
+    def __init__(self) -> None:
+        self._tables: list[Listening] = []
+
+    def add(self, table: Listening) -> None:
+        self._tables.append(table)
+
+    def remove(self, table: Listening) -> None:
+        if table in self._tables:
+            self._tables.remove(table)
+
+    def hears(self, channel: str) -> bool:
+        """True if one of the client's connections is subscribed to ``channel`` now (no
+        lock taken: a moment's answer, for a guess that may be off by a message in
+        flight; list() copies in one step)."""
+        return any(table.hears(channel) for table in list(self._tables))

@@ -35,7 +35,7 @@ from tenure._redis import (
     read_push,
     text,
 )
-from tenure.core.listening import JANITOR, Listening
+from tenure.core.listening import JANITOR, Listening, Subscriptions
 from tenure.core.parking import Ticket
 from tenure.errors import BackendError
 
@@ -58,11 +58,14 @@ class Listener:
         *,
         sharded: bool = False,
         on_trouble: Callable[[], None] | None = None,
+        subscriptions: Subscriptions | None = None,
     ) -> None:
         self._conn = connect()
         self._on_trouble = on_trouble or (lambda: None)
         self._timeout = timeout if timeout is not None else 5.0
         self._table = Listening(sharded=sharded, timeout=self._timeout)
+        self._subscriptions = subscriptions or Subscriptions()
+        self._subscriptions.add(self._table)
         self._parking = self._table.parking
         self._mutex = Mutex()
         self._janitor_wake = Condition(self._mutex)
@@ -234,7 +237,7 @@ class Listener:
     def hears(self, channel: str) -> bool:
         """True if this connection is subscribed to ``channel`` now (no lock taken: a
         moment's answer, for a guess that may be off by a message in flight)."""
-        return self._table.connected and self._parking.hears(channel)
+        return self._table.hears(channel)
 
     def evict(self, channel: str) -> tuple[frozenset[str], list[Any]]:
         """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
@@ -399,6 +402,7 @@ class Listener:
                     # ignores it and sleeps for its whole timeout.
                     self._send("PING")
                 self._handed.wait_for(lambda: self._table.reader is None, self._timeout)
+        self._subscriptions.remove(self._table)
         if self._janitor is not None:
             self._janitor.stop(self._timeout)
         self._conn.disconnect()
@@ -414,9 +418,12 @@ class Listeners:
     topology names and returns True: the waiter re-checks the lock at once.
     """
 
-    def __init__(self, route: Route, timeout: float | None) -> None:
+    def __init__(
+        self, route: Route, timeout: float | None, subscriptions: Subscriptions | None = None
+    ) -> None:
         self._route = route
         self._timeout = timeout
+        self._subscriptions = subscriptions or Subscriptions()
         self._mutex = Mutex()
         self._by_node: dict[str, Listener] = {}
         self._by_channel: dict[str, Listener] = {}
@@ -434,6 +441,7 @@ class Listeners:
                 self._timeout,
                 sharded=sharded,
                 on_trouble=self._route.failed,
+                subscriptions=self._subscriptions,
             )
         return listener
 

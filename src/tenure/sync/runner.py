@@ -122,7 +122,7 @@ class Runner(Driver):
 
     def _start(self) -> None:
         self.backend.spare.clear()  # after a fork: the parent's sockets, not ours
-        self._listener = Listeners(self.route, self._timeout)
+        self._listener = Listeners(self.route, self._timeout, self.ctx.subscriptions)
         self._keeper: Task | None = None
         self._keeper_mutex = Mutex()
         self._look = Event()  # set: the keeper looks at the holds again at once
@@ -130,7 +130,6 @@ class Runner(Driver):
         self._callbacks = Spawner("tenure-callbacks")
         self.ctx.holds.poke = self._look.set
         self.ctx.dispatch = self._dispatch
-        self.ctx.hears = self._listener.hears
 
     def owner(self) -> str:
         """The calling thread's or task's owner id on this client."""
