@@ -13,7 +13,7 @@ import re
 import select
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.asyncio
@@ -36,16 +36,19 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from tenure._concurrency import AsyncMutex, Mutex
 from tenure.errors import BackendError, LockError, LockKindError, ServerError, refusal
 from tenure.keys import cluster_safe
+
+if TYPE_CHECKING:  # the routes live in the drivers; still importable from here (below)
+    from tenure.aio.route import AsyncRoute as AsyncRoute
+    from tenure.sync.route import Route as Route
 
 __all__ = [
     "AskError",
     "AsyncBlockingPool",
     "AsyncRedis",
     "AsyncRedisCluster",
-    "AsyncRoute",
+    "AsyncSentinelPool",
     "BlockingPool",
     "MovedError",
     "NoScriptError",
@@ -54,21 +57,36 @@ __all__ = [
     "RedisCluster",
     "RedisError",
     "ResponseError",
-    "Route",
+    "SentinelPool",
     "TryAgainError",
     "Unsent",
+    "async_cluster_ready",
     "async_idle",
+    "async_move_slot",
+    "async_node_listener",
+    "async_node_pool",
     "async_read_push",
     "async_read_reply",
+    "async_refresh_slots",
     "async_send_command",
     "backend_error",
     "check_one_slot",
+    "cluster_from_url",
+    "cluster_ready",
     "idle",
     "listener_connection",
+    "move_slot",
+    "node_listener",
+    "node_pool",
+    "parse_info",
     "read_push",
     "read_reply",
+    "refresh_slots",
+    "require_cluster_support",
     "resolve_redis",
     "send_command",
+    "sharded_pubsub",
+    "slot_of",
     "text",
     "unsent",
 ]
@@ -79,6 +97,23 @@ BlockingPool = redis.BlockingConnectionPool
 AsyncBlockingPool = redis.asyncio.BlockingConnectionPool
 RedisCluster = redis.cluster.RedisCluster
 AsyncRedisCluster = redis.asyncio.cluster.RedisCluster
+SentinelPool = redis.sentinel.SentinelConnectionPool
+AsyncSentinelPool = redis.asyncio.sentinel.SentinelConnectionPool
+
+
+def __getattr__(name: str) -> Any:
+    """``AsyncRoute`` and ``Route``, now in :mod:`tenure.aio.route` (authored) and
+    :mod:`tenure.sync.route` (generated), for the modules that still import them from
+    here (imported on first use: those modules import this one)."""
+    if name == "AsyncRoute":
+        from tenure.aio.route import AsyncRoute
+
+        return AsyncRoute
+    if name == "Route":
+        from tenure.sync.route import Route
+
+        return Route
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve_redis(
@@ -180,12 +215,12 @@ def check_one_slot(what: str, keys: Any) -> None:
             )
 
 
-def _parse_info(raw: Any) -> dict[str, str]:
+def parse_info(raw: Any) -> dict[str, str]:
     lines = text(raw).splitlines()
     return dict(line.split(":", 1) for line in lines if ":" in line and not line.startswith("#"))
 
 
-def _sharded_pubsub(info: dict[str, str]) -> bool:
+def sharded_pubsub(info: dict[str, str]) -> bool:
     """SPUBLISH/SSUBSCRIBE exist from Redis 7 (Valkey reports its Redis compatibility)."""
     try:
         return int(info.get("redis_version", "0").split(".")[0]) >= 7
@@ -247,284 +282,60 @@ class _NodePool:
         self.gate.release()
 
 
-class _RouteBase:
-    """Where a command for a key goes: the one server, or the cluster node owning its slot.
-
-    A URL client finds out on first use whether the server runs in cluster mode (INFO
-    cluster) and then builds a cluster client for the same URL by itself. Topology is
-    refreshed after a connection failure (a master may have died) and on MOVED.
-    """
-
-    cluster_class: Any = None
-    """The client library's cluster client class (sync or asyncio)."""
-    sentinel_pool_class: Any = None
-    """The client library's Sentinel connection pool class (sync or asyncio)."""
-    mutex_class: Any = None
-    """Its mutex: one topology refresh at a time."""
-
-    def __init__(
-        self, client: Any, url: str | None, timeout: float | None, connect: float | None
-    ) -> None:
-        self.client = client
-        self.cluster = isinstance(client, self.cluster_class)
-        if self.cluster:
-            require_cluster_support()
-        self.sharded = False
-        """Release publishes with SPUBLISH and waiters SSUBSCRIBE (cluster on Redis >= 7)."""
-        self._url, self._timeout, self._connect = url, timeout, connect
-        self._ready = False
-        self._stale = False
-        self.built: Any = None
-        """The cluster client this route built from a URL (closed by :meth:`close`)."""
-        self._mutex = self.mutex_class()
-        self._gates: dict[str, Any] = {}
-        """Cluster node -> semaphore bounding its connections (asyncio: redis-py's async
-        cluster pools raise when full instead of waiting)."""
-
-    def slot(self, key: str) -> int:
-        return slot_of(key)
-
-    @property
-    def follows_failover(self) -> bool:
-        """True when the server behind a key can change: the slot owner in a cluster (the
-        slot map is refreshed after a failed connection), the master under Sentinel (which
-        redis-py asks on each connect). A command that surely did not reach a server is
-        then worth sending again within the caller's wait; on one server it is not."""
-        return self.cluster or isinstance(
-            getattr(self.client, "connection_pool", None), self.sentinel_pool_class
-        )
-
-    def failed(self) -> None:
-        """A connection failed: refresh the topology before the next command."""
-        if self.cluster:
-            self._stale = True
+async def async_cluster_ready(client: Any) -> None:
+    """Make the asyncio cluster client load its slot map (it does so on first use)."""
+    await client.initialize()
 
 
-class AsyncRoute(_RouteBase):
-    """:class:`_RouteBase` for redis.asyncio clients."""
-
-    cluster_class = AsyncRedisCluster
-    sentinel_pool_class = redis.asyncio.sentinel.SentinelConnectionPool
-    mutex_class = AsyncMutex
-
-    async def prepare(self) -> None:
-        """Detect cluster mode and sharded pub/sub once (first use)."""
-        if self._ready:
-            return
-        async with self._mutex:
-            if self._ready:
-                return
-            if self._url is not None and not self.cluster:
-                info = await self._info(self.client.connection_pool, "cluster")
-                if info.get("cluster_enabled") == "1":
-                    require_cluster_support()
-                    self.built = cluster_from_url(
-                        AsyncRedisCluster, self._url, self._timeout, self._connect
-                    )
-                    self.client, self.cluster = self.built, True
-            if self.cluster:
-                await self.client.initialize()
-                info = await self._info(self._pool(self.client.get_default_node()), "server")
-                self.sharded = _sharded_pubsub(info)
-            self._ready = True
-
-    @property
-    def ready(self) -> bool:
-        """True once :meth:`prepare` ran (cluster mode known)."""
-        return self._ready
-
-    async def _info(self, pool: Any, section: str) -> dict[str, str]:
-        conn = await pool.get_connection()
-        try:
-            await conn.send_command("INFO", section)
-            return _parse_info(await conn.read_response())
-        except BaseException:
-            await conn.disconnect()
-            raise
-        finally:
-            await pool.release(conn)
-
-    async def _refresh(self) -> None:
-        if not self._stale:
-            return
-        async with self._mutex:  # one refresh at a time
-            if self._stale:
-                self._stale = False
-                try:
-                    await self.client.nodes_manager.initialize()
-                except RedisError:
-                    self._stale = True
-
-    async def node_for(self, key: str) -> Any:
-        await self.prepare()
-        await self._refresh()
-        return self.client.nodes_manager.get_node_from_slot(slot_of(key))
-
-    async def pool_for(self, key: str | None) -> Any:
-        """The connection pool for a command on ``key``."""
-        await self.prepare()
-        if not self.cluster:
-            return self.client.connection_pool
-        if key is None:
-            return self._pool(self.client.get_default_node())
-        return self._pool(await self.node_for(key))
-
-    def _pool(self, node: Any) -> _NodePool:
-        gate = self._gates.get(node.name)
-        if gate is None:
-            gate = self._gates[node.name] = asyncio.Semaphore(node.max_connections)
-        return _NodePool(node, gate)
-
-    async def moved(self, error: MovedError) -> None:
-        """The slot has a new owner: remember it (refresh the whole map if that fails)."""
-        try:
-            await self.client.nodes_manager.move_slot(error)
-        except Exception:
-            self._stale = True
-
-    async def pool_at(self, host: str, port: int) -> Any:
-        """The pool of the node at ``host:port`` (ASK redirection)."""
-        node = self.client.get_node(host=host, port=port)
-        if node is None:
-            self._stale = True
-            await self._refresh()
-            node = self.client.get_node(host=host, port=port)
-        if node is None:
-            raise BackendError(f"ASK redirection to an unknown node {host}:{port}")
-        return self._pool(node)
-
-    async def listener_target(
-        self, channel: str, sharded: bool
-    ) -> tuple[str, Callable[[], Any], bool]:
-        """(name of the server that carries ``channel``, a factory of pub/sub connections to
-        it, True for sharded pub/sub): the shard owning the channel's slot with sharded
-        pub/sub (a cluster on Redis >= 7, for a channel that is ``sharded``), else the one
-        server (in a cluster, any node: a plain PUBLISH reaches every node)."""
-        await self.prepare()
-        if not self.cluster:
-            return "", lambda: listener_connection(self.client), False
-        sharded = sharded and self.sharded
-        node = await self.node_for(channel) if sharded else self.client.get_default_node()
-        name = node.name if sharded else f"plain:{node.name}"
-        return (
-            name,
-            lambda: _node_listener_connection(node.connection_class, node.connection_kwargs),
-            sharded,
-        )
-
-    async def close(self) -> None:
-        if self.built is not None:
-            await self.built.aclose()
+def cluster_ready(client: Any) -> None:
+    """Nothing to do: redis-py's sync cluster client loads its slot map when it is made."""
 
 
-class Route(_RouteBase):
-    """:class:`_RouteBase` for redis-py's sync clients."""
+async def async_refresh_slots(client: Any) -> None:
+    """Load the cluster's slot map again (after a connection failure or MOVED)."""
+    await client.nodes_manager.initialize()
 
-    cluster_class = RedisCluster
-    sentinel_pool_class = redis.sentinel.SentinelConnectionPool
-    mutex_class = Mutex
 
-    def prepare(self) -> None:
-        """Detect cluster mode and sharded pub/sub once (first use)."""
-        if self._ready:
-            return
-        with self._mutex:
-            if self._ready:
-                return
-            if self._url is not None and not self.cluster:
-                info = self._info(self.client.connection_pool, "cluster")
-                if info.get("cluster_enabled") == "1":
-                    require_cluster_support()
-                    self.built = cluster_from_url(
-                        RedisCluster, self._url, self._timeout, self._connect
-                    )
-                    self.client, self.cluster = self.built, True
-            if self.cluster:
-                node = self.client.get_default_node()
-                info = self._info(self.client.get_redis_connection(node).connection_pool, "server")
-                self.sharded = _sharded_pubsub(info)
-            self._ready = True
+def refresh_slots(client: Any) -> None:
+    """Load the cluster's slot map again, leaving the nodes' pools alone: other threads'
+    commands are in flight on them."""
+    client.nodes_manager.initialize(disconnect_startup_nodes_pools=False)
 
-    @property
-    def ready(self) -> bool:
-        """True once :meth:`prepare` ran (cluster mode known)."""
-        return self._ready
 
-    def _info(self, pool: Any, section: str) -> dict[str, str]:
-        conn = pool.get_connection()
-        try:
-            conn.send_command("INFO", section)
-            return _parse_info(conn.read_response())
-        except BaseException:
-            conn.disconnect()
-            raise
-        finally:
-            pool.release(conn)
+async def async_move_slot(client: Any, error: MovedError) -> None:
+    """Record the slot's new owner that a MOVED reply named."""
+    await client.nodes_manager.move_slot(error)
 
-    def _refresh(self) -> None:
-        if not self._stale:
-            return
-        with self._mutex:  # one refresh at a time
-            if self._stale:
-                self._stale = False
-                try:
-                    # Leave the nodes' pools alone: other threads' commands are in flight.
-                    self.client.nodes_manager.initialize(disconnect_startup_nodes_pools=False)
-                except RedisError:
-                    self._stale = True
 
-    def node_for(self, key: str) -> Any:
-        self.prepare()
-        self._refresh()
-        return self.client.nodes_manager.get_node_from_slot(slot_of(key))
+def move_slot(client: Any, error: MovedError) -> None:
+    """Record the slot's new owner that a MOVED reply named."""
+    client.nodes_manager.move_slot(error)
 
-    def _pool(self, node: Any) -> Any:
-        return self.client.get_redis_connection(node).connection_pool
 
-    def pool_for(self, key: str | None) -> Any:
-        """The connection pool for a command on ``key``."""
-        self.prepare()
-        if not self.cluster:
-            return self.client.connection_pool
-        if key is None:
-            return self._pool(self.client.get_default_node())
-        return self._pool(self.node_for(key))
+def async_node_pool(client: Any, node: Any, gates: dict[str, Any]) -> _NodePool:
+    """The pool interface over a cluster node's connections (asyncio): ``gates`` keeps one
+    semaphore per node, bounding its connections (see :class:`_NodePool`)."""
+    gate = gates.get(node.name)
+    if gate is None:
+        gate = gates[node.name] = asyncio.Semaphore(node.max_connections)
+    return _NodePool(node, gate)
 
-    def moved(self, error: MovedError) -> None:
-        """The slot has a new owner: remember it (refresh the whole map if that fails)."""
-        try:
-            self.client.nodes_manager.move_slot(error)
-        except Exception:
-            self._stale = True
 
-    def pool_at(self, host: str, port: int) -> Any:
-        """The pool of the node at ``host:port`` (ASK redirection)."""
-        node = self.client.get_node(host=host, port=port)
-        if node is None:
-            self._stale = True
-            self._refresh()
-            node = self.client.get_node(host=host, port=port)
-        if node is None:
-            raise BackendError(f"ASK redirection to an unknown node {host}:{port}")
-        return self._pool(node)
+def node_pool(client: Any, node: Any, gates: dict[str, Any]) -> Any:
+    """A cluster node's connection pool (redis-py's sync pools wait for a free connection
+    themselves when made blocking: ``gates`` is not needed)."""
+    return client.get_redis_connection(node).connection_pool
 
-    def listener_target(self, channel: str, sharded: bool) -> tuple[str, Callable[[], Any], bool]:
-        """(name of the server that carries ``channel``, a factory of pub/sub connections to
-        it, True for sharded pub/sub): the shard owning the channel's slot with sharded
-        pub/sub (a cluster on Redis >= 7, for a channel that is ``sharded``), else the one
-        server (in a cluster, any node: a plain PUBLISH reaches every node)."""
-        self.prepare()
-        if not self.cluster:
-            return "", lambda: listener_connection(self.client), False
-        sharded = sharded and self.sharded
-        node = self.node_for(channel) if sharded else self.client.get_default_node()
-        redis_node = self.client.get_redis_connection(node)
-        name = node.name if sharded else f"plain:{node.name}"
-        return name, lambda: listener_connection(redis_node), sharded
 
-    def close(self) -> None:
-        if self.built is not None:
-            self.built.close()
+def async_node_listener(client: Any, node: Any) -> Callable[[], Any]:
+    """A factory of pub/sub connections to cluster ``node`` (:func:`listener_connection`)."""
+    return lambda: _node_listener_connection(node.connection_class, node.connection_kwargs)
+
+
+def node_listener(client: Any, node: Any) -> Callable[[], Any]:
+    """A factory of pub/sub connections to cluster ``node`` (:func:`listener_connection`)."""
+    redis_node = client.get_redis_connection(node)
+    return lambda: listener_connection(redis_node)
 
 
 KIND_ERROR = "TENURE_KIND "

@@ -31,7 +31,6 @@ from typing import Any
 from tenure._concurrency import async_sleep
 from tenure._redis import (
     AskError,
-    AsyncRoute,
     MovedError,
     NoScriptError,
     NotReady,
@@ -45,6 +44,7 @@ from tenure._redis import (
     check_one_slot,
     unsent,
 )
+from tenure.aio.route import AsyncRoute
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command
 from tenure.core.options import check_replicas, replica_wait
