@@ -13,7 +13,13 @@ Installing ``tenure[testing]`` registers this module as a pytest plugin (entry p
     its URL.
 ``tenure_client`` / ``tenure_async_client``
     a :class:`tenure.Client` / :class:`tenure.AsyncClient` on it, closed after the test (the
-    asyncio one needs pytest-asyncio, which ``tenure[testing]`` installs).
+    asyncio one needs pytest-asyncio, which ``tenure[testing]`` installs). An ``async def``
+    test that asks for a ``tenure_*`` fixture runs on pytest-asyncio without a marker, and
+    the plugin sets pytest-asyncio's fixture loop scope to ``function`` unless the project
+    sets it, so such a test runs as written and warning-free (also under ``-W error``).
+``tenure_cluster``
+    the URL of an embedded Valkey cluster of 3 masters (:func:`tenure.embedded.embedded_cluster`),
+    started for the test; a URL of a cluster node gives a cluster client by itself.
 ``tenure_intervals``
     an :class:`IntervalRecorder`: wrap your critical section in
     ``with tenure_intervals.section(label):`` and call ``tenure_intervals.check()``, which
@@ -49,7 +55,8 @@ Example (runs in a few seconds)::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -96,6 +103,15 @@ def tenure_client(tenure_server: EmbeddedServer) -> Iterator[Any]:
 
 
 @pytest.fixture
+def tenure_cluster() -> Iterator[str]:
+    """The URL of an embedded 3-master Valkey cluster, started for the test."""
+    from tenure.embedded import embedded_cluster
+
+    with embedded_cluster() as url:
+        yield url
+
+
+@pytest.fixture
 def tenure_intervals() -> IntervalRecorder:
     """A recorder of critical sections; ``.check()`` fails on any overlap."""
     return IntervalRecorder()
@@ -123,3 +139,42 @@ else:
             yield client
         finally:
             await client.close()
+
+
+# ------------------------------------------------------------------ pytest-asyncio, as documented
+LOOP_SCOPE = "asyncio_default_fixture_loop_scope"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Before pytest-asyncio reads it: its fixture loop scope is ``function`` unless the
+    project set one (unset, pytest-asyncio warns on every run)."""
+    try:
+        scope = config.getini(LOOP_SCOPE)
+    except ValueError:  # pytest-asyncio is not installed
+        return
+    if not scope:
+        # getini() caches what it read; the cached value is what pytest-asyncio then gets.
+        config._inicache[LOOP_SCOPE] = "function"
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Collector, name: str, obj: object
+) -> Generator[None, Any, None]:
+    """An ``async def`` test asking for a ``tenure_*`` fixture gets pytest-asyncio's
+    ``asyncio`` marker (in its default strict mode it would not run the test otherwise).
+    Runs inside pytest-asyncio's own wrapper, which then turns the test into a coroutine test."""
+    outcome = yield
+    if not inspect.iscoroutinefunction(obj):
+        return
+    result = outcome.get_result()
+    items = result if isinstance(result, list) else [result]
+    for item in items:
+        if (
+            isinstance(item, pytest.Function)
+            and item.get_closest_marker("asyncio") is None
+            and not any(item.get_closest_marker(other) for other in ("anyio", "trio"))
+            and any(fixture.startswith("tenure_") for fixture in item.fixturenames)
+        ):
+            item.add_marker(pytest.mark.asyncio)

