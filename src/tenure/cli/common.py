@@ -13,6 +13,7 @@ import click
 import redis
 
 import tenure
+from tenure.embedded import Terminated
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 URL_ENV = "TENURE_URL"
@@ -57,7 +58,9 @@ class Group(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
-        except KeyboardInterrupt:
+        except Terminated as signalled:  # SIGTERM (tenure.embedded's handler): 128 + 15
+            raise click.exceptions.Exit(128 + signalled.signum) from None
+        except KeyboardInterrupt:  # Ctrl-C: 128 + SIGINT, no traceback
             raise click.exceptions.Exit(130) from None
         except (tenure.LockError, redis.RedisError, OSError, ValueError, TypeError) as error:
             click.echo(f"tenure: error: {one_line(error)}", err=True)
