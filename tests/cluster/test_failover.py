@@ -210,6 +210,44 @@ def test_acquire_absorbs_a_sentinel_failover(own_sentinels: Sentinels) -> None:
     assert took < TIMEOUT
 
 
+def test_waiter_rides_out_a_sentinel_failover(own_sentinels: Sentinels) -> None:
+    """A waiter blocked when the master dies gets the lock on the promoted replica when the
+    hold's lease ends there, within its timeout, with no error."""
+    sentinel = own_sentinels.sentinel(socket_timeout=1)
+
+    def client() -> tenure.Client:
+        master = sentinel.master_for(Sentinels.NAME, socket_timeout=1, socket_connect_timeout=1)
+        return tenure.Client(master)
+
+    name = "failover:sentinel-waited"
+    with client() as holder, client() as waiting:
+        assert holder.lock(name).acquire(lease_time=3)
+        outcome: list[object] = []
+
+        def wait() -> None:
+            try:
+                outcome.append(waiting.lock(name).acquire(timeout=TIMEOUT))
+                outcome.append(time.monotonic())
+                waiting.lock(name).release()
+            except BaseException as error:
+                outcome.append(error)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        channel = tenure.keys.lock_channel(name)
+
+        def subscribed() -> bool:
+            with own_sentinels.primary.client(socket_timeout=1) as r:
+                return int(dict(r.pubsub_numsub(channel)).get(channel.encode(), 0)) == 1
+
+        wait_until(subscribed, 5, "the waiter's subscription")
+        killed = _kill_primary(own_sentinels)
+        waiter.join(TIMEOUT + 5)
+        assert not waiter.is_alive()
+        assert outcome[0] is True, outcome
+        print(f"sync sentinel waiter: kill -> acquire returned {outcome[1] - killed:.2f} s")  # type: ignore[operator]
+
+
 async def test_async_acquire_absorbs_a_sentinel_failover(own_sentinels: Sentinels) -> None:
     sentinel = own_sentinels.async_sentinel(socket_timeout=1)
     master = sentinel.master_for(Sentinels.NAME, socket_timeout=1, socket_connect_timeout=1)
