@@ -171,11 +171,18 @@ class ElectionCore(LockCore):
         self.keys = election_keys(wire)
         self.key = self.keys[0]
         self.channel = election_channel(wire)
-        self.client_name = client_name or default_client_name()
+        self._client_name = client_name
         self._terms: dict[str, int] = {}
 
     def per_owner(self) -> list[dict[str, Any] | set[str]]:
         return [*super().per_owner(), self._terms]
+
+    @property
+    def client_name(self) -> str:
+        """Who this client is, written beside its leadership: the client's ``name=`` when
+        it has one, else ``<hostname>:<pid>``."""
+        named = self._client_name or getattr(self.ctx, "client_name", None)
+        return named if isinstance(named, str) and named else default_client_name()
 
     def entry_ms(self) -> int:
         """How long a candidate's entry lasts without a refresh (ms): ``watchdog_timeout``,
