@@ -3,6 +3,7 @@ and exporter, on a real server."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -173,3 +174,46 @@ def test_nothing_is_recorded_when_uninstrumented(make_client, telemetry):
         pass
     assert telemetry.points("tenure.lock.acquisitions") == []
     assert telemetry.spans("tenure.acquire") == []
+
+
+# ------------------------------------------------------------------ logging of a loss
+def _loss_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "tenure" and r.levelno == logging.WARNING and "lost" in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("instrumented", [False, True], ids=["plain", "otel"])
+def test_one_loss_is_one_warning(make_client, r, request, caplog, instrumented):
+    """The watchdog finds the hold gone and logs it; the release that then raises
+    LockLostError does not log the same loss again (DEBUG only), with or without
+    OpenTelemetry (the release takes another path when nothing records)."""
+    if instrumented:
+        request.getfixturevalue("telemetry")
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    client = make_client(watchdog_timeout=0.6)
+    lost = Event()
+    lock = client.lock("once", on_lost=lambda _: lost.set())
+    assert lock.acquire()
+    r.delete("once")
+    assert lost.wait(10)
+    with pytest.raises(tenure.LockLostError):
+        lock.release()
+    warnings = _loss_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert "found at release" not in warnings[0]
+    assert any("found at release" in r.getMessage() for r in caplog.records)  # at DEBUG
+
+
+def test_a_loss_only_a_release_finds_is_one_warning(make_client, r, caplog):
+    """A hold with its own lease is not renewed: its release is the first to see the loss."""
+    caplog.set_level(logging.WARNING, logger="tenure")
+    lock = make_client().lock("by-release")
+    assert lock.acquire(lease_time=60)
+    r.delete("by-release")
+    with pytest.raises(tenure.LockLostError):
+        lock.release()
+    warnings = _loss_warnings(caplog)
+    assert len(warnings) == 1 and "found at release" in warnings[0], warnings

@@ -326,15 +326,36 @@ def releasing(lock: Any, owner: str | tuple[str, ...]) -> Iterator[None]:
                     span_cm.__exit__(None, None, None)
 
 
+_REPORTED_CAP = 4096
+_reported: dict[tuple[str, str], None] = {}
+"""(lock name, owner) of each loss the watchdog logged whose release has not yet come, oldest
+first (at most :data:`_REPORTED_CAP`): the release that then finds the hold lost logs nothing
+new at WARNING."""
+_reported_mutex = threading.Lock()
+
+
+def _first_report(name: str, owner: str, at_release: bool) -> bool:
+    """True unless this is the release of a hold whose loss the watchdog already logged."""
+    with _reported_mutex:
+        if at_release:
+            return _reported.pop((name, owner), False) is False
+        _reported[name, owner] = None
+        while len(_reported) > _REPORTED_CAP:
+            del _reported[next(iter(_reported))]
+        return True
+
+
 def lost(name: str, kind: str, owner: str | tuple[str, ...], at_release: bool = False) -> None:
     """A hold of lock ``name`` by ``owner`` was found lost (expired or taken): by the
     watchdog, or ``at_release`` by the owner's release (which may report a loss the watchdog
-    found before; it is counted once)."""
-    log.warning(
+    found before: logged at WARNING and counted once)."""
+    who = _owner(owner)
+    log.log(
+        logging.WARNING if _first_report(name, who, at_release) else logging.DEBUG,
         "%s %r: hold of owner %s lost (expired or taken)%s",
         kind,
         name,
-        _owner(owner),
+        who,
         ", found at release" if at_release else "",
     )
     otel = _otel

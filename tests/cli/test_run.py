@@ -97,6 +97,26 @@ def test_fencing_token_passed_and_increasing(server, r, child):
     assert tokens == sorted(tokens) and len(set(tokens)) == 3
 
 
+def test_persistence_warning_can_be_acknowledged(server, r, child):
+    """The test server persists nothing: each fenced run warns once, until the operator
+    acknowledges it (TENURE_ACCEPT_NO_PERSISTENCE=1, e.g. in a crontab); then it is silent."""
+    warned = tenure_cmd("run", "ack", "--fenced", "--", *cmd(child, "env"), url=server.url)
+    assert warned.returncode == 0, warned.stderr
+    assert warned.stderr.count("persists nothing") == 1, warned.stderr
+    assert "TENURE_ACCEPT_NO_PERSISTENCE=1" in warned.stderr
+    quiet = tenure_cmd(
+        "run",
+        "ack",
+        "--fenced",
+        "--",
+        *cmd(child, "env"),
+        url=server.url,
+        extra_env={"TENURE_ACCEPT_NO_PERSISTENCE": "1"},
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert "persists nothing" not in quiet.stderr, quiet.stderr
+
+
 def test_lock_name_without_token_when_not_fenced(server, r, child):
     done = tenure_cmd("run", "plain", "--", *cmd(child, "env"), url=server.url)
     assert done.returncode == 0

@@ -12,6 +12,7 @@ script, and so does tenure (key ``redisson_lock_token:{<name>}``, DESIGN §3).
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, ClassVar
 
 from tenure import keys, scripts
@@ -20,6 +21,10 @@ from tenure.core.lock import LockCore
 from tenure.errors import BackendError, ServerError
 
 log = logging.getLogger("tenure")
+
+ACCEPT_NO_PERSISTENCE = "TENURE_ACCEPT_NO_PERSISTENCE"
+"""Environment variable: set to ``1`` once you know the server persists nothing (a test or
+demo server, say), and the persistence warning of fenced locks is logged at DEBUG instead."""
 
 
 class FencedLockCore(LockCore):
@@ -80,11 +85,15 @@ class FencedLockCore(LockCore):
         else:
             points = "".join(_text(v) for v in list(save or [])[1::2])
         if not aof and not points.strip():
-            log.warning(
+            accepted = os.environ.get(ACCEPT_NO_PERSISTENCE, "") not in ("", "0")
+            log.log(
+                logging.DEBUG if accepted else logging.WARNING,
                 "fenced lock %r: the server persists nothing (no RDB save points, AOF off): "
                 "after a restart its fencing tokens start over and go backwards, so a "
-                "resource that compares tokens would accept stale writers",
+                "resource that compares tokens would accept stale writers (set %s=1 to "
+                "acknowledge and log this at DEBUG)",
                 self.name,
+                ACCEPT_NO_PERSISTENCE,
             )
 
     def is_grant(self, reply: Any) -> bool:
