@@ -365,6 +365,29 @@ def lost(name: str, kind: str, owner: str | tuple[str, ...], at_release: bool = 
             otel.losses.add(1, {"tenure.lock.kind": kind})
 
 
+_never_set: set[str] = set()
+_never_set_mutex = threading.Lock()
+
+
+def permits_never_set(kind: str, name: str) -> None:
+    """An acquire of semaphore ``name`` (``kind``: ``Semaphore`` or
+    ``PermitExpirableSemaphore``) found its permit count never set, and waits: said once per
+    name and process at WARNING (such a wait ends only when someone sets, adds or releases
+    permits), then at DEBUG."""
+    with _never_set_mutex:
+        first = name not in _never_set
+        if len(_never_set) >= _REPORTED_CAP:  # bounded: a name may be said again
+            _never_set.clear()
+        _never_set.add(name)
+    log.log(
+        logging.WARNING if first else logging.DEBUG,
+        "%s %r: its permits were never set, so acquire waits until someone calls "
+        "set_permits(), try_set_permits(), add_permits() or release()",
+        kind,
+        name,
+    )
+
+
 def hold_lost(hold: Any) -> None:
     """The watchdog found ``hold`` (a :class:`tenure.core.holds.Hold`) lost."""
     core = hold.lock
