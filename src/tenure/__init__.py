@@ -9,7 +9,7 @@ from tenure.aio.fair import AsyncFairLock
 from tenure.aio.fenced import AsyncFencedLock
 from tenure.aio.latch import AsyncCountDownLatch
 from tenure.aio.lock import AsyncLock
-from tenure.aio.rwlock import AsyncReadWriteLock
+from tenure.aio.rwlock import AsyncReadLock, AsyncReadWriteLock, AsyncWriteLock
 from tenure.aio.semaphore import AsyncPermitExpirableSemaphore, AsyncSemaphore
 from tenure.aio.spin import AsyncSpinLock
 from tenure.core.election import Leader
@@ -33,7 +33,7 @@ from tenure.sync.fair import FairLock
 from tenure.sync.fenced import FencedLock
 from tenure.sync.latch import CountDownLatch
 from tenure.sync.lock import Lock
-from tenure.sync.rwlock import ReadWriteLock
+from tenure.sync.rwlock import ReadLock, ReadWriteLock, WriteLock
 from tenure.sync.semaphore import PermitExpirableSemaphore, Semaphore
 from tenure.sync.spin import SpinLock
 
@@ -52,10 +52,12 @@ __all__ = [
     "AsyncLock",
     "AsyncMultiLock",
     "AsyncPermitExpirableSemaphore",
+    "AsyncReadLock",
     "AsyncReadWriteLock",
     "AsyncRedLock",
     "AsyncSemaphore",
     "AsyncSpinLock",
+    "AsyncWriteLock",
     "BackendError",
     "Client",
     "CountDownLatch",
@@ -76,12 +78,14 @@ __all__ = [
     "Permit",
     "PermitExpirableSemaphore",
     "QueuedWaiter",
+    "ReadLock",
     "ReadWriteLock",
     "RedLock",
     "ReplicationError",
     "Semaphore",
     "ServerError",
     "SpinLock",
+    "WriteLock",
     "__version__",
     "fenced_read",
     "fenced_write",

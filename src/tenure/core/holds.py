@@ -426,4 +426,7 @@ class HoldTable:
             self._holds.clear()
 
 
-OnLost = Callable[[object], None]
+OnLost = Callable[[Any], None]
+"""An ``on_lost`` callback: called with the lock object (or semaphore) whose hold was lost.
+``Any`` so that a callback annotated with the lock's own class (``def cb(lock: tenure.Lock)``)
+type-checks: a parameter typed ``object`` would only accept callbacks taking ``object``."""
