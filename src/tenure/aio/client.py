@@ -24,10 +24,12 @@ from tenure.aio.semaphore import (
     OnPermitLost,
 )
 from tenure.aio.spin import AsyncSpinLock
+from tenure.core.args import check_name
 from tenure.core.composite import DEFAULT_NODE_TIMEOUT
 from tenure.core.holds import OnLost
 from tenure.core.inspect import LockInfo, inspect
 from tenure.core.options import check_replica_timeout, check_timeouts, make_context
+from tenure.core.watchdog import registration
 
 
 class AsyncClient:
@@ -57,6 +59,11 @@ class AsyncClient:
         replica_timeout: seconds to wait for those replicas. Default 1. With
             ``wait_for_replicas`` on it must be below the command timeout (the
             ``socket_timeout`` given, or a passed-in client's): else ValueError.
+        name: who this client is, shown with its holders and queued waiters by
+            ``inspect()``, ``tenure status`` and ``tenure list`` (with its host and pid).
+            Default ``"<hostname>:<pid>"``. The renewal loop registers it (key
+            ``tenure:client:<client uuid>``, docs/wire.md) while the client holds or
+            queues: no command on the acquire/release path.
 
     One client serves any number of threads or tasks. It holds one pub/sub connection shared
     by all waiters and one renewal loop (a thread, or a task of the event loop that first
@@ -96,6 +103,7 @@ class AsyncClient:
         socket_connect_timeout: float | None = 5.0,
         wait_for_replicas: int = 0,
         replica_timeout: float = 1.0,
+        name: str | None = None,
     ) -> None:
         ctx = make_context(
             watchdog_timeout=watchdog_timeout,
@@ -103,6 +111,7 @@ class AsyncClient:
             wait_for_replicas=wait_for_replicas,
             replica_timeout=replica_timeout,
         )
+        ctx.client_name = None if name is None else check_name(name, "name")
         check_timeouts(socket_timeout, socket_connect_timeout)
         self.redis: AsyncRedis | AsyncRedisCluster
         self.redis, self._owns_redis, timeout = resolve_redis(
@@ -113,6 +122,12 @@ class AsyncClient:
         self._route = AsyncRoute(self.redis, url, socket_timeout, socket_connect_timeout)
         # Spare connections only from a pool tenure made: a borrowed pool may be small.
         self._runner = AsyncRunner(self._route, ctx, timeout, park=self._owns_redis)
+
+    @property
+    def name(self) -> str:
+        """The name this client's holders and waiters are shown with (``name=``, default
+        ``"<hostname>:<pid>"``)."""
+        return str(registration(self._runner.ctx)["name"])
 
     @property
     def client_id(self) -> str:

@@ -50,7 +50,7 @@ from tenure.core.effects import (
     resumed,
 )
 from tenure.core.holds import Hold
-from tenure.core.watchdog import refresh_waiters, renew
+from tenure.core.watchdog import refresh_waiters, register, renew
 from tenure.errors import BackendError, LockLostError
 
 T = TypeVar("T")
@@ -202,6 +202,13 @@ class AsyncRunner(AsyncDriver):
             look_at = self.ctx.holds.plan(renewal_at)
             await self._look.wait(look_at - time.monotonic())
 
+    async def _register(self) -> None:
+        """Name this client's owners (``inspect()``, ``tenure status``): core.watchdog."""
+        try:
+            await self.run(register(self.ctx))
+        except Exception:  # closed meanwhile; the next pass writes it again
+            log.debug("tenure client registration skipped", exc_info=True)
+
     async def _renewal_pass(self) -> None:
         try:
             # In a cluster one script runs on one slot: batches never mix slots.
@@ -217,6 +224,7 @@ class AsyncRunner(AsyncDriver):
             except Exception:  # the next pass retries; an entry outlives two missed passes
                 if not self.closed:
                     log.exception("tenure fair waiter refresh failed")
+        await self._register()  # after the renewal: it never delays one
 
     def _drop_orphans(self) -> None:
         for hold in self.ctx.holds.orphans(self.ctx.identity.alive):

@@ -13,6 +13,7 @@ from rich.table import Table
 import tenure
 from tenure import keys
 from tenure.cli.common import client, json_option, print_json, seconds, url_option
+from tenure.core.watchdog import REGISTRY_PREFIX
 
 SCAN_COUNT = 1000
 """Keys the server looks at per SCAN step (never KEYS: it blocks the server)."""
@@ -28,16 +29,19 @@ PERMIT_TIMEOUT = re.compile(r"^(.*):timeout$")
 @url_option
 @json_option
 def status(name: str, url: str, as_json: bool) -> None:
-    """Show what the server holds under NAME: kind, holders (owner, client id, thread or
-    task number, hold count, remaining lease), fair queue with deadlines, read-write mode,
-    fencing token, permits, latch count and waiting clients. Changes nothing.
+    """Show what the server holds under NAME: kind, holders (who: client name, host and
+    pid; owner, client id, thread or task number, hold count, remaining lease), fair queue
+    with deadlines, read-write mode, fencing token, permits, latch count and waiting
+    clients. Changes nothing.
 
     --json prints LockInfo.to_dict(): name, key, kind (lock | fair | rw | fenced |
     semaphore | permit_expirable_semaphore | latch | free | unknown), exists, held, holders
-    [{owner, client_id, number, hold_count, mode, remaining_lease}], remaining_lease
-    (seconds; null without expiry or key), mode, queue [{owner, client_id, number, deadline,
-    remaining}], fencing_token, permits, permit_leases [{permit_id, remaining_lease}], count,
-    waiters, server_time (epoch seconds), notes.
+    [{owner, client_id, number, hold_count, mode, remaining_lease, client_name, host, pid}],
+    remaining_lease (seconds; null without expiry or key), mode, queue [{owner, client_id,
+    number, deadline, remaining, client_name, host, pid}], fencing_token, permits,
+    permit_leases [{permit_id, remaining_lease}], count, waiters, server_time (epoch
+    seconds), notes. client_name, host and pid are null for a client that registers
+    nothing (Java Redisson).
 
     \b
     Example:
@@ -69,11 +73,13 @@ def status_table(info: tenure.LockInfo) -> Table:
         mode = f" {holder.mode}" if holder.mode else ""
         table.add_row(
             f"holder{mode}",
-            f"{holder.owner}  x{holder.hold_count}  lease {seconds(holder.remaining_lease)}",
+            f"{who(holder)}{holder.owner}  x{holder.hold_count}  "
+            f"lease {seconds(holder.remaining_lease)}",
         )
     for position, waiter in enumerate(info.queue, 1):
         table.add_row(
-            f"queued #{position}", f"{waiter.owner}  deadline in {seconds(waiter.remaining)}"
+            f"queued #{position}",
+            f"{who(waiter)}{waiter.owner}  deadline in {seconds(waiter.remaining)}",
         )
     if info.fencing_token is not None:
         table.add_row("fencing token", str(info.fencing_token))
@@ -90,6 +96,18 @@ def status_table(info: tenure.LockInfo) -> Table:
 
 
 SYNCHRONIZERS = ("semaphore", "permit_expirable_semaphore", "latch")
+
+
+def who(entry: tenure.Holder | tenure.QueuedWaiter) -> str:
+    """``billing-worker (host-a pid 4242)  `` for a named holder or waiter; '' when its
+    client registered nothing (a foreign client such as Java Redisson)."""
+    if entry.client_name is None:
+        return ""
+    where = " ".join(
+        part for part in (entry.host, f"pid {entry.pid}" if entry.pid is not None else None)
+        if part
+    )
+    return f"{entry.client_name}{f' ({where})' if where else ''}  "
 
 
 # ------------------------------------------------------------------ list
@@ -122,6 +140,8 @@ def scan_names(c: tenure.Client, pattern: str) -> Iterator[str]:
     for match in patterns:
         for raw in c.redis.scan_iter(match=match, count=SCAN_COUNT):
             name = name_of(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+            if name.startswith(REGISTRY_PREFIX):  # a client's registration, not a name
+                continue
             if name not in seen:
                 seen.add(name)
                 yield name
@@ -175,9 +195,12 @@ def list_names(pattern: str, url: str, as_json: bool) -> None:
 
 
 def _short(holder: tenure.Holder) -> str:
-    """``1a2b3c4d…:7``: enough of the client id to tell clients apart in a list."""
+    """``billing-worker:7`` (its client's name) or ``1a2b3c4d…:7`` (enough of the client id
+    to tell clients apart in a list)."""
     if holder.client_id is None:
         return holder.owner
+    if holder.client_name is not None:
+        return f"{holder.client_name}:{holder.number}"
     return f"{holder.client_id[:8]}…:{holder.number}"
 
 
@@ -216,23 +239,23 @@ def force_release(name: str, yes: bool, url: str) -> None:
                 raise click.ClickException(f"{name!r} is a {info.kind}: it has no holder")
             click.echo(f"{name!r} is not held ({info.kind}): nothing to release")
             return
-        who = "; ".join(
-            f"{h.owner}{' (' + h.mode + ')' if h.mode else ''} x{h.hold_count}"
+        holders = "; ".join(
+            f"{who(h)}{h.owner}{' (' + h.mode + ')' if h.mode else ''} x{h.hold_count}"
             for h in info.holders
         )
         if not yes:
             if not sys.stdin.isatty():  # a refusal (exit 1), not a usage error
                 raise click.ClickException(
-                    f"not released: {name!r} is held by {who}, and with no terminal to ask "
+                    f"not released: {name!r} is held by {holders}, and with no terminal to ask "
                     "on, releasing needs --yes"
                 )
-            click.confirm(f"Release {info.kind} {name!r} held by {who}?", abort=True)
+            click.confirm(f"Release {info.kind} {name!r} held by {holders}?", abort=True)
         released = _release(c, info)
     if not released:
         click.echo(f"{name!r} was released by its holder in the meantime: nothing to release")
         return
     click.echo(
-        f"released {info.kind} {name!r} held by {who}; "
+        f"released {info.kind} {name!r} held by {holders}; "
         f"{info.waiters} waiting {'client' if info.waiters == 1 else 'clients'} woken"
     )
 

@@ -52,6 +52,11 @@ class Context:
         clients its unlock reached. No I/O."""
         self.persistence_checked = False
         """True once a FencedLock checked the server's persistence (one warning per client)."""
+        self.client_name: str | None = None
+        """The name this client's owners are registered with (``Client(name=...)``); None:
+        ``"<hostname>:<pid>"`` (:func:`tenure.core.watchdog.registration`)."""
+        self.registered = False
+        """True while this client's registration was written and not yet deleted."""
         self.reconciling: set[tuple[str, str]] = set()
         """(key, hash field) of each owner whose holds a background reconcile is bringing
         back to the recorded count (:meth:`tenure.core.lock.LockCore.reconcile`)."""

@@ -25,16 +25,18 @@ Nothing here changes a key: inspecting never disturbs holders or waiters.
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tenure import keys, scripts
 from tenure.core.args import check_name
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
-from tenure.errors import BackendError
+from tenure.core.watchdog import registration_key
+from tenure.errors import BackendError, ServerError
 
 KINDS = (
     "lock",
@@ -68,6 +70,10 @@ class Holder:
         mode: ``"read"`` or ``"write"`` for a read-write lock, None for other locks.
         remaining_lease: seconds until the hold expires (a reader: its longest read hold;
             others: the lock key's); ``math.inf`` without expiry; None if unknown.
+        client_name, host, pid: who holds it: the holder's client name
+            (``Client(name=...)``, default ``"<hostname>:<pid>"``), host name and process
+            id, as its client registered them; None for a client that registers nothing
+            (a foreign client such as Java Redisson, or a registration run out).
     """
 
     owner: str
@@ -76,6 +82,9 @@ class Holder:
     hold_count: int
     mode: str | None = None
     remaining_lease: float | None = None
+    client_name: str | None = None
+    host: str | None = None
+    pid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +97,7 @@ class QueuedWaiter:
             is dropped as dead, unless its client (alive) pushes it forward first (every
             renewal period) or it takes the lock; None if it has no entry.
         remaining: seconds from the read until that deadline (negative once passed).
+        client_name, host, pid: who waits, as in :class:`Holder`.
     """
 
     owner: str
@@ -95,6 +105,9 @@ class QueuedWaiter:
     number: int | None
     deadline: float | None
     remaining: float | None
+    client_name: str | None = None
+    host: str | None = None
+    pid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +308,50 @@ def inspect(ctx: Context, name: str) -> Flow[LockInfo]:
         sharded = {}
     for channel, n in sharded.items():
         counts[channel] = counts.get(channel, 0) + n
-    return build(name, key, snapshot, counts, notes)
+    info = build(name, key, snapshot, counts, notes)
+    entries: list[Holder | QueuedWaiter] = [*info.holders, *info.queue]
+    ids = list(dict.fromkeys(e.client_id for e in entries if e.client_id))
+    who: dict[str, dict[str, Any]] = {}
+    for client_id in ids:  # one GET each: in a cluster the registrations are on any slot
+        try:
+            found = named((yield Command(("GET", registration_key(client_id)))))
+        except (BackendError, ServerError):  # an ACL may refuse it: left unnamed
+            continue
+        if found is not None:
+            who[client_id] = found
+    return with_names(info, who)
+
+
+def named(reply: Any) -> dict[str, Any] | None:
+    """A registration's value (:func:`tenure.core.watchdog.register`), or None when there
+    is none or it is not one."""
+    if reply is None:
+        return None
+    try:
+        value = json.loads(_text(reply))
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    pid = value.get("pid")
+    return {
+        "client_name": str(value["name"]) if value.get("name") is not None else None,
+        "host": str(value["host"]) if value.get("host") is not None else None,
+        "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+    }
+
+
+def with_names(info: LockInfo, who: dict[str, dict[str, Any]]) -> LockInfo:
+    """``info`` with each holder and queued waiter named by its client's registration."""
+    if not who:
+        return info
+    holders = tuple(
+        replace(h, **who[h.client_id]) if h.client_id in who else h for h in info.holders
+    )
+    queue = tuple(
+        replace(q, **who[q.client_id]) if q.client_id in who else q for q in info.queue
+    )
+    return replace(info, holders=holders, queue=queue)
 
 
 def _numsub(reply: Any) -> dict[str, int]:

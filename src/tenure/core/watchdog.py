@@ -21,17 +21,24 @@ lives, and still re-check when a holder that died lets its lease run out.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import socket
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 from tenure import keys, scripts
 from tenure.core.args import to_ms
 from tenure.core.context import Context
-from tenure.core.effects import Call, Flow
+from tenure.core.effects import Call, Command, Flow
 from tenure.core.holds import Hold, QueuedWaiter
 from tenure.errors import BackendError, ServerError
 from tenure.scripts import Script
+
+log = logging.getLogger("tenure")
 
 BATCH = 100
 """Holds renewed per script call: large enough to make renewal cheap, small enough not to
@@ -119,6 +126,46 @@ def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
 
 
 REFRESH = scripts.get("fair_refresh")
+
+REGISTRY_PREFIX = "tenure:client:"
+"""Key of a client's registration: this prefix, then the client uuid (docs/wire.md)."""
+
+
+def registration_key(client_id: str) -> str:
+    """The STRING naming the client ``client_id`` (its name, host and pid, as JSON)."""
+    return REGISTRY_PREFIX + client_id
+
+
+def registration(ctx: Context) -> dict[str, Any]:
+    """Who this client is: its name (default ``"<hostname>:<pid>"``), host and pid."""
+    host, pid = socket.gethostname(), os.getpid()
+    name = ctx.client_name if ctx.client_name is not None else f"{host}:{pid}"
+    return {"name": name, "host": host, "pid": pid}
+
+
+def register(ctx: Context) -> Flow[None]:
+    """Name this client's owners on the server for ``inspect()`` and ``tenure status``: one
+    SET of :func:`registration_key` with a lease of ``watchdog_timeout``, written at the end
+    of each renewal pass while the client holds or queues, and deleted (one DEL) at the
+    first pass after it holds and queues nothing. So it costs nothing on the
+    acquire/release path, a hold is named within one renewal period, and a client that
+    took only short holds leaves no key. A refusal (an ACL) or a failure only leaves the
+    holders unnamed."""
+    key = registration_key(ctx.identity.client_id)
+    if not len(ctx.holds) and not len(ctx.holds.waiters):
+        if ctx.registered:  # nothing left to name: no key left behind
+            ctx.registered = False
+            try:
+                yield Command(("DEL", key))
+            except (BackendError, ServerError) as error:  # it runs out with its lease
+                log.debug("tenure: client registration not deleted: %s", error)
+        return
+    value = json.dumps(registration(ctx), separators=(",", ":"))
+    try:
+        yield Command(("SET", key, value, "PX", to_ms(ctx.watchdog_timeout)))
+        ctx.registered = True
+    except (BackendError, ServerError) as error:
+        log.debug("tenure: client registration not written: %s", error)
 
 
 def grace_ms(ctx: Context) -> int:
