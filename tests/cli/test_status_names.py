@@ -1,5 +1,5 @@
 """``tenure status`` and ``tenure list`` name holders and queued waiters by their client's
-name, host and pid (issue 24), run as the real entry point against the session server."""
+name, host and pid, run as the real entry point against the session server."""
 
 from __future__ import annotations
 
