@@ -33,6 +33,7 @@ RULES: list[tuple[str, str]] = [
     (r"\bawait ", ""),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),
+    (r"__anext__", "__next__"),
     # names: AsyncLock -> Lock, async_sleep -> sleep, aclose -> close
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\basync_(\w+)", r"\1"),

@@ -16,7 +16,7 @@ from support.twins import async_sleep, async_spawn, async_wait_until
 from tenure import scripts
 from tenure.core.election import election_channel, election_keys
 
-LEADER, TERM, QUEUE, DEADLINES, CANDIDATES = election_keys("sched")
+LEADER, TERM, QUEUE, DEADLINES, CANDIDATES, LOG = election_keys("sched")
 
 
 async def test_wire_layout_and_first_term(async_client, r):
@@ -378,3 +378,19 @@ async def test_valid_for_and_checkpoint_need_no_io(async_make_client, r):
     assert await async_wait_until(lambda: election.valid_for() == 0.0, timeout=5)
     with pytest.raises(tenure.LockLostError):
         election.checkpoint()
+
+
+async def test_observe_sees_every_change_in_order_however_fast(async_make_client, r):
+    a, b, watcher = async_make_client(), async_make_client(), async_make_client()
+    ea, eb = a.election("sched"), b.election("sched")
+    changes = watcher.election("sched").observe()
+    assert await changes.__anext__() is None
+    await ea.campaign("a")
+    await ea.proclaim("a2")
+    await ea.resign()
+    await eb.campaign("b")
+    await eb.resign()
+    seen = [await changes.__anext__() for _ in range(5)]
+    values = [(x.value, x.term) if x is not None else None for x in seen]
+    assert values == [("a", 1), ("a2", 1), None, ("b", 2), None]
+    assert r.xlen(LOG) == 6  # the first read logged the vacancy; capped near 128 entries

@@ -16,7 +16,7 @@ from support.twins import sleep, spawn, wait_until
 from tenure import scripts
 from tenure.core.election import election_channel, election_keys
 
-LEADER, TERM, QUEUE, DEADLINES, CANDIDATES = election_keys("sched")
+LEADER, TERM, QUEUE, DEADLINES, CANDIDATES, LOG = election_keys("sched")
 
 
 def test_wire_layout_and_first_term(client, r):
@@ -378,3 +378,19 @@ def test_valid_for_and_checkpoint_need_no_io(make_client, r):
     assert wait_until(lambda: election.valid_for() == 0.0, timeout=5)
     with pytest.raises(tenure.LockLostError):
         election.checkpoint()
+
+
+def test_observe_sees_every_change_in_order_however_fast(make_client, r):
+    a, b, watcher = make_client(), make_client(), make_client()
+    ea, eb = a.election("sched"), b.election("sched")
+    changes = watcher.election("sched").observe()
+    assert changes.__next__() is None
+    ea.campaign("a")
+    ea.proclaim("a2")
+    ea.resign()
+    eb.campaign("b")
+    eb.resign()
+    seen = [changes.__next__() for _ in range(5)]
+    values = [(x.value, x.term) if x is not None else None for x in seen]
+    assert values == [("a", 1), ("a2", 1), None, ("b", 2), None]
+    assert r.xlen(LOG) == 6  # the first read logged the vacancy; capped near 128 entries

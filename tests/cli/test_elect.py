@@ -15,7 +15,7 @@ from tenure.core.election import election_keys
 
 from .runner import tenure_cmd, tenure_popen
 
-LEADER, TERM, QUEUE, _, _ = election_keys("sched")
+LEADER, TERM, QUEUE, _, _, _ = election_keys("sched")
 SHOW = "import os; print(os.environ['TENURE_ELECTION_TERM'], os.environ['TENURE_ELECTION_VALUE'])"
 
 

@@ -173,25 +173,24 @@ class AsyncElection:
         """Leader changes, current leader first: a :class:`tenure.Leader`, or None when the
         leadership is vacant (``async for`` in asyncio, ``for`` in sync code).
 
-        Wakes on the election's channel, never polls: while the leader lives (and renews)
-        and nothing changes, the observer sends no command. When a leader's lease ends
-        without a message (its process died), the observer reads again at that moment. A
-        change yielded is the state read after the message: changes that follow one
-        another faster than the caller consumes them may be seen as one. Nothing is held
-        between two items, so leaving the loop early needs no clean-up.
+        Every change is seen, in order: each election, new value and vacancy is logged on
+        the server (a stream of the last ~128 changes), and the observer reads the log
+        from the last change it yielded. It wakes on the election's channel, never polls:
+        while the leader lives (and renews) and nothing changes, it sends no command.
+        When a leader's lease ends without a message (its process died), the observer
+        reads again at that moment and the vacancy (or the next leader) is logged then.
+        Nothing is held between two items, so leaving the loop early needs no clean-up.
 
         Raises:
             LockKindError: a key of the election holds another type.
             BackendError: the server failed or the client closed.
         """
         runner, core = self.runner, self.core
-        last: Leader | None = None
-        first = True
+        since: str | None = None
         while True:
-            leader = await runner.run(core.observe_round(last, first))
-            first = False
-            last = leader
-            yield leader
+            changes, since = await runner.run(core.observe_round(since))
+            for leader in changes:
+                yield leader
 
     def leadership(
         self,

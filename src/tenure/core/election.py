@@ -15,6 +15,9 @@ tag, so one election lives in one cluster slot:
   that candidate counts as gone (its campaign refreshes it every ``watchdog_timeout / 3``);
   ``{n}:tenure_election_candidates``: HASH owner -> value, ``owner|lease`` -> lease ms,
   ``owner|client`` -> client name.
+- ``{n}:tenure_election_log``: STREAM of leader changes (capped near 128 entries): owner
+  (empty when vacant), value, term, client, lease; observers read it from the last change
+  they saw, so none is missed.
 - channel ``redisson_lock__channel:{n}:tenure_election``: the new term when a leader is
   elected or proclaims a value, ``0`` when the leadership falls vacant, ``-<lease ms>`` on
   each renewal (waiters and observers move their lease-end re-check instead of polling).
@@ -69,13 +72,14 @@ def leader_key(key: str) -> str:
 
 
 def election_keys(key: str) -> list[str]:
-    """KEYS of every election script: leader, term, queue, deadlines, candidates."""
+    """KEYS of every election script: leader, term, queue, deadlines, candidates, log."""
     return [
         leader_key(key),
         keys.suffix_name(key, LEADER + "_term"),
         keys.suffix_name(key, LEADER + "_queue"),
         keys.suffix_name(key, LEADER + "_deadlines"),
         keys.suffix_name(key, LEADER + "_candidates"),
+        keys.suffix_name(key, LEADER + "_log"),
     ]
 
 
@@ -134,14 +138,33 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def parse_leader(reply: Any) -> Leader | None:
-    """An ``election_leader.lua`` reply -> :class:`Leader` (None when vacant)."""
-    if not reply:
+def _lease(ms: Any) -> float | None:
+    if ms is None or _text(ms) == "":
         return None
-    owner, value, term, client, pttl = reply
-    pttl = int(pttl)
-    lease = None if pttl == -2 else math.inf if pttl == -1 else pttl / 1000
-    return Leader(_text(value), int(term), lease, _text(client) or None, _text(owner))
+    pttl = int(ms)
+    return None if pttl == -2 else math.inf if pttl == -1 else pttl / 1000
+
+
+def parse_leader(reply: Any) -> Leader | None:
+    """The leader part of an ``election_leader.lua`` reply (None when vacant)."""
+    owner, value, term, client, pttl = reply[:5]
+    if not _text(owner):
+        return None
+    return Leader(_text(value), int(term), _lease(pttl), _text(client) or None, _text(owner))
+
+
+def parse_change(fields: Any) -> Leader | None:
+    """One change-log entry's fields (a flat field/value list) -> the leader it names."""
+    found = {_text(k): _text(v) for k, v in zip(fields[::2], fields[1::2], strict=True)}
+    if not found.get("owner"):
+        return None
+    return Leader(
+        found.get("value", ""),
+        int(found.get("term") or 0),
+        _lease(found.get("lease")),
+        found.get("client") or None,
+        found["owner"],
+    )
 
 
 class ElectionCore(LockCore):
@@ -293,7 +316,7 @@ class ElectionCore(LockCore):
             self._lost_unreported.discard(owner)
             raise LockLostError(f"election {self.name!r}: the leadership was lost")
         reply = yield Call(
-            self.proclaim_script, [self.key], [owner, value, self.channel], changes=True
+            self.proclaim_script, self.keys, [owner, value, self.channel], changes=True
         )
         if reply is None:
             if hold is not None and self.ctx.holds.get(self.key, owner) is hold:
@@ -314,7 +337,7 @@ class ElectionCore(LockCore):
     def leader(self, settle: bool = False) -> Flow[Leader | None]:
         """The leader now, or None. ``settle``: a lease-end re-check — if nobody leads,
         elect the first live candidate, or tell the channel the leadership is vacant."""
-        args = [self.channel if settle else ""]
+        args = [self.channel if settle else "", ""]
         return parse_leader((yield Call(self.leader_script, self.keys, args, changes=settle)))
 
     def is_leader(self, owner: str) -> Flow[bool]:
@@ -344,34 +367,38 @@ class ElectionCore(LockCore):
         return self._terms.get(owner)
 
     # ----------------------------------------------------------------- observing
-    def observe_round(self, last: Leader | None, first: bool) -> Flow[Leader | None]:
-        """Listen on the channel until the leader differs from ``last`` (at once when
-        ``first``); that leader (None: vacant).
+    def observe_round(self, since: str | None) -> Flow[tuple[list[Leader | None], str]]:
+        """The next leader changes for an observer, and the id of the last one.
 
-        Subscribes before reading, so no change is missed; then sleeps until a message or
-        the leader's lease end. Renewal messages move that lease end without waking
-        anyone, so an observer sends nothing while the leader lives. A re-check at the
-        lease end elects the next live candidate or tells the channel the leadership is
-        vacant (:meth:`leader` with ``settle``). Unsubscribes before returning: nothing is
-        held between two rounds."""
+        ``since`` None (the first round): the current leader alone. Else the changes logged
+        after change ``since`` (the election's change log keeps the last ~128), waiting
+        for them on the channel: subscribed before reading, so none is missed, then asleep
+        until a message or the leader's lease end. Renewal messages move that lease end
+        without waking anyone, so an observer sends nothing while the leader lives. Every
+        read re-checks the leadership: if nobody leads it elects the first live candidate,
+        or logs the vacancy (once) and tells the channel. Unsubscribes before returning:
+        nothing is held between two rounds."""
         yield Subscribe(self.channel, WAKE_ALL)
         try:
-            settle = False
             while True:
-                leader = yield from self.leader(settle)
-                if first or not _same(leader, last):
+                reply = yield Call(
+                    self.leader_script, self.keys, [self.channel, since or ""], changes=True
+                )
+                leader, newest = parse_leader(reply), _text(reply[5])
+                if since is None:
+                    changes: list[Leader | None] = [leader]
+                    break
+                changes = [parse_change(fields) for _, fields in reply[6]]
+                if changes:
+                    newest = _text(reply[6][-1][0])
                     break
                 lease = leader.remaining_lease if leader is not None else None
                 seconds = math.inf if lease is None else max(MIN_WAIT, lease)
-                settle = not (yield Wait(self.channel, seconds, math.inf))
+                yield Wait(self.channel, seconds, math.inf)
         except GeneratorExit:
             raise
         except BaseException:
             yield Unsubscribe(self.channel, pass_on=True)
             raise
         yield Unsubscribe(self.channel)
-        return leader
-
-
-def _same(a: Leader | None, b: Leader | None) -> bool:
-    return (a is None and b is None) or (a is not None and a.same(b))
+        return changes, newest

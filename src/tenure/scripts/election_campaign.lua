@@ -18,6 +18,7 @@ if redis.call('hget', KEYS[1], 'owner') == owner then
     local term = redis.call('hget', KEYS[1], 'term')
     if redis.call('hget', KEYS[1], 'value') ~= ARGV[3] then
         redis.call('hset', KEYS[1], 'value', ARGV[3])
+        log_leader()
         redis.pcall('publish', ARGV[5], term)
     end
     return {1, tonumber(term)}

@@ -19,6 +19,7 @@ if ARGV[3] == '1' or redis.call('hget', KEYS[1], 'owner') ~= owner then
 end
 redis.call('del', KEYS[1])
 if not settle(now_ms(), ARGV[2]) then
+    log_vacant()
     redis.pcall('publish', ARGV[2], '0')
 end
 return 1

@@ -1,9 +1,11 @@
 -- Proclaim: the leader changes its value (same term) and observers are told.
--- KEYS[1] leader HASH   ARGV[1] owner   ARGV[2] value   ARGV[3] channel
+-- KEYS as _election.lua.   ARGV[1] owner   ARGV[2] value   ARGV[3] channel
 -- Returns nil when the caller does not lead, else the term.
 -- @include kinds
+-- @include server_time
+-- @include election
 
-local wrong = type_error(KEYS[1], 'hash')
+local wrong = election_wrong()
 if wrong then
     return wrong
 end
@@ -11,6 +13,7 @@ if redis.call('hget', KEYS[1], 'owner') ~= ARGV[1] then
     return nil
 end
 local term = redis.call('hget', KEYS[1], 'term')
-redis.pcall('publish', ARGV[3], term)
 redis.call('hset', KEYS[1], 'value', ARGV[2])
+log_leader()
+redis.pcall('publish', ARGV[3], term)
 return tonumber(term)

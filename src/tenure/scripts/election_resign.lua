@@ -17,5 +17,6 @@ redis.call('del', KEYS[1])
 if settle(now_ms(), ARGV[2]) then
     return 2
 end
+log_vacant()
 redis.pcall('publish', ARGV[2], '0')
 return 1
