@@ -228,6 +228,31 @@ class FairLockCore(LockCore):
             yield Background(self._give_up_later(owner, until, sent))
             raise
 
+    def reconcile(self, owner: str) -> Flow[None]:
+        """After an acquire whose outcome is unknown (its reply lost: timeout, cancellation,
+        interrupt): undo the holds as :meth:`LockCore.reconcile` does, then leave the queue
+        again. The lost acquire script may reach the server after this flow's give-up (it
+        went on another connection, not ordered with it) and queue the owner anew, an entry
+        nobody waits on; once the server has answered (the holds' reconcile settled), a
+        give-up sent now comes after it. Skipped when the owner queued again meanwhile (its
+        new entry is its own)."""
+        pending = (self.key, self.field(owner))
+        yield from super().reconcile(owner)
+        with self._mutex:
+            if owner in self._queued:
+                return
+        # Still reconciling: the owner's next acquire waits for the give-up to be sent.
+        self.ctx.reconciling.add(pending)
+        sent = time.monotonic()
+        try:
+            yield self.give_up_call(owner)
+        except LockKindError:  # another kind's keys: nothing of ours to leave
+            pass
+        except BackendError:
+            yield Background(self._give_up_later(owner, sent + self.entry_ms() / 1000, sent))
+        finally:
+            self.ctx.reconciling.discard(pending)
+
     def give_up_call(self, owner: str) -> Call:
         return Call(
             self.give_up_script,
