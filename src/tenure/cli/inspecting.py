@@ -13,12 +13,13 @@ from rich.table import Table
 import tenure
 from tenure import keys
 from tenure.cli.common import client, json_option, print_json, seconds, url_option
+from tenure.core.fair import ALIVE as FAIR_ALIVE
 from tenure.core.watchdog import REGISTRY_PREFIX
 
 SCAN_COUNT = 1000
 """Keys the server looks at per SCAN step (never KEYS: it blocks the server)."""
 
-AUX_PREFIXES = (keys.LOCK_TOKEN, keys.FAIR_QUEUE, keys.FAIR_TIMEOUT)
+AUX_PREFIXES = (keys.LOCK_TOKEN, keys.FAIR_QUEUE, keys.FAIR_TIMEOUT, FAIR_ALIVE)
 READ_TIMEOUT = re.compile(r"^(.*):[0-9a-fA-F-]{36}:\d+:rwlock_timeout:\d+$")
 PERMIT_TIMEOUT = re.compile(r"^(.*):timeout$")
 
