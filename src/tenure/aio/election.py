@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable
 
 from tenure._leadership_scope import AsyncLeadershipScope
@@ -70,7 +71,10 @@ class AsyncElection:
 
     def _owner(self) -> str:
         """This candidate's owner field on the client (a new one in a forked child)."""
-        self.runner.owner()  # after os.fork(): the child's own identity first
+        # After os.fork(): the child's own identity first. (Asyncio outside a task, e.g. a
+        # property read from a callback: no fork check.)
+        with contextlib.suppress(RuntimeError):
+            self.runner.owner()
         identity = self.runner.ctx.identity
         if self._identity is not identity:
             self._identity = identity
