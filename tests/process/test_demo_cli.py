@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import redis
@@ -37,6 +38,14 @@ def start(*args: str) -> subprocess.Popen[str]:
         env=ENV,
         start_new_session=True,
     )
+
+
+def kill_group(demo: subprocess.Popen[str]) -> None:
+    """Whatever happened, leave nothing of the demo's process group running."""
+    with suppress(ProcessLookupError):
+        os.killpg(demo.pid, signal.SIGKILL)
+    if demo.poll() is None:
+        demo.wait(10)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -99,13 +108,13 @@ def test_ctrl_c_exits_130_with_no_traceback_and_nothing_left(server: Server) -> 
         assert len(group_members(demo.pid)) >= 5  # the command and its 4 workers
         os.killpg(demo.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         out, err = demo.communicate(timeout=30)
+        # checked before the clean-up below, which would kill what is left
+        wait_until(lambda: not group_members(demo.pid), 10, "workers left running after Ctrl-C")
     finally:
-        if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
+        kill_group(demo)
     assert demo.returncode == 130, (out, err)
     assert "Traceback" not in out + err, err
     assert len(err.strip().splitlines()) <= 1, err
-    wait_until(lambda: not group_members(demo.pid), 10, "workers left running after Ctrl-C")
 
 
 def test_sigterm_stops_the_workers_and_the_embedded_server() -> None:
@@ -119,14 +128,15 @@ def test_sigterm_stops_the_workers_and_the_embedded_server() -> None:
         wait_until(lambda: counting(url), 60, "the workers never started counting")
         assert len(group_members(demo.pid)) >= 6  # command, server, 4 workers
         demo.send_signal(signal.SIGTERM)  # to the command alone, as kill(1) or systemd
-        out, err = demo.communicate(timeout=30)
+        demo.wait(30)
+        # checked before the clean-up below, which would kill what is left
+        wait_until(lambda: not group_members(demo.pid), 10, "workers or server left")
+        assert refuses(port)
+        out, err = demo.communicate(timeout=10)
     finally:
-        if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
+        kill_group(demo)
     assert demo.returncode == 143, (out, err)
     assert "Traceback" not in out + err, err
-    wait_until(lambda: not group_members(demo.pid), 10, "workers or server left after SIGTERM")
-    assert refuses(port)
 
 
 def test_report_shows_the_unlocked_run_handoff_and_a_replaced_holder(server: Server) -> None:
