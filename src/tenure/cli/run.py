@@ -132,6 +132,15 @@ class CommandAfterName(click.Command):
     help="Watchdog lease in seconds; renewed every third of it. A loss is noticed "
     "within one renewal period.",
 )
+@click.option(
+    "--max-hold",
+    type=float,
+    default=None,
+    metavar="S",
+    callback=_positive,
+    help="Hold cap: the watchdog stops renewing S seconds after the grant, so COMMAND is "
+    "terminated at most S + the watchdog lease after it started, whatever it does.",
+)
 @click.option("--fair", is_flag=True, help="Use a FairLock (first come, first served).")
 @click.option(
     "--permits",
@@ -161,7 +170,8 @@ def run(**options: Any) -> None:
     COMMAND gets TENURE_LOCK_NAME (and TENURE_FENCING_TOKEN with --fenced,
     TENURE_PERMIT_ID with --permits) in its environment; SIGINT, SIGTERM, SIGHUP,
     SIGQUIT, SIGUSR1/2 are forwarded to it. If the lock is lost while it runs, it gets
-    SIGTERM, then SIGKILL after --grace seconds.
+    SIGTERM, then SIGKILL after --grace seconds. While renewal fails but the lease still
+    runs, "in doubt" is printed on stderr (once per episode).
     Exit status: COMMAND's (128+N if signal N ended it), 75 when --timeout ran out, 1 for a
     server error or a lost lock, 2 for a usage error.
 
@@ -179,6 +189,8 @@ def run(**options: Any) -> None:
         raise click.UsageError("--fair and --fenced cannot be combined (no fair fenced lock)")
     if options["permits"] is not None and (options["fair"] or options["fenced"]):
         raise click.UsageError("--permits cannot be combined with --fair or --fenced")
+    if options["permits"] is not None and options["max_hold"] is not None:
+        raise click.UsageError("--max-hold cannot be combined with --permits")
     if options["grace"] < 0:
         raise click.BadParameter("must be 0 or more seconds", param_hint="--grace")
     sys.exit(Runner(**options).main())
@@ -198,10 +210,12 @@ class Runner:
         fair: bool = False,
         fenced: bool = False,
         permits: int | None = None,
+        max_hold: float | None = None,
         grace: float,
         url: str,
     ) -> None:
         self.name, self.command, self.timeout, self.lease = name, command, timeout, lease
+        self.max_hold = max_hold
         self.grace, self.fair, self.fenced, self.permits = grace, fair, fenced, permits
         self.client = client(url, watchdog_timeout=watchdog_timeout)
         self.stop = threading.Event()  # the child exited, or the lock was lost
@@ -222,11 +236,12 @@ class Runner:
         """The object whose hold guards the command."""
         if self.permits is not None:
             return self.client.permit_expirable_semaphore(self.name, on_lost=self._on_lost)
+        reports = {"on_lost": self._on_lost, "on_doubt": self._on_doubt}
         if self.fenced:
-            return self.client.fenced_lock(self.name, on_lost=self._on_lost)
+            return self.client.fenced_lock(self.name, **reports)
         if self.fair:
-            return self.client.fair_lock(self.name, on_lost=self._on_lost)
-        return self.client.lock(self.name, on_lost=self._on_lost)
+            return self.client.fair_lock(self.name, **reports)
+        return self.client.lock(self.name, **reports)
 
     def _main(self) -> int:
         lock = self._make()
@@ -277,9 +292,10 @@ class Runner:
         if self.permits is not None:
             lock.try_set_permits(self.permits)  # the first run sets N; later ones share it
             return lock.acquire(timeout=self.timeout, lease_time=self.lease)
+        cap = {"max_hold": self.max_hold}
         if self.fenced:
-            return lock.acquire_token(timeout=self.timeout, lease_time=self.lease)
-        return lock.acquire(timeout=self.timeout, lease_time=self.lease) or None
+            return lock.acquire_token(timeout=self.timeout, lease_time=self.lease, **cap)
+        return lock.acquire(timeout=self.timeout, lease_time=self.lease, **cap) or None
 
     def _env(self, token: Any) -> dict[str, str]:
         """What the command finds in its environment."""
@@ -314,7 +330,9 @@ class Runner:
             return ""
         if not info.holders:
             return ""
-        owners = ", ".join(h.owner for h in info.holders)
+        owners = ", ".join(
+            f"{h.client_name} ({h.owner})" if h.client_name else h.owner for h in info.holders
+        )
         return f" (held by {owners})"
 
     # ---------------------------------------------------------------- child
@@ -360,6 +378,13 @@ class Runner:
 
     def _on_lost(self, lock: Any, *permit: str) -> None:
         self._lost("the lock was lost (its hold is gone from the server)")
+
+    def _on_doubt(self, lock: Any) -> None:
+        """Jeopardy: a renewal failed while the hold is still valid (once per episode)."""
+        self.say(
+            f"in doubt: renewing {self.name!r} failed; the hold is still valid for "
+            f"{lock.valid_for():.1f} s (COMMAND is terminated if it runs out)"
+        )
 
     def _lease_ran_out(self) -> None:
         self._lost(f"the lease of {self.lease} s ran out")
