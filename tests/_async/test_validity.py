@@ -111,7 +111,7 @@ async def test_in_doubt_while_renewal_fails_and_cleared_by_a_confirmed_renewal(o
                 assert await async_wait_until(lambda: lock.in_doubt, timeout=3)
                 assert lock.valid_for() > 0 and not lock.lost
                 lock.checkpoint()  # still valid: no error
-                assert await async_wait_until(lambda: len(doubts) == episode, timeout=2)
+                assert await async_wait_until(lambda n=episode: len(doubts) == n, timeout=2)
             finally:
                 own_server.resume()
             # the next confirmed renewal clears it
@@ -182,3 +182,17 @@ async def test_without_max_hold_the_watchdog_keeps_renewing(async_make_client, r
     await async_sleep(1.5)
     assert r.exists("v-nocap") and not lock.lost
     await lock.release()
+
+
+async def test_max_hold_caps_every_member_of_a_composite(async_make_client, r):
+    a, b = (async_make_client(watchdog_timeout=0.6) for _ in range(2))
+    multi = a.multi_lock(a.lock("v-cap-m1"), b.lock("v-cap-m2"))
+    start = time.monotonic()
+    assert await multi.acquire(max_hold=0.3)
+    assert await async_wait_until(lambda: multi.lost, timeout=5)
+    assert time.monotonic() - start < 0.3 + 0.6 + 0.5
+    assert await async_wait_until(lambda: not r.exists("v-cap-m1", "v-cap-m2"), timeout=2)
+    with pytest.raises(tenure.LockLostError):
+        await multi.release()
+    with pytest.raises(ValueError):
+        await multi.acquire(max_hold=0)

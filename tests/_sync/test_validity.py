@@ -111,7 +111,7 @@ def test_in_doubt_while_renewal_fails_and_cleared_by_a_confirmed_renewal(own_ser
                 assert wait_until(lambda: lock.in_doubt, timeout=3)
                 assert lock.valid_for() > 0 and not lock.lost
                 lock.checkpoint()  # still valid: no error
-                assert wait_until(lambda: len(doubts) == episode, timeout=2)
+                assert wait_until(lambda n=episode: len(doubts) == n, timeout=2)
             finally:
                 own_server.resume()
             # the next confirmed renewal clears it
@@ -182,3 +182,17 @@ def test_without_max_hold_the_watchdog_keeps_renewing(make_client, r):
     sleep(1.5)
     assert r.exists("v-nocap") and not lock.lost
     lock.release()
+
+
+def test_max_hold_caps_every_member_of_a_composite(make_client, r):
+    a, b = (make_client(watchdog_timeout=0.6) for _ in range(2))
+    multi = a.multi_lock(a.lock("v-cap-m1"), b.lock("v-cap-m2"))
+    start = time.monotonic()
+    assert multi.acquire(max_hold=0.3)
+    assert wait_until(lambda: multi.lost, timeout=5)
+    assert time.monotonic() - start < 0.3 + 0.6 + 0.5
+    assert wait_until(lambda: not r.exists("v-cap-m1", "v-cap-m2"), timeout=2)
+    with pytest.raises(tenure.LockLostError):
+        multi.release()
+    with pytest.raises(ValueError):
+        multi.acquire(max_hold=0)

@@ -254,10 +254,29 @@ class CompositeCore:
 
     # ---------------------------------------------------------------- flows
     def acquire(
-        self, owners: Caller, blocking: object, timeout: object, lease_time: object
+        self,
+        owners: Caller,
+        blocking: object,
+        timeout: object,
+        lease_time: object,
+        max_hold: object = None,
     ) -> CompositeFlow[bool]:
-        """Acquire the composite. Arguments are checked now, before any I/O."""
-        return self._acquire(owners, check_wait(blocking, timeout), check_lease(lease_time))
+        """Acquire the composite. Arguments are checked now, before any I/O. ``max_hold``:
+        every member hold is renewed for at most that many seconds after its grant
+        (:meth:`LockCore.capped`)."""
+        flow = self._acquire(owners, check_wait(blocking, timeout), check_lease(lease_time))
+        if max_hold is None:
+            return flow
+        return self._capped(owners, check_positive(max_hold, "max_hold"), flow)
+
+    def _capped(self, owners: Caller, cap: float, flow: CompositeFlow[bool]) -> CompositeFlow[bool]:
+        for core, owner in zip(self.cores, owners, strict=True):
+            core._caps[owner] = cap
+        try:
+            return (yield from flow)
+        finally:
+            for core, owner in zip(self.cores, owners, strict=True):
+                core._caps.pop(owner, None)
 
     def _acquire(self, owners: Caller, wait: float, lease: float | None) -> CompositeFlow[bool]:
         raise NotImplementedError

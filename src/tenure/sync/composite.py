@@ -54,10 +54,15 @@ class _AsyncComposite(LockContext):
         return self.core.is_lost(self.runner.owners())
 
     def acquire(
-        self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
+        self,
+        blocking: bool = True,
+        timeout: float | None = None,
+        lease_time: float | None = None,
+        *,
+        max_hold: float | None = None,
     ) -> bool:
         runner, owners = self.runner, self.runner.owners()
-        flow = self.core.acquire(owners, blocking, timeout, lease_time)
+        flow = self.core.acquire(owners, blocking, timeout, lease_time, max_hold)
         return runner.acquire(self, owners, flow)
 
     def release(self) -> None:
@@ -144,13 +149,19 @@ class MultiLock(_AsyncComposite):
         self.core = MultiLockCore([m.core for m in self._members], bind_callback(on_lost, self))
 
     def acquire(
-        self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
+        self,
+        blocking: bool = True,
+        timeout: float | None = None,
+        lease_time: float | None = None,
+        *,
+        max_hold: float | None = None,
     ) -> bool:
         """Take every member, or none.
 
         Args:
-            blocking, timeout, lease_time: as :meth:`tenure.Lock.acquire`; ``timeout`` bounds
-                the whole composite. ``timeout=0`` makes one attempt per member.
+            blocking, timeout, lease_time, max_hold: as :meth:`tenure.Lock.acquire`;
+                ``timeout`` bounds the whole composite. ``timeout=0`` makes one attempt per
+                member. ``max_hold`` caps every member hold.
 
         Returns:
             True with every member held; False when the wait ran out (nothing held then).
@@ -159,7 +170,7 @@ class MultiLock(_AsyncComposite):
             TypeError, ValueError: a bad argument, before any I/O.
             BackendError: a member's server failed; members already taken are released.
         """
-        return super().acquire(blocking, timeout, lease_time)
+        return super().acquire(blocking, timeout, lease_time, max_hold=max_hold)
 
     def release(self) -> None:
         """Release every member, even if some fail.
@@ -230,13 +241,19 @@ class RedLock(_AsyncComposite):
         return self.core.node_timeout
 
     def acquire(
-        self, blocking: bool = True, timeout: float | None = None, lease_time: float | None = None
+        self,
+        blocking: bool = True,
+        timeout: float | None = None,
+        lease_time: float | None = None,
+        *,
+        max_hold: float | None = None,
     ) -> bool:
         """Take a majority of the members within the wait.
 
         Args:
-            blocking, timeout, lease_time: as :meth:`tenure.Lock.acquire`; ``timeout`` bounds
-                the whole acquisition, ``timeout=0`` makes one attempt.
+            blocking, timeout, lease_time, max_hold: as :meth:`tenure.Lock.acquire`;
+                ``timeout`` bounds the whole acquisition, ``timeout=0`` makes one attempt.
+                ``max_hold`` caps every member hold.
 
         Returns:
             True with a quorum held and positive :attr:`validity`; False if no attempt reached
@@ -246,7 +263,7 @@ class RedLock(_AsyncComposite):
             TypeError, ValueError: a bad argument, before any I/O. Server failures are never
             raised here: a failing member simply counts as not acquired.
         """
-        return super().acquire(blocking, timeout, lease_time)
+        return super().acquire(blocking, timeout, lease_time, max_hold=max_hold)
 
     @property
     def validity(self) -> float | None:
