@@ -32,6 +32,7 @@ from rich.console import Console
 
 import tenure
 from tenure.cli.common import client, is_tty, one_line, url_option
+from tenure.core.clock import drift
 
 EXIT_TIMEOUT = 75
 """EX_TEMPFAIL: the lock stayed held by someone else for the whole --timeout."""
@@ -220,6 +221,9 @@ class Runner:
         self.client = client(url, watchdog_timeout=watchdog_timeout)
         self.stop = threading.Event()  # the child exited, or the lock was lost
         self.lost_reason: str | None = None
+        self.lease_ends: float | None = None
+        """With --lease: monotonic time by which the hold's lease ends (the grant was sent
+        before _acquire returned)."""
         self.child: subprocess.Popen[bytes] | None = None
         self.own_group = not sys.stdin.isatty()
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -259,6 +263,7 @@ class Runner:
             self.say(f"timed out after {self.timeout} s waiting for {self.name!r}{holder}")
             return EXIT_TIMEOUT
         if self.lease is not None:  # the hold ends at its lease: so must the child
+            self.lease_ends = time.monotonic() + self.lease
             ends = started + self.lease
             timer = threading.Timer(ends - time.monotonic(), self._lease_ran_out)
             timer.daemon = True
@@ -377,6 +382,13 @@ class Runner:
         child.send_signal(signum)
 
     def _on_lost(self, lock: Any, *permit: str) -> None:
+        ends = self.lease_ends
+        # The hold keeper reports a --lease hold lost once its lease surely ended on the
+        # local clock (less the drift allowance), which may come before _lease_ran_out's
+        # timer: near the lease end, that is the lease running out, not a deletion.
+        if ends is not None and time.monotonic() >= ends - drift(self.lease or 0.0) - 0.1:
+            self._lease_ran_out()
+            return
         self._lost("the lock was lost (its hold is gone from the server)")
 
     def _on_doubt(self, lock: Any) -> None:
