@@ -62,6 +62,11 @@ a holder killed and replaced."""
 PERMITS = 3
 """Permits of the semaphore ``--kind semaphore`` runs on."""
 
+PERMIT_HOLD = 0.002
+"""Seconds a ``semaphore`` section keeps its permit after its INCR: long enough that the
+permits are seen shared (up to :data:`PERMITS` inside at once) on a loaded machine, where a
+bare INCR ends before the next worker is let in."""
+
 RW_WRITER_EVERY = 4
 """With ``--kind rw`` every 4th worker (thread or task) writes; the others read."""
 
@@ -245,6 +250,7 @@ def _sync_primitive_worker(
                     with sem:
                         enter = time.monotonic_ns()
                         raw.incr(name + ":counter")
+                        time.sleep(PERMIT_HOLD)
                         spans.append((wid, enter, time.monotonic_ns()))
                 else:
                     latch = client.count_down_latch(f"{name}:{r}")
@@ -285,6 +291,7 @@ def _async_primitive_worker(
                         async with sem:
                             enter = time.monotonic_ns()
                             await raw.incr(name + ":counter")
+                            await asyncio.sleep(PERMIT_HOLD)
                             spans.append((wid, enter, time.monotonic_ns()))
                     else:
                         latch = client.count_down_latch(f"{name}:{r}")
