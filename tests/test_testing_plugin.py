@@ -250,3 +250,22 @@ def test_plugin_is_registered_by_the_entry_point(pytester: pytest.Pytester) -> N
     result = pytester.runpytest_subprocess("--fixtures", "-p", "no:cacheprovider")
     for fixture in ("tenure_server", "tenure_intervals", "tenure_async_client", "tenure_cluster"):
         result.stdout.fnmatch_lines([f"{fixture} -- *"])
+
+
+@pytest.mark.cluster
+def test_cluster_fixture_gives_a_cluster_client(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import redis.cluster
+        import tenure
+
+        def test_cluster(tenure_cluster):
+            with tenure.Client(tenure_cluster) as client:
+                with client.lock("spread"):
+                    assert client.inspect("spread").held
+            with redis.cluster.RedisCluster.from_url(tenure_cluster) as raw:
+                assert len(raw.get_primaries()) == 3
+        """
+    )
+    result = pytester.runpytest_subprocess("-W", "error", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
