@@ -12,6 +12,7 @@ import sys
 
 INSTALL_HINT = (
     "tenure: the command line needs the 'cli' extra (click and rich): pip install 'tenure[cli]'"
+    ", or pip install '.[cli]' in a checkout"
 )
 
 
