@@ -1,4 +1,4 @@
-"""An asyncio critical section tested with the tenure.testing plugin (no marker needed)."""
+"""An asyncio critical section under the tenure.testing plugin."""
 
 import asyncio
 
@@ -18,7 +18,7 @@ async def test_tasks_take_turns(
             async with lock:  # each task is its own owner
                 with tenure_intervals.section(f"task {number}"):
                     value = balance["value"]
-                    await asyncio.sleep(0)  # let the other tasks run mid-section
+                    await asyncio.sleep(0)  # others run meanwhile
                     balance["value"] = value + 1
 
     await asyncio.gather(*(worker(n) for n in range(4)))
