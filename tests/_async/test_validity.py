@@ -123,6 +123,30 @@ async def test_in_doubt_while_renewal_fails_and_cleared_by_a_confirmed_renewal(o
         await client.close()
 
 
+async def test_a_hung_renewal_is_doubt_on_the_clock_before_the_loss(own_server):
+    """The renewal's reply never comes (the socket timeout, 5 s, is longer than the lease):
+    the hold goes in doubt on the client's clock one period and a half after its last
+    confirmation, and on_doubt is called before the loss."""
+    seen: list[tuple[str, float]] = []
+    client = tenure.AsyncClient(own_server.url, watchdog_timeout=3.0)
+    try:
+        lock = client.lock(
+            "v-hung",
+            on_doubt=lambda _: seen.append(("doubt", time.monotonic())),
+            on_lost=lambda _: seen.append(("lost", time.monotonic())),
+        )
+        await lock.acquire()
+        own_server.pause()
+        try:
+            assert await async_wait_until(lambda: len(seen) == 2, timeout=6)
+        finally:
+            own_server.resume()
+        assert [what for what, _ in seen] == ["doubt", "lost"]
+        assert seen[1][1] - seen[0][1] > 0.9  # doubt at ~1.5 s, lost at ~3 s
+    finally:
+        await client.close()
+
+
 async def test_a_hold_paused_past_its_lease_goes_from_doubt_to_lost(own_server):
     client = tenure.AsyncClient(own_server.url, watchdog_timeout=1.2, socket_timeout=0.2)
     try:

@@ -9,7 +9,7 @@ import pytest
 
 from tenure.core.holds import Hold
 from tenure.core.lock import LockCore
-from tenure.core.watchdog import renew
+from tenure.core.watchdog import renew, report_doubts
 from tenure.errors import BackendError, LockLostError, NotOwnedError
 
 from .conftest import new_context
@@ -74,6 +74,23 @@ def test_an_unconfirmed_renewal_past_one_period_and_a_half_is_doubt_on_the_clock
     assert hold.in_doubt(now, 1.0)
     hold.confirmed = now - 3.0  # its lease ran out: lost, not in doubt
     assert not hold.in_doubt(now, 1.0)
+
+
+def test_the_keeper_reports_doubt_on_its_clock_once_and_plans_a_look_for_it():
+    ctx = new_context(watchdog_timeout=3.0)
+    lock = LockCore(ctx, "k")
+    doubts: list[str] = []
+    lock.on_doubt = lambda: doubts.append("doubt")
+    hold = take(lock, "o")
+    report_doubts(ctx, hold.confirmed + 1.0)
+    assert doubts == []
+    # the next look: when it goes in doubt (1.5 periods), before the lease end
+    assert ctx.holds.plan(hold.confirmed + 100) == pytest.approx(hold.confirmed + 1.5)
+    report_doubts(ctx, hold.confirmed + 1.6)
+    report_doubts(ctx, hold.confirmed + 1.7)
+    assert doubts == ["doubt"] and hold.doubted
+    drive(renew(ctx), [("lock_renew", [1])])  # confirmed: the episode ends
+    assert not hold.doubted and not lock.in_doubt("o")
 
 
 def test_a_leased_hold_is_never_in_doubt():

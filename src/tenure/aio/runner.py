@@ -50,7 +50,7 @@ from tenure.core.effects import (
     resumed,
 )
 from tenure.core.holds import Hold
-from tenure.core.watchdog import refresh_waiters, register, renew
+from tenure.core.watchdog import refresh_waiters, register, renew, report_doubts
 from tenure.errors import BackendError, LockLostError
 
 T = TypeVar("T")
@@ -198,6 +198,7 @@ class AsyncRunner(AsyncDriver):
                 if renewing is None or renewing.done():
                     renewing = self._spawner.spawn(self._renewal_pass)
             self._report(self.ctx.holds.expired(now))
+            report_doubts(self.ctx, now)  # jeopardy on the clock (core.watchdog)
             self._look.clear()
             look_at = self.ctx.holds.plan(renewal_at)
             await self._look.wait(look_at - time.monotonic())

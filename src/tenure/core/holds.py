@@ -217,6 +217,9 @@ class HoldTable:
         """Called (from any thread) when a new hold ends before the keeper's next look."""
         self.waiters = WaiterTable()
         """This client's queued fair-lock waiters, refreshed by the same keeper."""
+        self.doubt_period: float | None = None
+        """The renewal period, once the keeper looks for holds in doubt on its clock
+        (:meth:`doubtful`); None before."""
         self._unreported: dict[tuple[str, str], bool] = {}
         """(key, field) of each hold removed as lost (:meth:`renewed`, :meth:`expired`)
         whose loss the keeper has not reported yet -> True once a release raised it. The
@@ -404,11 +407,38 @@ class HoldTable:
                 del self._holds[hold.key, hold.field]
         return gone
 
-    def plan(self, renewal_at: float) -> float:
-        """The keeper's next look: the next renewal or the earliest lease end, whichever
-        comes first. Holds pushed afterwards that end sooner call :attr:`poke`."""
+    def doubtful(self, now: float) -> list[Hold]:
+        """The holds that went in doubt by ``now`` on the clock (no renewal confirmed for a
+        period and a half, :meth:`Hold.in_doubt`), now marked so: each episode once."""
+        period = self.doubt_period
+        if period is None:
+            return []
         with self._mutex:
-            ends = (hold.valid_until for hold in self._holds.values())
+            fresh = [
+                hold for hold in self._holds.values()
+                if not hold.doubted and hold.in_doubt(now, period)
+            ]
+            for hold in fresh:
+                hold.doubted = True
+        return fresh
+
+    def _doubt_at(self, hold: Hold) -> float:
+        """When ``hold`` goes in doubt on the clock unless a renewal confirms it first."""
+        period = self.doubt_period
+        if period is None or hold.doubted or not hold.watchdog:
+            return math.inf
+        if hold.cap <= hold.confirmed + period:
+            return math.inf
+        return hold.confirmed + (1 + DOUBT_SLACK) * period
+
+    def plan(self, renewal_at: float) -> float:
+        """The keeper's next look: the next renewal, the earliest lease end or the earliest
+        moment a hold goes in doubt, whichever comes first. Holds pushed afterwards that end
+        sooner call :attr:`poke`."""
+        with self._mutex:
+            ends = (
+                min(hold.valid_until, self._doubt_at(hold)) for hold in self._holds.values()
+            )
             look = min(renewal_at, min(ends, default=math.inf))
             # A look planned for a hold released since stays planned (one spare wake-up):
             # else every short-leased hold taken after it would poke the keeper again.

@@ -91,6 +91,15 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
     return lost
 
 
+def report_doubts(ctx: Context, now: float) -> None:
+    """The keeper's look for jeopardy on its own clock, with no I/O: a watchdog hold whose
+    renewal was not confirmed for a renewal period and a half goes in doubt (``on_doubt``,
+    once per episode), also while the pass that renews it still waits for its reply."""
+    ctx.holds.doubt_period = ctx.watchdog_timeout / 3
+    for hold in ctx.holds.doubtful(now):
+        hold.lock.hold_in_doubt(hold.owner)
+
+
 def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
     """Push forward the queue entries of every queued fair-lock waiter of ``ctx`` (DESIGN §4
     "Waiter liveness"): one script call per batch of at most :data:`BATCH` waiters, the
