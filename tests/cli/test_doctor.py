@@ -114,3 +114,21 @@ def test_an_embedded_demo_server_without_persistence_is_a_warning():
     check = checks["persistence"]
     assert check["verdict"] == "warn" and "embedded demo/test server" in check["detail"]
     assert "appendonly yes" in check["fix"]
+
+
+def test_every_command_tenure_sends_has_a_sample_acl_dryrun_accepts(own_server):
+    """The ACL check asks ACL DRYRUN about each command with sample arguments; a command a
+    new script runs without a sample of the right arity sends doctor to its MULTI fallback."""
+    from tenure import keys
+    from tenure.cli import doctor as checks
+
+    commands = sorted({*checks.CLIENT_COMMANDS, *checks.script_commands()})
+    refused = {}
+    with own_server.client() as raw:
+        for command in commands:
+            sample = checks.sample(command, "k", keys.lock_channel("k"))
+            try:
+                raw.execute_command("ACL", "DRYRUN", "default", *sample)
+            except redis.ResponseError as error:
+                refused[command] = str(error)
+    assert not refused, refused
