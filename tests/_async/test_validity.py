@@ -220,3 +220,28 @@ async def test_max_hold_caps_every_member_of_a_composite(async_make_client, r):
         await multi.release()
     with pytest.raises(ValueError):
         await multi.acquire(max_hold=0)
+
+
+async def test_a_member_in_doubt_puts_a_multi_lock_in_doubt(own_server, async_make_client):
+    doubts: list[object] = []
+    paused = tenure.AsyncClient(own_server.url, watchdog_timeout=3.0, socket_timeout=0.25)
+    steady = async_make_client(watchdog_timeout=3.0)
+    try:
+        multi = steady.multi_lock(
+            paused.lock("v-md1"), steady.lock("v-md2"), on_doubt=doubts.append
+        )
+        assert await multi.acquire()
+        assert not multi.in_doubt
+        own_server.pause()
+        try:
+            assert await async_wait_until(lambda: multi.in_doubt, timeout=3)
+            assert await async_wait_until(lambda: doubts == [multi], timeout=2)
+            multi.checkpoint()  # in doubt, still valid
+            assert multi.valid_for() > 0
+        finally:
+            own_server.resume()
+        assert await async_wait_until(lambda: not multi.in_doubt, timeout=3)
+        assert doubts == [multi] and not multi.lost
+        await multi.release()
+    finally:
+        await paused.close()

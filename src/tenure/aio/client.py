@@ -193,19 +193,22 @@ class AsyncClient:
         """
         return AsyncReadWriteLock(self._runner, name, on_lost, on_doubt)
 
-    def multi_lock(self, *locks: AsyncLock, on_lost: OnLost | None = None) -> AsyncMultiLock:
+    def multi_lock(
+        self, *locks: AsyncLock, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
+    ) -> AsyncMultiLock:
         """A :class:`tenure.MultiLock` over ``locks`` (Redisson ``getMultiLock``).
 
         Members may come from any clients. Raises ValueError with no member, TypeError for a
         member that is not a lock object of this API (sync or asyncio).
         """
-        return AsyncMultiLock(locks, on_lost=on_lost)
+        return AsyncMultiLock(locks, on_lost=on_lost, on_doubt=on_doubt)
 
     def red_lock(
         self,
         *locks: AsyncLock,
         node_timeout: float = DEFAULT_NODE_TIMEOUT,
         on_lost: OnLost | None = None,
+        on_doubt: OnLost | None = None,
     ) -> AsyncRedLock:
         """A :class:`tenure.RedLock` over ``locks``, each on an independent master.
 
@@ -213,7 +216,7 @@ class AsyncClient:
         0.1; keep it small next to the lease). Raises ValueError with no member or a bad
         ``node_timeout``, TypeError for a member that is not a lock object of this API.
         """
-        return AsyncRedLock(locks, node_timeout=node_timeout, on_lost=on_lost)
+        return AsyncRedLock(locks, node_timeout=node_timeout, on_lost=on_lost, on_doubt=on_doubt)
 
     def election(self, name: str, *, on_lost: OnLost | None = None) -> AsyncElection:
         """A leader :class:`tenure.Election` named ``name`` (etcd ``concurrency.Election``;

@@ -131,8 +131,11 @@ class CompositeCore:
         self._mutex = threading.Lock()
         self._held: dict[Caller, list[Acquisition]] = {}
         self._lost: set[Caller] = set()
+        self.on_doubt: LossCallback | None = None
+        """Called with no argument when an acquisition goes in doubt (the front binds it)."""
         for core in self.cores:
             core.add_loss_listener(self._member_lost)
+            core.add_doubt_listener(self._member_doubt)
 
     @property
     def name(self) -> str:
@@ -316,6 +319,29 @@ class CompositeCore:
             log.warning("%s: releasing member %d failed: %s", self.name, index, error)
 
     # ---------------------------------------------------------------- loss
+    def _member_doubt(self, core: LockCore, owner: str) -> None:
+        """A member hold went in doubt: an acquisition whose members held without doubt
+        fall below ``needed`` because of it goes in doubt (``on_doubt``, once per
+        crossing)."""
+        crossed = 0
+        with self._mutex:
+            acquisitions = [acq for stack in self._held.values() for acq in stack]
+            held = [
+                (acq, [(i, o) for i, o in acq.members.items() if i not in acq.lost_members])
+                for acq in acquisitions
+                if not acq.lost
+            ]
+        for _acq, members in held:
+            hit = sum(self.cores[i] is core and o == owner for i, o in members)
+            if not hit:
+                continue
+            sure = sum(not self.cores[i].in_doubt(o) for i, o in members)
+            if sure < self.needed <= sure + hit:
+                crossed += 1
+        for _ in range(crossed):
+            if self.on_doubt is not None:
+                core.ctx.deliver(self.on_doubt, f"on_doubt callback of {self.name}")
+
     def _member_lost(self, core: LockCore, owner: str) -> None:
         report = 0
         scopes: list[LossScope] = []

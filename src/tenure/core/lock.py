@@ -113,6 +113,7 @@ class LockCore:
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
         self.on_doubt: LossCallback | None = None
         """Called with no argument when a hold goes in doubt (the front binds itself)."""
+        self._doubt_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
         self._caps: dict[str, float] = {}
         """Owner -> ``max_hold`` of its acquire under way (:meth:`capped`)."""
         self._yield_until = 0.0
@@ -560,6 +561,11 @@ class LockCore:
         if self.on_lost is not None:
             self.ctx.deliver(self.on_lost, f"on_lost callback of lock {self.name!r}")
 
+    def add_doubt_listener(self, listener: Callable[[LockCore, str], None]) -> None:
+        """Also tell bound method ``listener(core, owner)`` of every hold gone in doubt
+        (MultiLock/RedLock roll member jeopardy up); held weakly."""
+        self._doubt_listeners.append(weakref.WeakMethod(listener))
+
     def add_loss_listener(self, listener: Callable[[LockCore, str], None]) -> None:
         """Also tell bound method ``listener(core, owner)`` of every hold reported lost.
 
@@ -573,6 +579,15 @@ class LockCore:
     # ------------------------------------------------ validity, jeopardy, scopes, caps
     def hold_in_doubt(self, owner: str) -> None:
         """A renewal of ``owner``'s hold failed while it is still valid: ``on_doubt``."""
+        for ref in list(self._doubt_listeners):
+            listener = ref()
+            if listener is None:
+                self._doubt_listeners.remove(ref)
+                continue
+            try:
+                listener(self, owner)
+            except Exception:
+                log.exception("doubt listener of lock %r failed", self.name)
         if self.on_doubt is not None:
             self.ctx.deliver(self.on_doubt, f"on_doubt callback of lock {self.name!r}")
 

@@ -105,8 +105,14 @@ class _AsyncComposite(LockContext):
     def in_doubt(self) -> bool:
         """True while the acquisition still holds but renewals failed on enough members
         that fewer than the needed number (all for a MultiLock, a majority for a RedLock)
-        are held without doubt."""
+        are held without doubt. ``on_doubt(composite)`` (factory keyword) is called each
+        time a member's doubt makes it so."""
         return self.core.in_doubt(self.runner.owners())
+
+    def _bind_doubt(self, on_doubt: OnLost | None) -> None:
+        if on_doubt is not None and not callable(on_doubt):
+            raise TypeError(f"on_doubt must be callable, not {type(on_doubt).__name__}")
+        self.core.on_doubt = bind_callback(on_doubt, self)
 
     def _watch(self, scope: LossScope) -> bool:
         return self.core.watch(self.runner.owners(), scope)
@@ -144,9 +150,16 @@ class MultiLock(_AsyncComposite):
 
     kind = "MultiLock"
 
-    def __init__(self, locks: Sequence[object], *, on_lost: OnLost | None = None) -> None:
+    def __init__(
+        self,
+        locks: Sequence[object],
+        *,
+        on_lost: OnLost | None = None,
+        on_doubt: OnLost | None = None,
+    ) -> None:
         super().__init__(locks, workers=len(locks))
         self.core = MultiLockCore([m.core for m in self._members], bind_callback(on_lost, self))
+        self._bind_doubt(on_doubt)
 
     def acquire(
         self,
@@ -229,11 +242,13 @@ class RedLock(_AsyncComposite):
         *,
         node_timeout: float = plan.DEFAULT_NODE_TIMEOUT,
         on_lost: OnLost | None = None,
+        on_doubt: OnLost | None = None,
     ) -> None:
         super().__init__(locks, workers=max(8, 4 * len(locks)))
         self.core: RedLockCore = RedLockCore(
             [m.core for m in self._members], node_timeout, bind_callback(on_lost, self)
         )
+        self._bind_doubt(on_doubt)
 
     @property
     def node_timeout(self) -> float:
