@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tenure._scope import AsyncLossScope
+from tenure._settle import async_acquire_settled
 from tenure.aio.runner import AsyncRunner
 from tenure.core.semaphore import PermitCore, SemaphoreCore
 from tenure.errors import LockError, LockLostError, LockTimeout
@@ -106,7 +107,10 @@ class AsyncSemaphore:
             BackendError: the server failed.
         """
         flow = self.core.acquire(permits, blocking, timeout)
-        return self.runner.acquire(self, NO_OWNER, flow)
+        # A caller cancelled while the script is on its way: its reply decides (_settle.py).
+        return async_acquire_settled(
+            self.runner, self, NO_OWNER, flow, lambda: self.core.give_back(permits)
+        )
 
     def release(self, permits: int = 1) -> Awaitable[None]:
         """Give back ``permits`` permits (int >= 1) and wake waiters. Any caller may release.

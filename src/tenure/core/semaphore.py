@@ -20,8 +20,10 @@ Rules (DESIGN §4 "Semaphores and latches"):
   id it sent (releasing an id that was never taken is a no-op), so nothing stays taken.
   A plain Semaphore has no ids: permits its reply said were taken for a caller that then
   stopped waiting (or that too few replicas acknowledged) are released again in the
-  background; a reply that never came (cancelled or interrupted in flight, a timeout) leaves
-  the outcome unknown and nothing is given back (docs/primitives/semaphore.md).
+  background (:meth:`SemaphoreCore.give_back`; the asyncio front reads the reply of a
+  script in flight when its caller is cancelled, tenure/_settle.py); a reply that never
+  came (a timeout, a sync caller interrupted in flight) leaves the outcome unknown and
+  nothing is given back (docs/primitives/semaphore.md).
 """
 
 from __future__ import annotations
@@ -194,11 +196,12 @@ class SemaphoreCore:
             # nobody will release these permits, so give them back, in the background
             # (a second cancellation must not stop it).
             if taken:
-                yield Background(self._give_back_permits(permits))
+                yield Background(self.give_back(permits))
             raise
 
-    def _give_back_permits(self, permits: int) -> Flow[None]:
-        """Release ``permits`` taken by an acquire whose caller never got them."""
+    def give_back(self, permits: int) -> Flow[None]:
+        """Release ``permits`` taken by an acquire whose caller never got them (errors are
+        logged: it runs in the background)."""
         try:
             yield Call(self.release_script, self.count_keys(), [permits], changes=True)
         except ReplicationError:  # given back on the primary

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tenure._scope import LossScope
+from tenure._settle import acquire_settled
 from tenure.sync.runner import Runner
 from tenure.core.semaphore import PermitCore, SemaphoreCore
 from tenure.errors import LockError, LockLostError, LockTimeout
@@ -106,7 +107,10 @@ class Semaphore:
             BackendError: the server failed.
         """
         flow = self.core.acquire(permits, blocking, timeout)
-        return self.runner.acquire(self, NO_OWNER, flow)
+        # A caller cancelled while the script is on its way: its reply decides (_settle.py).
+        return acquire_settled(
+            self.runner, self, NO_OWNER, flow, lambda: self.core.give_back(permits)
+        )
 
     def release(self, permits: int = 1) -> None:
         """Give back ``permits`` permits (int >= 1) and wake waiters. Any caller may release.

@@ -1,0 +1,121 @@
+"""An acquire whose caller may leave while its script is on its way (a plain Semaphore's).
+
+A plain Semaphore's permits have no owner, so an acquire cannot be reconciled afterwards by
+asking the server what it holds (locks can: docs/primitives/semaphore.md). What its script
+did is known from its reply only. So in asyncio the acquire flow runs in a task of its own,
+which the caller awaits shielded: a caller cancelled while the flow waits (on the channel,
+a subscription) cancels the task at once; a caller cancelled while a script call is in
+flight lets that call finish, and the flow then stops at its next step as if cancelled
+there, with the reply known: permits it said were taken are given back (by the flow, or
+here when the flow had already returned them).
+
+Sync callers cannot be interrupted from outside except by a signal handler's exception,
+which lands in the calling thread itself: :func:`acquire_settled` runs the flow in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Generator
+from typing import Any
+
+from tenure.core.effects import Background, Call, Unsubscribe
+
+Flow = Generator[Any, Any, Any]
+CLEAN_UP = (Background, Unsubscribe)
+
+_running: set[asyncio.Future[Any]] = set()
+"""Tasks left to finish after their caller was cancelled (kept referenced until done)."""
+
+
+class Tracked:
+    """Passes a flow's effects through, and knows whether a script call is in flight.
+
+    Once :attr:`left` is set (the caller was cancelled during a call), the flow gets a
+    CancelledError at its next effect instead of that effect, once (leaving a channel and
+    background work are carried out: they are clean-up); the effects of its clean-up that
+    follow are carried out too. A flow that returned True (granted) after the caller left
+    has ``give_back()`` run in the background.
+    """
+
+    def __init__(self, flow: Flow, give_back: Callable[[], Flow]) -> None:
+        self._flow = flow
+        self._give_back = give_back
+        self.in_call = False
+        self.left = False
+        self._stopped = False
+
+    def run(self) -> Flow:
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                effect = self._flow.throw(error) if error is not None else self._flow.send(value)
+            except StopIteration as stop:
+                if self.left and not self._stopped and stop.value is True:
+                    yield Background(self._give_back())
+                result = stop.value
+                return result
+            if self.left and not self._stopped and not isinstance(effect, CLEAN_UP):
+                self._stopped = True
+                value, error = None, asyncio.CancelledError()
+                continue
+            self.in_call = isinstance(effect, Call)
+            try:
+                value, error = (yield effect), None
+            except BaseException as failure:
+                value, error = None, failure
+            finally:
+                self.in_call = False
+
+
+async def async_acquire_settled(
+    runner: Any, lock: Any, owner: str, flow: Flow, give_back: Callable[[], Flow]
+) -> bool:
+    """``await runner.acquire(lock, owner, flow)`` in a task of its own, shielded from the
+    caller's cancellation while one of its script calls is in flight (see the module
+    docstring). ``give_back()``: the flow that undoes a grant the caller will never get."""
+    tracked = Tracked(flow, give_back)
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(runner.acquire(lock, owner, tracked.run()))
+    done = loop.create_future()  # the caller's cancellation cancels this, not the task
+    task.add_done_callback(functools.partial(_wake, done))
+    try:
+        await done
+    except asyncio.CancelledError:
+        if not task.done():
+            if tracked.in_call:
+                tracked.left = True  # the reply decides; the flow stops at its next step
+            else:
+                task.cancel()
+            _running.add(task)
+            task.add_done_callback(_finished)
+        elif not task.cancelled() and task.exception() is None and task.result() is True:
+            # granted just as the caller was cancelled: the permits are nobody's
+            undo = asyncio.ensure_future(runner.run(give_back()))
+            _running.add(undo)
+            undo.add_done_callback(_finished)
+        raise
+    granted: bool = task.result()
+    return granted
+
+
+def acquire_settled(
+    runner: Any, lock: Any, owner: str, flow: Flow, give_back: Callable[[], Flow]
+) -> bool:
+    """The sync twin of :func:`async_acquire_settled`: ``runner.acquire(lock, owner,
+    flow)`` in place."""
+    granted: bool = runner.acquire(lock, owner, flow)
+    return granted
+
+
+def _wake(done: asyncio.Future[None], task: asyncio.Future[Any]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+def _finished(task: asyncio.Future[Any]) -> None:
+    _running.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: its own errors were logged by the runner
