@@ -1,5 +1,5 @@
 """The deterministic simulator (tenure.testing.sim, docs/testing.md): a fixed budget of seeds
-keeps every rule, each planted bug is found within a minute, a failing seed replays exactly
+keeps every rule, each planted bug is found, a failing seed replays exactly
 (across processes and hash seeds), and the real bugs it found are pinned as strict xfails."""
 
 from __future__ import annotations
@@ -8,15 +8,18 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
 from tenure.testing import sim
 
-KNOWN = frozenset({"orphan queue entry", "late lease-end re-check"})
-"""Rules a real bug still breaks (the xfail tests below); checked again once they pass."""
-SEEDS = range(60)
-"""The CI budget: 60 seeds of 60 virtual seconds (about 10 s here)."""
+KNOWN = frozenset({"late lease-end re-check"})
+"""Rules a real bug still breaks (the xfail test below); checked again once it passes.
+(``orphan queue entry`` was one until 2494e7f: a cancelled fair acquire whose script reached
+the server after its give-up left its waiter queued.)"""
+SEEDS = range(40)
+"""The CI budget: 40 seeds of 60 virtual seconds (about 8 s on an idle core)."""
 
 
 def test_a_budget_of_seeds_keeps_every_rule() -> None:
@@ -25,7 +28,7 @@ def test_a_budget_of_seeds_keeps_every_rule() -> None:
     assert len(results) == len(SEEDS)
     took = sum(r.seconds for r in results)
     acquisitions = sum(r.acquisitions for r in results)
-    assert acquisitions > 20_000  # the clients did contend and hold (not a quiet run)
+    assert acquisitions > 15_000  # the clients did contend and hold (not a quiet run)
     print(f"{acquisitions} acquisitions in {took:.1f} s: {acquisitions / took * 60:,.0f}/min")
 
 
@@ -43,9 +46,11 @@ def test_a_budget_of_seeds_keeps_every_rule() -> None:
         ("renewal_after_release", {"loss reported for no loss"}),
     ],
 )
-def test_a_planted_bug_is_found_within_a_minute(plant: str, rules: set[str]) -> None:
+def test_a_planted_bug_is_found(plant: str, rules: set[str]) -> None:
+    # A budget of seeds, not of seconds: the same result on a loaded machine (about 25 seeds
+    # at most today, 0.2 s each on an idle core).
     started = time.perf_counter()
-    results, violation = sim.search(range(1000), sim.Options(plant=plant, skip=KNOWN), budget=60)
+    results, violation = sim.search(range(60), sim.Options(plant=plant, skip=KNOWN))
     took = time.perf_counter() - started
     assert violation is not None, f"{plant}: not found in {len(results)} seeds ({took:.0f} s)"
     assert violation.rule in rules, f"{violation}\n{violation.history}"
@@ -76,26 +81,13 @@ def test_a_failing_seed_replays_exactly() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="real bug: a FairLock acquire cancelled while its fair_acquire script is on its "
-    "way leaves its waiter queued when the script reaches the server after the flow's "
-    "fair_give_up (another connection, so not ordered with it): the reconcile undoes holds, "
-    "not queue entries; the dead entry then stays to its end (watchdog_timeout) and, at the "
-    "head, holds the queue up for the grace",
-)
-def test_a_cancelled_fair_acquire_leaves_no_queue_entry() -> None:
-    only = sim.RULES - {"orphan queue entry"}
-    _, violation = sim.search(range(60), sim.Options(skip=only))
-    assert violation is None, f"{violation}\n{violation.history}"
-
-
-@pytest.mark.xfail(
-    strict=True,
     reason="real bug: the waiters of one client share one lease-end re-check at the lease end "
     "the last attempt saw (Parked.expiry); when the waiter that made it wins the lock, the "
     "others keep the old holder's lease end, so if the new holder's lease (lease_time) runs "
     "out first, with no release, they re-check late: up to watchdog_timeout",
 )
 def test_the_lease_end_recheck_follows_the_new_holder() -> None:
-    only = sim.RULES - {"late lease-end re-check"}
-    _, violation = sim.search(range(60), sim.Options(skip=only))
-    assert violation is None, f"{violation}\n{violation.history}"
+    # Cancellations hide it (a waiter that leaves passes a wake-up on, which re-checks).
+    options = sim.Options(faults=replace(sim.Faults(), cancels=0), skip=sim.RULES - KNOWN)
+    results, violation = sim.search(range(30), options)
+    assert violation is None, f"seed {len(results)}: {violation}\n{violation.history}"

@@ -409,6 +409,12 @@ class Server:
 
     cmd_spublish = cmd_publish
 
+    def cmd_pubsub(self, sub: str, *channels: str) -> list[Any]:
+        """PUBSUB NUMSUB / SHARDNUMSUB (a Lock's release counts who listens)."""
+        if sub.lower() not in ("numsub", "shardnumsub"):
+            raise ValueError(f"PUBSUB {sub} is not simulated")
+        return [x for c in channels for x in (c, len(self.subs.get(c, ())))]
+
     # ---- scripts
     def _from_lua(self, name: str, *args: Any) -> Any:
         command = self.commands.get(name.lower())
@@ -549,7 +555,10 @@ class Faults:
     pause: tuple[float, float] = (0.05, 4.0)
     """Length of a pause (seconds)."""
     cancels: float = 0.8
-    """Cancellations of an acquire in progress, at whatever step it is."""
+    """asyncio cancellations of an acquire in progress, at whatever step it awaits."""
+    interrupts: float = 0.0
+    """Interrupts of a sync acquire in progress (a signal handler that raises), at any step.
+    Off by default until the bug they find is fixed (tests/test_sim.py)."""
     drift: float = 0.005
     """Largest client clock rate error (0.005: +-0.5 %, within the 1 % allowance)."""
     restarts: float = 0.01
@@ -622,7 +631,18 @@ class _PubSubConn:
 class Task:
     """One flow run by a simulated client (an asyncio task in the real driver)."""
 
-    __slots__ = ("client", "done", "effect", "flow", "name", "on_done", "tick", "waiting")
+    __slots__ = (
+        "anywhere",
+        "client",
+        "done",
+        "doomed",
+        "effect",
+        "flow",
+        "name",
+        "on_done",
+        "tick",
+        "waiting",
+    )
 
     def __init__(
         self,
@@ -637,6 +657,12 @@ class Task:
         self.effect: Any = None
         self.waiting: tuple[Any, ...] | None = None
         self.done = False
+        self.doomed: Callable[[], None] | None = None
+        """Cancel at the next effect that can be interrupted, before it is carried out; then
+        call this."""
+        self.anywhere = False
+        """Doomed by an interrupt (a sync signal handler that raises): any effect will do.
+        Else by an asyncio cancellation: only an effect the runner awaits (CANCELLABLE)."""
 
     def __repr__(self) -> str:
         return self.name
@@ -875,6 +901,13 @@ class SimClient:
                 self._finish(task, None, failure)
                 return
             task.effect = effect
+            if task.doomed is not None and (task.anywhere or isinstance(effect, CANCELLABLE)):
+                # cancelled as it asks: the effect is not carried out
+                task.doomed()
+                task.doomed = None
+                sim.note(self, "cancel", task, "before", effect)
+                value, error = None, Cancelled()
+                continue
             try:
                 value, error = self.perform(task, effect), None
             except BaseException as failure:
@@ -1049,6 +1082,9 @@ class _KeptHoldTable(HoldTable):
 
 
 _LATER = object()
+CANCELLABLE = (Call, Command, Subscribe, Unsubscribe, Drain, Wait, Sleep)
+"""The effects an asyncio cancellation can land on (the runner awaits them); an interrupt in
+the sync driver can land anywhere."""
 
 
 def _describe(item: Any) -> str:
@@ -1233,6 +1269,8 @@ class Sim:
         """Lock -> when a release last freed it (published its unlock)."""
         self.free_since: dict[str, float] = {}
         self.lost_on_server: set[tuple[str, str]] = set()
+        self.cancelled: dict[tuple[str, str], float] = {}
+        """(Owner, lock) -> when its last acquire was cancelled."""
         self.granted: dict[tuple[str, str], float] = {}
         """(Lock, owner) -> when the server last granted it."""
         self.freed_by: dict[str, str] = {}
@@ -1331,6 +1369,7 @@ class Sim:
             (faults.server_pauses, self._server_pause),
             (faults.client_pauses, self._client_pause),
             (faults.cancels, self._cancel),
+            (faults.interrupts, self._interrupt),
             (faults.restarts, self._restart),
         ]
         for rate, fn in plans:
@@ -1369,17 +1408,31 @@ class Sim:
         client.paused_until = max(client.paused_until, self.now + seconds)
         self._fault_for(seconds)
 
-    def _cancel(self) -> None:
+    def _interrupt(self) -> None:
+        self._cancel(anywhere=True)
+
+    def _cancel(self, anywhere: bool = False) -> None:
         acquiring = [
             w
             for w in self.workers
-            if w.state == "acquiring" and w.task is not None and w.client.paused_until <= self.now
+            if w.state == "acquiring"
+            and w.task is not None
+            and w.task.doomed is None  # (one cancellation per acquire)
+            and w.client.paused_until <= self.now
         ]
         if acquiring:
             worker = self.rng.choice(acquiring)
-            assert worker.task is not None
-            worker.state = "cancelled"  # its flow cleans up, then raises
-            worker.client.cancel(worker.task)
+            task = worker.task
+            assert task is not None
+
+            def cancelled() -> None:
+                worker.state = "cancelled"  # its flow cleans up, then raises
+
+            if self.rng.random() < 0.5 and task.effect is not None:
+                cancelled()  # where it waits now
+                worker.client.cancel(task)
+            else:  # as it asks for its next effect (a mutex, a send...)
+                task.doomed, task.anywhere = cancelled, anywhere
 
     def _restart(self) -> None:
         longest = max(2.0, self.options.watchdog_timeout) + 0.1
@@ -1474,23 +1527,19 @@ class Sim:
     def after_cancel(self, worker: Worker) -> None:
         """After a cancelled acquire: no hold or queue entry of its owner left, within the
         bound (0.5 s after the server answers again)."""
-        owner, name = worker.owner, worker.lock
-        self.at(
-            self.now + 0.5 + 4 * self.options.faults.delay[1],
-            None,
-            self._orphans,
-            worker,
-            owner,
-            name,
-            self.now,
-        )
+        self.cancelled[worker.owner, worker.lock] = self.now
+        self._orphans(worker, worker.owner, worker.lock, self.now, self.now)
 
-    def _orphans(self, worker: Worker, owner: str, name: str, since: float) -> None:
-        if self.faulty or self.calm_since > since:
-            self.at(self.now + 0.5, None, self._orphans, worker, owner, name, self.now)
+    def _orphans(self, worker: Worker, owner: str, name: str, cancelled: float, at: float) -> None:
+        bound = 0.5 + 4 * self.options.faults.delay[1]
+        if self.faulty or self.now - max(at, self.calm_since) < bound:
+            when = max(at, self.calm_since, self.now) + bound
+            self.at(when, None, self._orphans, worker, owner, name, cancelled, self.now)
             return
-        if worker.owner == owner and worker.lock == name and worker.state != "idle":
-            return  # taken or asked for again since
+        if self.cancelled[owner, name] > cancelled or (
+            worker.owner == owner and worker.since > cancelled
+        ):
+            return  # this owner asked again since: what is left may be that acquire's
         if owner in self.server.fields(name):
             self.violate("orphan hold", f"{owner} still holds {name!r} after its cancelled acquire")
         if any(o == owner for o, _ in self.server.queue(name)):
