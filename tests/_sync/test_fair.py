@@ -81,11 +81,15 @@ def test_timed_out_waiter_leaves_queue(
     assert wait_until(lambda: len(queue_of(r, "t")) == 1)
     owner = queue_of(r, "t")[0]
     assert owner.startswith(client.client_id + ":")
-    # the entry lasts watchdog_timeout from joining (server time), whatever the lock's lease
+    # alive for watchdog_timeout from joining (server time), whatever the lock's lease; the
+    # score (Redisson's deadline) adds Redisson's allowance for its turn (first in line)
     joined = server_ms(r) + client.watchdog_timeout * 1000
-    assert joined - 1000 < deadlines(r, "t")[owner] <= joined
+    alive = int(r.hget(alive_key("t"), owner))
+    assert joined - 1000 < alive <= joined
+    assert deadlines(r, "t") == {owner: alive + WAIT}
     assert job.result() is False
     assert queue_of(r, "t") == [] and deadlines(r, "t") == {}
+    assert r.exists(alive_key("t")) == 0
 
 
 def test_eight_waiters_100ms_apart_acquire_in_order(client: tenure.Client) -> None:
@@ -206,7 +210,7 @@ def test_waiters_leaving_move_the_others_up_as_redisson_does(
     last_owner = queue_of(r, "drift")[-1]
     before = deadlines(r, "drift")[last_owner]
     alive = r.hgetall(alive_key("drift"))
-    assert before == int(alive[last_owner.encode()]) + 3 * WAIT
+    assert before == int(alive[last_owner.encode()]) + 4 * WAIT  # its own place and 3 ahead
     for job in early:
         assert job.result() is False
     assert queue_of(r, "drift") == [last_owner]

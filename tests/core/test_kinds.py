@@ -104,20 +104,40 @@ def test_fair_waits_on_its_own_channel_and_leaves_no_queue_entry_when_granted(
     assert drive(lock.acquire(owner, False, None, None), [(FAIR, 5)]).names == [FAIR]
 
 
-def test_fair_waiter_behind_the_head_waits_at_once_then_checks_only_its_turn(
+def test_fair_waiter_behind_the_head_reads_its_place_once_subscribed_then_its_turn(
     ctx: Context, owner: str
 ) -> None:
-    # -2: queued behind the head. Nothing but a wake-up is ever sent to it, so no second
-    # attempt once subscribed; its later attempts tell the script it is queued (-1).
+    # -2: queued behind the head. Only a wake-up is ever sent to it, but it may have become
+    # the head before it listened (its wake-up then lost: a Java client's unlock has no turn
+    # watcher behind it), so once subscribed it reads its place again; still behind, it waits
+    # for its wake-up with no time limit, and its later attempts tell the script it is
+    # queued (-1).
     lock = FairLockCore(ctx, "f")
     run = drive(
         lock.acquire(owner, True, None, None),
-        [(FAIR, -2), (Subscribe, None), (Wait, True), (FAIR, None), (Unsubscribe, None)],
+        [
+            (FAIR, -2),
+            (Subscribe, None),
+            (FAIR, -2),
+            (Wait, True),
+            (FAIR, None),
+            (Unsubscribe, None),
+        ],
     )
     assert run.result is True
-    first, second = run.calls(FAIR)
-    assert first.args[2] == 30000 and second.args[2] == -1
+    assert [c.args[2] for c in run.calls(FAIR)] == [30000, 30000, -1]
     assert run.of(Wait)[0].seconds == math.inf
+
+
+def test_fair_waiter_that_became_the_head_before_it_listened_takes_the_lock(
+    ctx: Context, owner: str
+) -> None:
+    lock = FairLockCore(ctx, "f")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(FAIR, -2), (Subscribe, None), (FAIR, None), (Unsubscribe, None)],
+    )
+    assert run.result is True and run.of(Wait) == []
 
 
 def test_fair_waiter_whose_entry_was_dropped_joins_again(ctx: Context, owner: str) -> None:
@@ -127,12 +147,13 @@ def test_fair_waiter_whose_entry_was_dropped_joins_again(ctx: Context, owner: st
         [
             (FAIR, -2),
             (Subscribe, None),
+            (FAIR, -2),
             (Wait, Do(lambda _: lock.entry_gone(owner) or True)),  # the renewal pass saw it
             (FAIR, None),
             (Unsubscribe, None),
         ],
     )
-    assert [c.args[2] for c in run.calls(FAIR)] == [30000, 30000]
+    assert [c.args[2] for c in run.calls(FAIR)] == [30000, 30000, 30000]
 
 
 def test_fair_timeout_leaves_the_queue(ctx: Context, owner: str, clock: Clock) -> None:

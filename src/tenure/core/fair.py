@@ -8,9 +8,11 @@ rules (``scripts/_fair_queue.lua``):
 
 - Redisson's scripts chain a new waiter's score on the last one's (+ 5 minutes), take
   5 minutes off every score at each grant and drop the heads whose score has passed. A
-  tenure waiter's score is its alive-until time plus 5 minutes per waiter ahead of it, so
-  a grant ahead (which also moves it up a place) never makes it look dead to Redisson, and
-  tenure's grants and give-ups move the waiters behind up as Redisson's do.
+  tenure waiter's score is its alive-until time plus 5 minutes per place up to its own (at
+  least Redisson's chained score when it joins), so a grant ahead (which also moves it up a
+  place) never makes it look dead to Redisson, and a Java waiter behind it gets at least
+  Redisson's own allowance; tenure's grants and give-ups move the waiters behind up as
+  Redisson's do.
 - A waiter joins the tail on its first blocking attempt, alive for ``watchdog_timeout``;
   its client's renewal pass (the keeper's, once per ``watchdog_timeout / 3``, one batched
   script for all its waiters) pushes its alive-until time and its score forward while it
@@ -106,6 +108,8 @@ class FairLockCore(LockCore):
         """Owners that may be queued on the server."""
         self._joined: set[str] = set()
         """Owners an attempt found queued: their next attempts check only their turn."""
+        self._looked: set[str] = set()
+        """Owners that joined behind the head and have read their place once more since."""
         self._turn_at = 0.0
         self._wake_at = 0.0
         self._plans = 0
@@ -159,7 +163,15 @@ class FairLockCore(LockCore):
         if not self.is_grant(reply):
             if entry != 0:
                 with self._mutex:
-                    if owner in self._queued:
+                    if owner not in self._queued:
+                        pass
+                    elif entry > 0 and int(reply) == BEHIND and owner not in self._looked:
+                        # Joined behind the head: its attempt once subscribed reads its place
+                        # again, as it may have become the head meanwhile, its wake-up sent
+                        # before it listened (a Java client's unlock, which no turn watcher
+                        # follows). Then only its turn is checked.
+                        self._looked.add(owner)
+                    else:
                         self._joined.add(owner)
             return int(reply)
         self._dequeued(owner)
@@ -197,23 +209,19 @@ class FairLockCore(LockCore):
         """Forget that ``owner`` may be queued; True if it may have been."""
         with self._mutex:
             self._joined.discard(owner)
+            self._looked.discard(owner)
             if owner not in self._queued:
                 return False
             self._queued.discard(owner)
         self.ctx.holds.waiters.remove(self, owner)
         return True
 
-    def recheck_after_subscribe(self, owner: str, ttl: int) -> bool:
-        # Behind the head (-2) nothing is published to the caller but a wake-up when it
-        # becomes the head; one lost before the subscription is sent again (turn watcher,
-        # renewal pass).
-        return ttl != BEHIND
-
     def entry_gone(self, owner: str) -> None:
         """The renewal pass found ``owner``'s entry gone (dropped as dead while its client
         was away): its next attempt joins again."""
         with self._mutex:
             self._joined.discard(owner)
+            self._looked.discard(owner)
 
     def give_up(self, owner: str) -> Flow[None]:
         """Leave the queue (if queued)."""

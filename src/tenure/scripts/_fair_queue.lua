@@ -6,10 +6,13 @@
 -- - HASH (tenure's addition, never read by Redisson) owner -> the server epoch ms until
 --   which that tenure waiter counts as alive. Its client pushes it forward once per renewal
 --   period (fair_refresh.lua); the key lasts as long as its latest entry.
--- A tenure waiter's score is its alive-until time plus WAIT per waiter ahead of it: a grant
--- ahead (Redisson's or tenure's, both take WAIT off every score) or a waiter ahead leaving
--- (the same) moves it one place up, so Redisson's rules never find a live tenure waiter
--- dead, and one whose client died stops being pushed forward and runs out.
+-- A tenure waiter's score is its alive-until time plus WAIT per place up to its own (when
+-- it joins, at least Redisson's chained score): a grant ahead (Redisson's or tenure's, both
+-- take WAIT off every score) or a waiter ahead leaving (the same) moves it one place up, so
+-- Redisson's rules never find a live tenure waiter dead; a Java waiter behind it chains on
+-- that score and gets at least the time Redisson would give it; a tenure waiter whose
+-- client died stops being pushed forward and runs out (tenure: its alive-until time;
+-- Redisson: its score, WAIT later).
 -- A waiter is dead when it has no score, its score has passed, or (tenure's) its
 -- alive-until time has passed. When the lock becomes free, the head's turn starts: its
 -- score and alive-until time are cut to at most now + grace (one renewal period), so a dead

@@ -35,16 +35,27 @@ local function granted()
     return nil
 end
 
--- join(now): add the caller at the tail unless it is queued: its score is its alive-until
--- time plus WAIT per waiter ahead (see _fair_queue.lua). Returns its place (1: the head),
--- or 0 when it was queued already (place unknown).
-local function join(now)
+-- join(now, pttl): add the caller at the tail unless it is queued, with the score of
+-- _fair_queue.lua (at least Redisson's chained one: the last waiter's score, or now + the
+-- lock's PTTL, plus WAIT). Returns its place (1: the head), or 0 when it was queued already
+-- (place unknown).
+local function join(now, pttl)
+    local mine = redis.pcall('zscore', zset, owner)
+    wrong = refused(mine, zset, 'zset')
+    if wrong or mine then
+        return 0
+    end
     local ahead = redis.pcall('llen', queue)
     wrong = refused(ahead, queue, 'list') or type_error(alive, 'hash')
     if wrong then
         return 0
     end
-    local added = redis.pcall('zadd', zset, 'NX', now + entry + ahead * WAIT, owner)
+    local chained = now + math.max(pttl, 0)
+    if ahead > 0 then
+        chained = tonumber(redis.pcall('zscore', zset, redis.call('lindex', queue, -1))) or now
+    end
+    local score = math.max(chained, now + entry + ahead * WAIT) + WAIT
+    local added = redis.pcall('zadd', zset, 'NX', score, owner)
     wrong = refused(added, zset, 'zset')
     if wrong or added == 0 then
         return 0
@@ -71,7 +82,7 @@ if pttl ~= -2 then
         if entry == 0 then
             return pttl
         end
-        local place = join(now_ms())
+        local place = join(now_ms(), pttl)
         if wrong then
             return wrong
         end
@@ -126,7 +137,7 @@ if head and head ~= owner and entry > 0 then
     -- Not the caller's turn: it joins the tail and is woken when it becomes the head. A dead
     -- head is the business of the client that freed the lock (its turn watcher) and of the
     -- waiters' renewal passes.
-    join(now_ms())
+    join(now_ms(), -2)
     if wrong then
         return wrong
     end

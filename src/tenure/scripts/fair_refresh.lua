@@ -5,7 +5,7 @@
 -- ARGV[1] entry lease ms   ARGV[2] grace ms   ARGV[3] wake-up message, then per waiter its
 -- owner field and its channel prefix (channel = prefix .. owner)
 -- Per waiter: its alive-until time becomes now + entry, and its score at least that plus
--- WAIT per waiter ahead of it (found with LPOS: O(its place)).
+-- WAIT per place up to its own (its place found with LPOS: O(its place)).
 -- Per lock (once per call), when the lock is free: the dead heads are dropped and the first
 -- live one is woken and its turn started (a lost wake-up, a holder whose lease ran out or a
 -- releasing client that died are noticed within one pass). A waiter no longer in the queue
@@ -41,7 +41,7 @@ for i = 1, #KEYS / 4 do
     if checked[zset] then
         local place = redis.call('zscore', zset, owner) and redis.call('lpos', queue, owner)
         if place then
-            redis.call('zadd', zset, 'XX', 'GT', now + entry + place * WAIT, owner)
+            redis.call('zadd', zset, 'XX', 'GT', now + entry + (place + 1) * WAIT, owner)
             keep_alive(alive, owner, now, entry)
             ok = 1
         else
