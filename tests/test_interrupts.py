@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import redis
 
-import tenure
 from support.twins import wait_until
 from tenure import keys
 

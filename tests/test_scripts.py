@@ -215,6 +215,10 @@ def scenario(make_client: object, name: str) -> None:
     lock.release()
     lock.release()
     assert lock.acquire() and lock.force_release()
+    # A targeted wake-up passed on (what a client that cannot use one runs), as it is sent.
+    wake = lock.core.subscription(a._runner.owner(), None).relay  # type: ignore[attr-defined]
+    assert wake is not None and wake.script.name == "lock_wake"
+    a.redis.evalsha(wake.script.sha, len(wake.keys), *wake.keys, *wake.args)
     leased = a.lock(f"lx{name}")
     assert leased.acquire(lease_time=5)
     leased.extend(1)

@@ -565,9 +565,8 @@ def read_push(conn: Any, timeout: float) -> Any:
         raise
     except Exception as error:
         raise PubSubLost(error) from error
-    if not ready:
-        if not select.select([sock], [], [], max(timeout, 0.0))[0]:
-            return None
+    if not ready and not select.select([sock], [], [], max(timeout, 0.0))[0]:
+        return None
     try:
         return conn.read_response()
     except ResponseError:

@@ -98,6 +98,29 @@ def lock_channel(key: str) -> str:
     return prefix_name(LOCK_CHANNEL, key)
 
 
+LOCK_WAKE_QUEUE = "tenure_lock_wake"
+"""tenure's addition beside Redisson's Lock layout: a ZSET of the tenure clients waiting on a
+Lock, each also listening on its own client channel (:func:`lock_client_channel`), so that
+an unlock wakes one process instead of all (docs/wire.md)."""
+
+
+def lock_wake_queue(key: str) -> str:
+    """ZSET of the tenure clients waiting on a Lock (member: client uuid), oldest first."""
+    return prefix_name(LOCK_WAKE_QUEUE, key)
+
+
+def lock_client_channel_prefix(key: str) -> str:
+    """What a Lock's release script prepends to a client uuid to name its client channel."""
+    return f"{lock_channel(key)}:tenure:"
+
+
+def lock_client_channel(key: str, client_id: str) -> str:
+    """The channel on which one tenure client hears the unlocks of a Lock meant for its
+    waiters alone (a targeted wake-up); it listens on :func:`lock_channel` too, for the
+    unlocks every waiter hears (Redisson's, or any when a foreign waiter listens)."""
+    return lock_client_channel_prefix(key) + client_id
+
+
 def token_key(key: str) -> str:
     """STRING counter of a FencedLock's fencing tokens (INCR per acquisition, no TTL)."""
     return prefix_name(LOCK_TOKEN, key)

@@ -20,6 +20,7 @@ from support.twins import (
     async_spawn,
     async_wait_until,
 )
+from support.wire import shared_channels
 from tenure import keys
 
 
@@ -231,7 +232,7 @@ async def test_force_release_wakes_waiters(async_make_client, r):
     job = async_spawn(wait)
     # the waiter subscribed: the wake-up must come from the message
     assert await async_wait_until(
-        lambda: r.pubsub_channels() == [b"redisson_lock__channel:{forced}"]
+        lambda: shared_channels(r) == [b"redisson_lock__channel:{forced}"]
     )
     assert await async_make_client().lock("forced").force_release() is True
     assert await done.wait(2), "force_release did not wake the waiter"
@@ -251,7 +252,7 @@ async def test_waiter_is_woken_by_release_not_by_lease(async_make_client, r):
 
     job = async_spawn(wait)
     assert await async_wait_until(
-        lambda: r.pubsub_channels() == [b"redisson_lock__channel:{handoff}"]
+        lambda: shared_channels(r) == [b"redisson_lock__channel:{handoff}"]
     )
     await holder.release()
     assert await got.wait(2)

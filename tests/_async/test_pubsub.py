@@ -7,7 +7,7 @@ import time
 from functools import partial
 
 from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
-from support.wire import pubsub_clients
+from support.wire import pubsub_clients, shared_channels
 from tenure import keys
 from tenure._concurrency import async_waiter_key
 
@@ -27,7 +27,7 @@ async def test_many_waiters_share_one_connection(async_make_client, r):
             await lock.release()
 
     jobs = [async_spawn(partial(take, names[i % 2])) for i in range(20)]
-    assert await async_wait_until(lambda: len(r.pubsub_channels()) == 2, 5, 0.02)
+    assert await async_wait_until(lambda: len(shared_channels(r)) == 2, 5, 0.02)
     assert pubsub_clients(r) == 1
     await holder.force_release()
     await async_make_client().lock("other").force_release()
@@ -49,10 +49,10 @@ async def test_waiter_survives_pubsub_reconnect(async_make_client, r):
 
     job = async_spawn(wait)
     channel = [b"redisson_lock__channel:{re}"]
-    assert await async_wait_until(lambda: r.pubsub_channels() == channel, 5, 0.02)
+    assert await async_wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
     assert r.client_kill_filter(_type="pubsub") >= 1
     assert await async_wait_until(
-        lambda: r.pubsub_channels() == channel and pubsub_clients(r) == 1, 5, 0.02
+        lambda: shared_channels(r) == channel and pubsub_clients(r) == 1, 5, 0.02
     )
     await holder.release()
     assert await got.wait(2), "the waiter missed the unlock after its listener reconnected"
@@ -156,7 +156,7 @@ async def test_a_refused_subscribe_is_an_error_for_its_channel_only(async_make_c
 
         job = async_spawn(take)
         channel = [b"redisson_lock__channel:{open}"]
-        assert await async_wait_until(lambda: r.pubsub_channels() == channel, 5, 0.02)
+        assert await async_wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
         before = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
         assert len(before) == 1
 

@@ -8,7 +8,6 @@ import time
 
 import redis
 
-import tenure
 from support.twins import async_gather, async_spawn, async_wait_until
 from tenure import keys
 

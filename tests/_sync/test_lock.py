@@ -20,6 +20,7 @@ from support.twins import (
     spawn,
     wait_until,
 )
+from support.wire import shared_channels
 from tenure import keys
 
 
@@ -231,7 +232,7 @@ def test_force_release_wakes_waiters(make_client, r):
     job = spawn(wait)
     # the waiter subscribed: the wake-up must come from the message
     assert wait_until(
-        lambda: r.pubsub_channels() == [b"redisson_lock__channel:{forced}"]
+        lambda: shared_channels(r) == [b"redisson_lock__channel:{forced}"]
     )
     assert make_client().lock("forced").force_release() is True
     assert done.wait(2), "force_release did not wake the waiter"
@@ -251,7 +252,7 @@ def test_waiter_is_woken_by_release_not_by_lease(make_client, r):
 
     job = spawn(wait)
     assert wait_until(
-        lambda: r.pubsub_channels() == [b"redisson_lock__channel:{handoff}"]
+        lambda: shared_channels(r) == [b"redisson_lock__channel:{handoff}"]
     )
     holder.release()
     assert got.wait(2)

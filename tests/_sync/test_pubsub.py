@@ -7,7 +7,7 @@ import time
 from functools import partial
 
 from support.twins import Event, sleep, spawn, wait_until
-from support.wire import pubsub_clients
+from support.wire import pubsub_clients, shared_channels
 from tenure import keys
 from tenure._concurrency import waiter_key
 
@@ -27,7 +27,7 @@ def test_many_waiters_share_one_connection(make_client, r):
             lock.release()
 
     jobs = [spawn(partial(take, names[i % 2])) for i in range(20)]
-    assert wait_until(lambda: len(r.pubsub_channels()) == 2, 5, 0.02)
+    assert wait_until(lambda: len(shared_channels(r)) == 2, 5, 0.02)
     assert pubsub_clients(r) == 1
     holder.force_release()
     make_client().lock("other").force_release()
@@ -49,10 +49,10 @@ def test_waiter_survives_pubsub_reconnect(make_client, r):
 
     job = spawn(wait)
     channel = [b"redisson_lock__channel:{re}"]
-    assert wait_until(lambda: r.pubsub_channels() == channel, 5, 0.02)
+    assert wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
     assert r.client_kill_filter(_type="pubsub") >= 1
     assert wait_until(
-        lambda: r.pubsub_channels() == channel and pubsub_clients(r) == 1, 5, 0.02
+        lambda: shared_channels(r) == channel and pubsub_clients(r) == 1, 5, 0.02
     )
     holder.release()
     assert got.wait(2), "the waiter missed the unlock after its listener reconnected"
@@ -156,7 +156,7 @@ def test_a_refused_subscribe_is_an_error_for_its_channel_only(make_client, serve
 
         job = spawn(take)
         channel = [b"redisson_lock__channel:{open}"]
-        assert wait_until(lambda: r.pubsub_channels() == channel, 5, 0.02)
+        assert wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
         before = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
         assert len(before) == 1
 

@@ -8,7 +8,6 @@ import time
 
 import redis
 
-import tenure
 from support.twins import gather, spawn, wait_until
 from tenure import keys
 

@@ -145,7 +145,8 @@ def test_subscribe_answers_are_matched_to_questions_in_order(clock: Clock) -> No
     table.received("subscribe", "a", "1")
     assert list(table.asked) == [["b"]]
     # An error answers the oldest question still open: "b"'s.
-    _, trouble, reason = table.refused("NOPERM no channel b", True)
+    _, trouble, reason, again = table.refused("NOPERM no channel b", True)
+    assert again == []
     assert trouble is False and "SUBSCRIBE b" in reason
     assert table.parking.channels["b"].refusal == reason
     assert table.parking.channels["a"].refusal is None
@@ -158,10 +159,23 @@ def test_another_refusal_marks_every_unconfirmed_channel_dropped(clock: Clock) -
     table.parking.join("b", NOBODY, "w", object)
     table.subscribing(["b"])
     table.received("ssubscribe", "a", "1")
-    notify, trouble, _ = table.refused("MOVED 3999 127.0.0.1:7001", False)
+    notify, trouble, _, _ = table.refused("MOVED 3999 127.0.0.1:7001", False)
     assert trouble is True  # the topology is refreshed
     assert table.parking.dropped == {"b"} and not table.asked
     assert [t.permit for t in notify] == [True]  # its waiter re-checks and moves it
+
+
+def test_a_refused_alias_is_dropped_and_its_channel_asked_again_alone(clock: Clock) -> None:
+    # An ACL may allow "redisson_lock__channel:{l}" and not this client's own channel
+    # beside it: the waiters then wait on the lock's channel alone, as Redisson's do.
+    table = up(clock)
+    alias = CH + ":tenure:c"
+    entry, ticket, _ = table.parking.join(CH, NOBODY, "w", object, alias, "relay")
+    assert table.subscribing(table.parking.names(CH))
+    notify, trouble, _, again = table.refused("NOPERM no channel", True)
+    assert (notify, trouble, again) == ([], False, [[CH]])
+    assert entry.alias is None and table.parking.aliases == {} and entry.refusal is None
+    assert table.received("subscribe", CH, "1") == [ticket] and entry.confirmed
 
 
 def test_nothing_is_sent_while_down(clock: Clock) -> None:
@@ -206,6 +220,17 @@ def test_a_reconnect_subscribes_every_channel_and_wakes_after_the_answer(clock: 
     assert table.connected_now() == [["a"]]
     assert not ticket.permit
     assert table.received("subscribe", "a", "1") == [ticket] and ticket.permit  # ...the answer
+
+
+def test_a_failed_reconnect_wakes_every_waiter_to_re_check(clock: Clock) -> None:
+    # The server may be gone (a single server: the attempt raises; a cluster: the channel
+    # moves to the promoted replica): nobody is subscribed, so no message can be missed.
+    table = up(clock)
+    _, ticket, _ = table.parking.join("a", NOBODY, "w", object)
+    table.subscribing(["a"])
+    table.received("subscribe", "a", "1")
+    assert table.lost() == []
+    assert table.connect_failed() == [ticket] and ticket.permit and table.down
 
 
 def test_a_sharded_reconnect_sends_one_channel_per_command(clock: Clock) -> None:

@@ -200,7 +200,10 @@ def test_retries_within_a_wait_tell_the_script_that_the_owner_holds_nothing(
         clock=clock,
     )
     assert run.result is True
-    assert [c.args for c in run.calls(ACQ)] == [[30000, owner], *[[30000, owner, 1]] * 2]
+    client = ctx.identity.client_id
+    # Once subscribed, a waiting attempt also registers its client in the wake queue.
+    assert [c.args for c in run.calls(ACQ)] == [[30000, owner], *[[30000, owner, 1, client]] * 2]
+    assert [c.keys for c in run.calls(ACQ)] == [["l"], *[["l", "tenure_lock_wake:{l}"]] * 2]
 
 
 def test_a_late_reentry_retried_in_the_wait_keeps_the_reentry_check(
@@ -217,7 +220,8 @@ def test_a_late_reentry_retried_in_the_wait_keeps_the_reentry_check(
         clock=clock,
     )
     assert run.result is True
-    assert [c.args for c in run.calls(ACQ)] == [[30000, owner]] * 2
+    client = ctx.identity.client_id
+    assert [c.args for c in run.calls(ACQ)] == [[30000, owner], [30000, owner, "", client]]
 
 
 def test_the_first_attempt_after_a_yield_checks_the_kind(
@@ -241,7 +245,9 @@ def test_the_first_attempt_after_a_yield_checks_the_kind(
         clock=clock,
     )
     assert run.result is True
-    assert [c.args for c in run.calls(ACQ)] == [[30000, owner], [30000, owner, 1]]
+    client = ctx.identity.client_id
+    first, retry = [30000, owner, "", client], [30000, owner, 1, client]
+    assert [c.args for c in run.calls(ACQ)] == [first, retry]
 
 
 def test_deadline_reached_returns_false_unsubscribes_and_records_nothing(

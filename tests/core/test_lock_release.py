@@ -51,8 +51,9 @@ def test_release_of_the_last_hold_sends_the_script_and_forgets_the_hold(
     take(lock, owner)
     run = drive(lock.release(owner), [(REL, 1)])
     (call,) = run.effects
-    assert call.keys == ["l", "redisson_lock__channel:{l}"]
-    assert call.args == ["0", 30000, owner]
+    assert call.keys == ["l", "redisson_lock__channel:{l}", "tenure_lock_wake:{l}"]
+    prefix = "redisson_lock__channel:{l}:tenure:"
+    assert call.args == ["0", 30000, owner, prefix, ctx.identity.client_id]
     assert call.changes
     assert ctx.holds.get("l", owner) is None
 
@@ -81,7 +82,7 @@ def test_release_with_holds_remaining_keeps_the_rest(ctx: Context, owner: str) -
     take(lock, owner)  # newest: watchdog
     run = drive(lock.release(owner), [(REL, 0)])
     # the lease re-applied is the newest hold left after this release: 10 s
-    assert run.effects[0].args == ["0", 10000, owner]
+    assert run.effects[0].args[:3] == ["0", 10000, owner]
     hold = ctx.holds.get("l", owner)
     assert hold is not None and hold.leases == [10]
     assert not hold.watchdog  # the watchdog hold went first
@@ -114,7 +115,7 @@ def test_release_without_a_hold_is_not_owned(ctx: Context, owner: str) -> None:
     assert type(run.error) is NotOwnedError
     assert "'l'" in str(run.error)
     # lease of a release without a recorded hold: the watchdog's
-    assert run.effects[0].args == ["0", 30000, owner]
+    assert run.effects[0].args[:3] == ["0", 30000, owner]
     assert not lock.is_lost(owner) and losses.fronts == []
 
 
@@ -298,7 +299,7 @@ def test_unreplicated_grant_is_undone_by_a_release_call(ctx: Context, owner: str
     run = fails(lock.acquire(owner, True, None, 5), [(ACQ, error), (REL, 1)])
     assert run.error is error
     undo = run.calls(REL)[0]
-    assert undo.args == ["0", 30000, owner]  # no hold recorded: the default lease
+    assert undo.args[:3] == ["0", 30000, owner]  # no hold recorded: the default lease
     assert ctx.holds.get("l", owner) is None
 
 
@@ -309,7 +310,7 @@ def test_unreplicated_reentry_undoes_one_hold_with_the_lease_of_the_one_before(
     take(lock, owner, lease=10)
     run = fails(lock.acquire(owner, True, None, None), [(ACQ, ReplicationError("x")), (REL, 0)])
     assert isinstance(run.error, ReplicationError)
-    assert run.calls(REL)[0].args == ["0", 10000, owner]
+    assert run.calls(REL)[0].args[:3] == ["0", 10000, owner]
     hold = ctx.holds.get("l", owner)
     assert hold is not None and hold.leases == [10]
 

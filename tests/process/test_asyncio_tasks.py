@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from support.twins import async_wait_until
+from support.wire import shared_channels
 from tenure import keys
 
 
@@ -22,7 +23,7 @@ async def test_cancelled_waiter_leaves_nothing_held_or_subscribed(async_make_cli
     await held.acquire()
     waiter = asyncio.create_task(client.lock("cancel").acquire())
     channel = [b"redisson_lock__channel:{cancel}"]
-    assert await async_wait_until(lambda: r.pubsub_channels() == channel)
+    assert await async_wait_until(lambda: shared_channels(r) == channel)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter
@@ -43,7 +44,7 @@ async def test_a_cancelled_reader_leaves_the_socket_to_the_other_waiters(async_m
     first = asyncio.create_task(client.lock("reader").acquire())
     assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
     listener = client._runner._listener._by_channel[channel]
-    assert await async_wait_until(lambda: listener._reader is first)
+    assert await async_wait_until(lambda: listener._table.reader is first)
     second = asyncio.create_task(client.lock("reader").acquire(timeout=20))
     assert await async_wait_until(lambda: len(listener._parking.channels[channel].tickets) == 2)
     connections = {c["id"] for c in r.client_list() if c["sub"] != "0"}

@@ -67,3 +67,9 @@ def max_concurrency(spans: list[tuple[int, int]]) -> int:
         level += step
         best = max(best, level)
     return best
+
+
+def shared_channels(r: redis.Redis) -> list[bytes]:
+    """The channels subscribed on the server, less tenure's client channels: a client waiting
+    on a Lock listens on its own channel beside the lock's (keys.lock_client_channel)."""
+    return sorted(c for c in r.pubsub_channels() if b":tenure:" not in c)

@@ -36,7 +36,7 @@ from tenure._redis import (
     text,
 )
 from tenure.core.listening import JANITOR, Listening, Subscriptions
-from tenure.core.parking import Ticket
+from tenure.core.parking import Parked, Ticket
 from tenure.errors import BackendError
 
 log = logging.getLogger("tenure")
@@ -59,9 +59,11 @@ class AsyncListener:
         sharded: bool = False,
         on_trouble: Callable[[], None] | None = None,
         subscriptions: Subscriptions | None = None,
+        relay: Callable[[Any], None] | None = None,
     ) -> None:
         self._conn = connect()
         self._on_trouble = on_trouble or (lambda: None)
+        self._relay = relay or (lambda call: None)
         self._timeout = timeout if timeout is not None else 5.0
         self._table = Listening(sharded=sharded, timeout=self._timeout)
         self._subscriptions = subscriptions or Subscriptions()
@@ -82,10 +84,11 @@ class AsyncListener:
     def _condition(self) -> AsyncCondition:
         return AsyncCondition(self._mutex)
 
-    @staticmethod
-    def _notify(tickets: list[Ticket]) -> None:
+    def _notify(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
             ticket.cond.notify_all()
+        for call in self._table.take_relays():  # wake-ups to pass on to other clients
+            self._relay(call)
 
     async def _subscribe_send(self, channels: list[str]) -> None:
         # Under the mutex: the table counts it and remembers the question.
@@ -100,18 +103,25 @@ class AsyncListener:
 
     # ------------------------------------------------------------- waiters
     async def subscribe(
-        self, channel: str, wake_all: frozenset[str], since: float | None = None
+        self,
+        channel: str,
+        wake_all: frozenset[str],
+        since: float | None = None,
+        alias: str | None = None,
+        relay: Any = None,
     ) -> bool:
-        """Count the caller on ``channel``; return once the server confirmed the subscription:
-        True if it is fresh for an attempt sent at ``since`` (monotonic; see
-        :meth:`tenure.core.parking.Parked.fresh`)."""
+        """Count the caller on ``channel`` (and ``alias``: see :mod:`tenure.core.parking`);
+        return once the server confirmed the subscription: True if it is fresh for an attempt
+        sent at ``since`` (monotonic; see :meth:`tenure.core.parking.Parked.fresh`)."""
         key = async_waiter_key()
         async with self._mutex:
             if self._table.closed:
                 raise BackendError("the client is closed")
-            entry, ticket, first = self._parking.join(channel, wake_all, key, self._condition)
+            entry, ticket, first = self._parking.join(
+                channel, wake_all, key, self._condition, alias, relay
+            )
             if first:
-                await self._subscribe_send([channel])
+                await self._subscribe_send(self._parking.names(channel))
                 self._start_janitor()
             end = time.monotonic() + self._timeout
             try:
@@ -186,7 +196,9 @@ class AsyncListener:
     async def _leave(self, channel: str, key: Any, pass_on: bool) -> None:
         notify, last = self._parking.leave(channel, key, pass_on)
         if last:
-            await self._send(self._table.unsubscribe_command, channel)
+            await self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
+        for alias in self._table.take_alias_off():
+            await self._send(self._table.unsubscribe_command, alias)
         await self._wake(notify)
 
     async def _pause(self, key: Hashable, cond: AsyncCondition, seconds: float) -> None:
@@ -239,28 +251,33 @@ class AsyncListener:
         moment's answer, for a guess that may be off by a message in flight)."""
         return self._table.hears(channel)
 
-    async def evict(self, channel: str) -> tuple[frozenset[str], list[Any]]:
+    async def evict(self, channel: str) -> Parked | None:
         """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
-        every one of them here to re-check; (wake_all, the waiters' keys)."""
+        every one of them here to re-check; its entry in this table, if it had one."""
         async with self._mutex:
             dropped = channel in self._parking.dropped
             entry = self._parking.evict(channel)
             if entry is None:
-                return frozenset(), []
+                return None
+            names = self._table.letting_go(channel)
             if not dropped:
-                await self._send(self._table.unsubscribe_command, channel)
+                await self._send(self._table.unsubscribe_command, *names)
             await self._wake(list(entry.tickets.values()))
-            return entry.wake_all, [k for k, t in entry.tickets.items() for _ in range(t.depth)]
+            return entry
 
-    async def adopt(self, channel: str, wake_all: frozenset[str], waiters: list[Any]) -> None:
-        """Take over ``waiters`` of ``channel`` from another listener and subscribe."""
+    async def adopt(self, channel: str, entry: Parked) -> None:
+        """Take over the waiters of ``channel`` (its entry in another listener's table) and
+        subscribe."""
         async with self._mutex:
             if self._table.closed:
                 return
             first = channel not in self._parking.channels
-            self._parking.adopt(channel, wake_all, waiters, self._condition)
+            waiters = [k for k, t in entry.tickets.items() for _ in range(t.depth)]
+            self._parking.adopt(
+                channel, entry.wake_all, waiters, self._condition, entry.alias, entry.relay
+            )
             if first:
-                await self._subscribe_send([channel])
+                await self._subscribe_send(self._parking.names(channel))
                 self._start_janitor()
 
     async def resubscribe(self, channel: str) -> None:
@@ -269,7 +286,7 @@ class AsyncListener:
         async with self._mutex:
             if channel in self._parking.dropped and self._table.connected:
                 self._parking.dropped.discard(channel)
-                await self._subscribe_send([channel])
+                await self._subscribe_send(self._parking.names(channel))
 
     async def _send(self, *args: str) -> None:
         # Under the mutex, so the server sees SUBSCRIBE/UNSUBSCRIBE in the order the
@@ -289,12 +306,12 @@ class AsyncListener:
         (the mutex let go meanwhile) and hand it to the table. True if a reply came."""
         plan = self._table.plan_read(seconds)
         for channel in plan.unsubscribe:
-            await self._send(self._table.unsubscribe_command, channel)
+            await self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
         try:
             async with AsyncUnlocked(self._mutex):
                 reply = await async_read_push(self._conn, plan.timeout)
         except ResponseError as refused:  # MOVED for a slot this shard no longer owns
-            self._refused(refused)
+            await self._refused(refused)
             return True
         except PubSubLost as failure:
             await self._lost(failure.error)
@@ -342,16 +359,20 @@ class AsyncListener:
         async with AsyncUnlocked(self._mutex):
             await self._conn.disconnect()
 
-    def _refused(self, error: ResponseError) -> None:
+    async def _refused(self, error: ResponseError) -> None:
         # Under the mutex.
         no_permission = (
             str(error).startswith("NOPERM") or type(error).__name__ == "NoPermissionError"
         )
-        notify, trouble, reason = self._table.refused(str(error), no_permission)
-        if no_permission:
+        notify, trouble, reason, again = self._table.refused(str(error), no_permission)
+        if again:
+            log.info("tenure pub/sub: %s; waiting on the lock channels alone", reason)
+        elif no_permission:
             log.warning("tenure pub/sub: %s", reason)
         else:
             log.info("tenure pub/sub subscription refused (%s)", error)
+        for batch in again:
+            await self._send(self._table.subscribe_command, *batch)
         self._notify(notify)
         if trouble:
             self._on_trouble()
@@ -375,7 +396,9 @@ class AsyncListener:
                     break
                 gone, due = self._table.janitor_plan()
                 for channel in gone:
-                    await self._send(self._table.unsubscribe_command, channel)
+                    await self._send(
+                        self._table.unsubscribe_command, *self._table.letting_go(channel)
+                    )
                 await self._janitor_wake.wait(due)
 
     async def _drain(self, key: Hashable) -> None:
@@ -419,11 +442,16 @@ class AsyncListeners:
     """
 
     def __init__(
-        self, route: AsyncRoute, timeout: float | None, subscriptions: Subscriptions | None = None
+        self,
+        route: AsyncRoute,
+        timeout: float | None,
+        subscriptions: Subscriptions | None = None,
+        relay: Callable[[Any], None] | None = None,
     ) -> None:
         self._route = route
         self._timeout = timeout
         self._subscriptions = subscriptions or Subscriptions()
+        self._relay = relay
         self._mutex = AsyncMutex()
         self._by_node: dict[str, AsyncListener] = {}
         self._by_channel: dict[str, AsyncListener] = {}
@@ -442,6 +470,7 @@ class AsyncListeners:
                 sharded=sharded,
                 on_trouble=self._route.failed,
                 subscriptions=self._subscriptions,
+                relay=self._relay,
             )
         return listener
 
@@ -451,9 +480,12 @@ class AsyncListeners:
         wake_all: frozenset[str],
         sharded: bool = True,
         since: float | None = None,
+        alias: str | None = None,
+        relay: Any = None,
     ) -> bool:
         """Count the caller on ``channel``; return once the server confirmed the subscription
-        (True if fresh for an attempt sent at ``since``: see :meth:`AsyncListener.subscribe`).
+        (True if fresh for an attempt sent at ``since``: see :meth:`AsyncListener.subscribe`;
+        ``alias``, ``relay``: :class:`tenure.core.effects.Subscribe`).
 
         ``sharded``: the channel is in its key's slot (see :class:`tenure.core.effects.Subscribe`).
         """
@@ -466,7 +498,7 @@ class AsyncListeners:
                 self._sharded[channel] = sharded
             self._refs[channel] = self._refs.get(channel, 0) + 1
         try:
-            return await listener.subscribe(channel, wake_all, since)
+            return await listener.subscribe(channel, wake_all, since, alias, relay)
         except BaseException:
             await self._forget(channel)
             raise
@@ -510,9 +542,9 @@ class AsyncListeners:
             if new is old:
                 await old.resubscribe(channel)
                 return False
-            wake_all, waiters = await old.evict(channel)
-            if waiters:
-                await new.adopt(channel, wake_all, waiters)
+            entry = await old.evict(channel)
+            if entry is not None and entry.tickets:
+                await new.adopt(channel, entry)
             self._by_channel[channel] = new
             if old.idle():
                 for name, listener in list(self._by_node.items()):

@@ -47,6 +47,7 @@ from tenure.core.effects import (
     WaitAny,
     WatchHolds,
     continued,
+    just,
     resumed,
 )
 from tenure.core.holds import Hold
@@ -122,7 +123,9 @@ class AsyncRunner(AsyncDriver):
 
     def _start(self) -> None:
         self.backend.spare.clear()  # after a fork: the parent's sockets, not ours
-        self._listener = AsyncListeners(self.route, self._timeout, self.ctx.subscriptions)
+        self._listener = AsyncListeners(
+            self.route, self._timeout, self.ctx.subscriptions, relay=self._relay
+        )
         self._keeper: AsyncTask | None = None
         self._keeper_mutex = AsyncMutex()
         self._look = AsyncEvent()  # set: the keeper looks at the holds again at once
@@ -146,8 +149,12 @@ class AsyncRunner(AsyncDriver):
                 return await self.backend.execute(*args)
             case Wait(channel=channel, seconds=seconds, patience=patience):
                 return await self._listener.wait(channel, seconds, patience)
-            case Subscribe(channel=channel, wake_all=wake_all, sharded=sharded, since=since):
-                return await self._listener.subscribe(channel, wake_all, sharded, since)
+            case Subscribe(
+                channel=channel, wake_all=wake_all, sharded=sharded, since=since, alias=alias
+            ):
+                return await self._listener.subscribe(
+                    channel, wake_all, sharded, since, alias, effect.relay
+                )
             case Unsubscribe(channel=channel, pass_on=pass_on):
                 return await self._listener.unsubscribe(channel, pass_on)
             case Drain(channel=channel):
@@ -162,6 +169,12 @@ class AsyncRunner(AsyncDriver):
             case Sleep(seconds=seconds):
                 return await async_sleep(seconds)
         raise TypeError(f"unknown effect {effect!r}")
+
+    def _relay(self, call: Call) -> None:
+        """Pass a wake-up this client cannot use on to another client, in the background
+        (:mod:`tenure.core.parking`, aliases)."""
+        if not self.closed:
+            self._spawner.spawn(self._background, just(call))
 
     async def _background(self, flow: Generator[Any, Any, Any]) -> None:
         try:

@@ -66,6 +66,13 @@ class Subscribe:
     """Monotonic time just before the caller's last attempt was sent: the reply is True
     when the subscription was already quiet then (confirmed, no message since), so an
     unlock after that attempt is sure to wake the caller, who need not try again first."""
+    alias: str | None = None
+    """This client's own channel for the same waiters (a Lock's client channel,
+    :func:`tenure.keys.lock_client_channel`): subscribed and let go with ``channel``; a
+    message on it is one on ``channel``, meant for this client alone."""
+    relay: Call | None = None
+    """With ``alias``: the script that passes a wake-up received on it on to another client
+    when none of this client's waiters is left to use it (run in the background)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +293,11 @@ def continued(
             value, error = None, failure
         if seen is not None:
             seen(effect, value, error)
+
+
+def just(effect: Any) -> Generator[Any, Any, Any]:
+    """A flow of one effect; its result."""
+    return (yield effect)
 
 
 def resumed(flow: Generator[Any, Any, T], effect: Any) -> Generator[Any, Any, T]:

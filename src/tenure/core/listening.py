@@ -201,20 +201,32 @@ class Listening:
         self.pinged = False
         self.heard = self.clock()
 
-    def refused(self, error: str, no_permission: bool) -> tuple[list[Ticket], bool, str]:
+    def refused(
+        self, error: str, no_permission: bool
+    ) -> tuple[list[Ticket], bool, str, list[list[str]]]:
         """The server answered a SUBSCRIBE with ``error``: (the tickets to notify, True if
-        the topology may have changed, the reason as the waiters get it)."""
+        the topology may have changed, the reason as the waiters get it, SUBSCRIBE
+        commands to send now, counted as sent)."""
         self.poked = False
         asked = self.asked.popleft() if self.asked else []
         if no_permission:
-            # An answer, not a connection loss: only these channels' waiters get it.
             names = ", ".join(asked) or "?"
             reason = f"the server refused {self.subscribe_command} {names}: {error}"
-            return self.parking.forbidden(asked, reason), False, reason
+            aliased = self.parking.aliased(asked)
+            if aliased:
+                # An ACL may allow a lock's channel and not this client's own beside it:
+                # those channels are asked again alone (their waiters then hear every
+                # unlock, as Redisson's waiters do).
+                batches = [[c] for c in aliased] if self.sharded else [aliased]
+                for batch in batches:
+                    self.subscribing(batch)
+                return [], False, reason, batches
+            # An answer, not a connection loss: only these channels' waiters get it.
+            return self.parking.forbidden(asked, reason), False, reason, []
         # The reply does not say which channel: every one still unconfirmed is re-checked
         # by its waiters, who move it to the owner the refreshed topology names.
         self.asked.clear()
-        return self.parking.refused(), True, error
+        return self.parking.refused(), True, error, []
 
     @property
     def subscribe_command(self) -> str:
@@ -247,9 +259,12 @@ class Listening:
 
     def connect_failed(self) -> list[Ticket]:
         """A connection attempt failed (the server may be gone: the topology may have
-        changed)."""
+        changed): every waiter re-checks now (its attempt tells whether the server is dead,
+        or, in a cluster, moves its channel to the new owner); the tickets to notify. No
+        message can be missed by that re-check: nobody is subscribed anyway."""
         self.down = True
-        return self.lost()
+        self.lost()
+        return [t for entry in self.parking.channels.values() for t in entry.give_all()]
 
     def connected_now(self) -> list[list[str]]:
         """The connection was made: the SUBSCRIBE commands to send now (channels, one per
@@ -267,7 +282,8 @@ class Listening:
         channels = [c for c, e in self.parking.channels.items() if e.refusal is None]
         if not channels:
             return []
-        batches = [[c] for c in channels] if self.sharded else [channels]
+        names = [self.parking.names(c) for c in channels]  # a channel and its alias: one slot
+        batches = names if self.sharded else [[n for group in names for n in group]]
         for batch in batches:
             self.subscribing(batch)
         return batches
@@ -318,6 +334,24 @@ class Listening:
         """True if this connection is subscribed to ``channel`` now (waited on or lingering)
         as far as the replies read so far tell."""
         return self.connected and self.parking.hears(channel)
+
+    def letting_go(self, channel: str) -> list[str]:
+        """``channel`` is let go (its UNSUBSCRIBE counted by the table): the names the driver's
+        UNSUBSCRIBE carries (the channel and its alias)."""
+        names = self.parking.names(channel)
+        self.parking.forget_alias(channel)
+        return names
+
+    def take_alias_off(self) -> list[str]:
+        """Aliases to UNSUBSCRIBE now (their channel's last waiter left; counted as sent)."""
+        off, self.parking.alias_off = self.parking.alias_off, []
+        return off
+
+    def take_relays(self) -> list[Any]:
+        """Wake-ups received for this client alone that none of its waiters can use: what
+        passes each on to another client, for the driver to run in the background."""
+        relays, self.parking.relays = self.parking.relays, []
+        return relays
 
 
 class Subscriptions:

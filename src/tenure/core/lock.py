@@ -46,6 +46,11 @@ from tenure.errors import (
 )
 
 log = logging.getLogger("tenure")
+
+WOKE_SELF, WOKE_OTHER = -1, -2
+"""lock_release's replies for a lock freed whose unlock went to one client alone, through
+the wake queue: this client (its other waiters) or another one."""
+FREED_TARGETED = (WOKE_SELF, WOKE_OTHER)
 T = TypeVar("T")
 
 LossCallback = Callable[[], None]
@@ -119,6 +124,9 @@ class LockCore:
         self._yield_until = 0.0
         """Monotonic time until which a new acquire through this object waits for the
         waiters its last release woke before it tries (see :data:`YIELD_GRACE`)."""
+        self._registering: dict[str, bool] = {}
+        """Owner -> its attempts are made while it listens on this client's channel (a
+        refusal registers the client in the wake queue)."""
         self._until: dict[str, float] = {}
         """Owner -> end of its acquire's wait, while an attempt of it is under way: its
         script is sent again until then when it surely did not reach a server."""
@@ -144,9 +152,16 @@ class LockCore:
         attempt made: a refusal costs one call on the server instead of two.
         """
         args: list[Any] = [self.lease_ms(lease), owner]
-        if again and self.ctx.holds.get(self.key, self.field(owner)) is None:
+        retry = again and self.ctx.holds.get(self.key, self.field(owner)) is None
+        if retry:
             args.append(1)
-        call = Call(self.acquire_script, [self.key], args, changes=self.is_grant)
+        keys_ = [self.key]
+        if self._registering.get(owner) and self.targeted:
+            # A waiter listening on its client channel: a refusal registers its client in
+            # the wake queue, so the unlock can wake this client alone.
+            keys_.append(keys.lock_wake_queue(self.key))
+            args[2:] = [1 if retry else "", self.ctx.identity.client_id]
+        call = Call(self.acquire_script, keys_, args, changes=self.is_grant)
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
             return int(reply)
@@ -318,6 +333,31 @@ class LockCore:
         """The channel on which ``owner`` waits for an unlock."""
         return self.channel
 
+    @property
+    def targeted(self) -> bool:
+        """Whether this kind's waiters are woken one client at a time (docs/wire.md, "Wake
+        queue"): the plain Lock, whose acquire script registers waiting clients and whose
+        release script serves them. Other kinds wake every listening client."""
+        return (
+            self.acquire_script is LockCore.acquire_script
+            and self.release_script is LockCore.release_script
+        )
+
+    def subscription(self, owner: str, since: float | None) -> Subscribe:
+        """What ``owner``'s waiting subscribes: the kind's channel, and for a targeted kind
+        this client's own channel beside it."""
+        channel = self.wait_channel(owner)
+        if not self.targeted:
+            return Subscribe(channel, self.wake_all, since=since)
+        client_id = self.ctx.identity.client_id
+        relay = Call(
+            scripts.get("lock_wake"),
+            [self.key, self.channel, keys.lock_wake_queue(self.key)],
+            [self.unlock_message, keys.lock_client_channel_prefix(self.key), client_id],
+        )
+        alias = keys.lock_client_channel(self.key, client_id)
+        return Subscribe(channel, self.wake_all, since=since, alias=alias, relay=relay)
+
     def recheck_after_subscribe(self, owner: str, ttl: int) -> bool:
         """Whether to try again once subscribed, after a first attempt that saw ``ttl``:
         an unlock published before the subscription would be missed otherwise. FairLock
@@ -335,8 +375,14 @@ class LockCore:
         1 = the caller's last hold is gone."""
         return Call(
             self.release_script,
-            [self.key, self.channel],
-            [self.unlock_message, self.lease_ms(lease), self.field(owner)],
+            [self.key, self.channel, keys.lock_wake_queue(self.key)],
+            [
+                self.unlock_message,
+                self.lease_ms(lease),
+                self.field(owner),
+                keys.lock_client_channel_prefix(self.key),
+                self.ctx.identity.client_id,
+            ],
             changes=True,
         )
 
@@ -402,11 +448,13 @@ class LockCore:
                 in_flight = False
             tried = sent is not None
             if ttl is not None and deadline.remaining() > 0:
-                subscribe = Subscribe(self.wait_channel(owner), self.wake_all, since=sent)
+                subscribe = self.subscription(owner, sent)
                 # True: the channel was subscribed and quiet before that attempt (a lock
                 # taken again and again), so an unlock since is sure to wake us: no retry.
                 fresh = yield subscribe
                 channel = subscribe.channel
+                if subscribe.alias is not None:
+                    self._registering[owner] = True
                 if not self.recheck_after_subscribe(owner, ttl):
                     yield Wait(channel, wait_for(ttl, deadline))
                     # Woken (or timed out): the next attempt is due, fresh or not.
@@ -425,6 +473,7 @@ class LockCore:
                         break
                     yield Wait(channel, wait_for(ttl, deadline), deadline.remaining())
             granted = ttl is None
+            self._registering.pop(owner, None)
             if channel is not None:
                 yield Unsubscribe(channel, pass_on=granted and self.shared)
                 channel = None
@@ -436,6 +485,7 @@ class LockCore:
         except GeneratorExit:
             raise
         except BaseException as error:
+            self._registering.pop(owner, None)
             # Also after a failed first attempt or subscription: a FairLock waiter may
             # already be queued on the server and must leave the queue.
             if channel is not None:
@@ -524,11 +574,13 @@ class LockCore:
         if reply is None:
             self.ctx.holds.discard(self.key, field)
             self.not_owned(owner, hold)
-        elif int(reply) >= 1:
+        elif int(reply) >= 1 or int(reply) in FREED_TARGETED:
             self.ctx.holds.discard(self.key, field)
             # 1 + the subscribers the unlock reached, of which this client's own (waited on
             # or lingering) subscription is one if it has one: the rest are other clients.
-            if int(reply) - 1 - self.ctx.hears(self.channel) > 0:
+            # WOKE_OTHER: the unlock went to one other client alone (the wake queue).
+            others = int(reply) - 1 - self.ctx.hears(self.channel) if int(reply) >= 1 else 0
+            if others > 0 or int(reply) == WOKE_OTHER:
                 self._yield_until = time.monotonic() + YIELD_GRACE
 
     def not_owned(self, owner: str, hold: Hold | None) -> None:

@@ -38,6 +38,13 @@ Rules:
   is marked ``dropped`` until the driver subscribes it again (on the slot's new owner).
 - A SUBSCRIBE the server refused for lack of permission (ACL ``-NOPERM``) is no connection
   loss: the channel's waiters get the error (``Parked.refusal``), the others go on.
+- A channel may have an **alias**, this client's own channel for the same waiters (a Lock's
+  client channel): subscribed with the channel while it has waiters (it never lingers: a
+  client that waits no more must stop getting unlocks meant for one client), and a message
+  on it is one on the channel. It was sent to this client alone (the unlock woke one
+  client), so a wake-up on it that no waiter here can use (nobody waits any more, or the one
+  woken left without using it) is passed on to another client: its ``relay`` is named in
+  :attr:`Parking.relays`, for the driver to run.
 
 The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
 and the wake-up objects (one condition per ticket); it asks this table what to send and
@@ -88,6 +95,12 @@ class Parked:
     reconnect (``math.inf``: not confirmed now)."""
     idle_since: float = math.inf
     """Monotonic time its last waiter left (a lingering channel); ``math.inf`` while waited on."""
+    alias: str | None = None
+    """This client's own channel for the same waiters (see the module's rules)."""
+    alias_on: bool = False
+    """The alias is subscribed (or its SUBSCRIBE sent): while the channel has waiters."""
+    relay: Any = None
+    """What passes a wake-up received on ``alias`` on to another client (the driver runs it)."""
     recheck: bool = False
     """The connection dropped since the channel was confirmed: messages may have been
     missed, so every waiter re-checks once the new SUBSCRIBE is confirmed."""
@@ -149,6 +162,63 @@ class Parking:
     linger: float = 0.0
     """Seconds a channel stays subscribed after its last waiter left."""
     clock: Callable[[], float] = time.monotonic
+    aliases: dict[str, str] = field(default_factory=dict)
+    """Alias -> its channel, while the channel is in the table (a late message on an alias
+    let go is still routed: it is passed on)."""
+    alias_off: list[str] = field(default_factory=list)
+    """Aliases whose UNSUBSCRIBE is due now (counted as sent): the driver sends and clears."""
+    _letting: dict[str, list[str]] = field(default_factory=dict)
+    relays: list[Any] = field(default_factory=list)
+    """Wake-ups this client received for its waiters alone and cannot use: each channel's
+    ``relay``, for the driver to run (and clear)."""
+
+    def names(self, channel: str) -> list[str]:
+        """What a SUBSCRIBE or UNSUBSCRIBE for ``channel`` names: it, and its alias while on
+        (for a channel just let go: what its UNSUBSCRIBE names, counted then)."""
+        if channel in self._letting:
+            return self._letting[channel]
+        entry = self.channels.get(channel)
+        if entry is not None and entry.alias is not None and entry.alias_on:
+            return [channel, entry.alias]
+        return [channel]
+
+    def forget_alias(self, channel: str) -> None:
+        """``channel`` was let go and its UNSUBSCRIBE sent: so is its alias."""
+        self._letting.pop(channel, None)
+        for alias in [a for a, c in self.aliases.items() if c == channel]:
+            del self.aliases[alias]
+
+    def _let_go(self, channel: str) -> None:
+        # Before the entry leaves the table: what its UNSUBSCRIBE names, counted as sent.
+        names = self.names(channel)
+        self._letting[channel] = names
+        for name in names:
+            self.leaving[name] = self.leaving.get(name, 0) + 1
+
+    def aliased(self, asked: list[str]) -> list[str]:
+        """A SUBSCRIBE for ``asked`` was refused and some of them are aliases: every channel
+        asked with its alias loses the alias (it waits on the channel alone); those
+        channels, to ask again. The refused command's names are no longer in flight."""
+        channels = [
+            c for c in asked
+            if (e := self.channels.get(c)) is not None and e.alias is not None and e.alias in asked
+        ]
+        if not channels:
+            return []
+        for name in asked:
+            pending = self.in_flight.pop(name, 0)
+            if pending > 1:
+                self.in_flight[name] = pending - 1
+        for channel in channels:
+            self.forget_alias(channel)
+            entry = self.channels[channel]
+            entry.alias = entry.relay = None
+            entry.alias_on = False
+        return channels
+
+    def _relay(self, entry: Parked) -> None:
+        if entry.alias is not None and entry.relay is not None:
+            self.relays.append(entry.relay)
 
     def expired(self) -> tuple[list[str], float]:
         """Lingering channels whose time is up (removed from the table and counted as
@@ -169,12 +239,13 @@ class Parking:
             else:
                 nxt = min(nxt, at - now)
         for channel in gone:
-            del self.channels[channel]
             if channel in self.dropped:
                 self.dropped.discard(channel)
+                self.forget_alias(channel)
             else:
-                self.unsubscribing(channel)
-        return [c for c in gone if c in self.leaving], nxt
+                self._let_go(channel)
+            del self.channels[channel]
+        return [c for c in gone if c in self._letting], nxt
 
     def hears(self, channel: str) -> bool:
         """True if the server has this connection subscribed to ``channel`` now (waited on
@@ -189,7 +260,7 @@ class Parking:
         )
 
     def unsubscribing(self, channel: str) -> None:
-        """The driver sent UNSUBSCRIBE for ``channel``."""
+        """The driver sent UNSUBSCRIBE for ``channel`` alone."""
         self.leaving[channel] = self.leaving.get(channel, 0) + 1
 
     def resubscribing(self, channel: str) -> None:
@@ -200,11 +271,11 @@ class Parking:
     def evict(self, channel: str) -> Parked | None:
         """Remove ``channel`` with all its waiters (they move to another connection); its
         entry, with every waiter given a wake-up to re-check, or None."""
-        entry = self.channels.pop(channel, None)
         if channel in self.dropped:
             self.dropped.discard(channel)
-        elif entry is not None:
-            self.unsubscribing(channel)  # the driver sends UNSUBSCRIBE
+        elif channel in self.channels:
+            self._let_go(channel)  # the driver sends UNSUBSCRIBE
+        entry = self.channels.pop(channel, None)
         self.in_flight.pop(channel, None)
         if entry is not None:
             entry.give_all()
@@ -217,12 +288,18 @@ class Parking:
         wake_all: frozenset[str],
         waiters: Iterable[Hashable],
         make_cond: Callable[[], Any],
+        alias: str | None = None,
+        relay: Any = None,
     ) -> Parked:
         """Take over ``waiters`` (their keys) of ``channel`` from another connection; each
         is given a wake-up (it re-checks at once)."""
         entry = self.channels.get(channel)
         if entry is None:
-            entry = self.channels[channel] = Parked(wake_all)
+            entry = self.channels[channel] = Parked(
+                wake_all, alias=alias, relay=relay, alias_on=alias is not None
+            )
+            if alias is not None:
+                self.aliases[alias] = channel
         for key in waiters:
             ticket = entry.tickets.get(key)
             if ticket is None:
@@ -238,14 +315,24 @@ class Parking:
             self.in_flight[channel] = self.in_flight.get(channel, 0) + 1
 
     def join(
-        self, channel: str, wake_all: frozenset[str], key: Hashable, make_cond: Callable[[], Any]
+        self,
+        channel: str,
+        wake_all: frozenset[str],
+        key: Hashable,
+        make_cond: Callable[[], Any],
+        alias: str | None = None,
+        relay: Any = None,
     ) -> tuple[Parked, Ticket, bool]:
         """Count waiter ``key`` on ``channel``: (entry, its ticket, True if SUBSCRIBE must be
-        sent)."""
+        sent, for :meth:`names`). ``alias`` and ``relay``: see the module's rules."""
         entry = self.channels.get(channel)
         first = entry is None
         if entry is None:
-            entry = self.channels[channel] = Parked(wake_all)
+            entry = self.channels[channel] = Parked(
+                wake_all, alias=alias, relay=relay, alias_on=alias is not None
+            )
+            if alias is not None:
+                self.aliases[alias] = channel
         elif not entry.tickets:  # a lingering channel: waited on again
             entry.idle_since = math.inf
             entry.wake_all = wake_all
@@ -253,6 +340,8 @@ class Parking:
                 entry.refusal = None
                 entry.confirmed = False
                 first = True
+            if entry.alias is not None and not entry.alias_on:
+                entry.alias_on = first = True  # the alias again (the channel: harmless)
         ticket = entry.tickets.get(key)
         if ticket is None:
             ticket = entry.tickets[key] = Ticket(make_cond())
@@ -276,18 +365,28 @@ class Parking:
             return [], False
         was_head = ticket is entry.head()
         del entry.tickets[key]
+        if not entry.tickets and (pass_on or ticket.permit):
+            self._relay(entry)  # a wake-up nobody here will use: to another client
         if not entry.tickets and self.linger > 0 and entry.refusal is None:
             entry.idle_since = self.clock()  # stays subscribed a while (see expired())
             entry.expiry = math.inf
+            if entry.alias is not None and entry.alias_on and channel not in self.dropped:
+                entry.alias_on = False  # the alias does not linger
+                self.alias_off.append(entry.alias)
+                self.leaving[entry.alias] = self.leaving.get(entry.alias, 0) + 1
             return [], False
         if not entry.tickets:
-            del self.channels[channel]
             if channel in self.dropped:  # the server unsubscribed it already
+                del self.channels[channel]
                 self.dropped.discard(channel)
+                self.forget_alias(channel)
                 return [], False
-            self.unsubscribing(channel)
+            self._let_go(channel)
+            del self.channels[channel]
             return [], True
         notify = entry.give_one() if (pass_on or ticket.permit) else []
+        if (pass_on or ticket.permit) and not notify and not entry.permits:
+            self._relay(entry)  # every one left here already has a wake-up: none used it
         head = entry.head()
         if was_head and head is not None and head not in notify:
             notify.append(head)
@@ -306,8 +405,14 @@ class Parking:
             return self._unsubscribed(channel)
         if kind in ("subscribe", "ssubscribe"):
             return self._subscribed(channel)
+        aliased = channel in self.aliases and kind in ("message", "smessage")
+        if aliased:
+            channel = self.aliases[channel]
         entry = self.channels.get(channel)
         if entry is None:
+            return []
+        if aliased and not entry.tickets and renewed_lease(payload, channel) is None:
+            self._relay(entry)  # meant for this client alone, whose waiters have all left
             return []
         if kind in ("message", "smessage"):
             lease = renewed_lease(payload, channel)
@@ -390,11 +495,15 @@ class Parking:
         (:meth:`_subscribed`); nobody is woken now (the tickets to notify: none)."""
         self.in_flight.clear()
         self.leaving.clear()
+        self.alias_off.clear()
+        self._letting.clear()
         for channel, entry in list(self.channels.items()):
             if not entry.tickets:  # lingering: a new connection starts without it
                 del self.channels[channel]
                 self.dropped.discard(channel)
+                self.forget_alias(channel)
                 continue
+            entry.alias_on = entry.alias is not None  # subscribed again with the channel
             entry.confirmed = False
             entry.recheck = True
             entry.quiet_since = math.inf

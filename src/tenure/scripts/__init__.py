@@ -85,12 +85,14 @@ def guarded(script: Script) -> Script:
     return Script(f"{script.name}+guard", source, hashlib.sha1(source.encode()).hexdigest())
 
 PUBLISH = re.compile(r"redis\.(p?call)\('publish',")
+NUMSUB = re.compile(r"\('pubsub', 'numsub',")
 
 
 @cache
 def sharded(script: Script) -> Script:
     """``script`` publishing with SPUBLISH instead of PUBLISH (a Redis >= 7 cluster: the
-    message goes to the shard owning the channel's slot, where its waiters SSUBSCRIBE).
+    message goes to the shard owning the channel's slot, where its waiters SSUBSCRIBE), and
+    counting listeners with ``PUBSUB SHARDNUMSUB`` instead of ``NUMSUB``.
 
     One ``.lua`` per operation stays the source; this variant is derived from it at load.
     Only the lower-case ``redis.call('publish',`` (or ``redis.pcall``) is rewritten: a script
@@ -98,6 +100,7 @@ def sharded(script: Script) -> Script:
     ``redis.call('PUBLISH',``.
     """
     source = PUBLISH.sub(r"redis.\1('spublish',", script.source)
+    source = NUMSUB.sub("('pubsub', 'shardnumsub',", source)  # who listens on that shard
     if source == script.source:
         return script
     return Script(script.name, source, hashlib.sha1(source.encode()).hexdigest())

@@ -1,12 +1,17 @@
 -- Release one hold of a reentrant lock.
--- KEYS[1] lock hash   KEYS[2] channel
+-- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
 -- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds   ARGV[3] owner
--- Returns nil when the owner holds nothing, 0 when holds remain, and when the lock was freed
--- 1 + the number of subscribers the unlock reached (the releaser need not barge ahead of them).
+-- ARGV[4] client channel prefix (see _wake.lua)   ARGV[5] the releaser's client uuid
+-- Returns nil when the owner holds nothing, 0 when holds remain, and when the lock was freed:
+-- -1 when the unlock woke the releaser's own client alone, -2 when it woke one other client
+-- alone, else 1 + the number of listeners the channel message reached (the releaser need not
+-- barge ahead of a client it woke).
 -- One HMGET answers the kind checks and the owner's count (lock_count).
 -- The PUBLISH (which an ACL can refuse) comes before the DEL: a refused one changes nothing,
 -- and as the script is atomic nobody is woken before the key is gone.
 -- @include kinds
+-- @include wake_register
+-- @include wake
 
 local found, wrong = lock_count(KEYS[1], ARGV[3])
 if wrong then
@@ -21,6 +26,9 @@ if count > 1 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end
-local heard = redis.call('publish', KEYS[2], ARGV[1])
+local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[4], ARGV[1], false)
 redis.call('del', KEYS[1])
+if woken then
+    return woken == ARGV[5] and -1 or -2
+end
 return 1 + heard

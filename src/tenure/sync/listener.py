@@ -36,7 +36,7 @@ from tenure._redis import (
     text,
 )
 from tenure.core.listening import JANITOR, Listening, Subscriptions
-from tenure.core.parking import Ticket
+from tenure.core.parking import Parked, Ticket
 from tenure.errors import BackendError
 
 log = logging.getLogger("tenure")
@@ -59,9 +59,11 @@ class Listener:
         sharded: bool = False,
         on_trouble: Callable[[], None] | None = None,
         subscriptions: Subscriptions | None = None,
+        relay: Callable[[Any], None] | None = None,
     ) -> None:
         self._conn = connect()
         self._on_trouble = on_trouble or (lambda: None)
+        self._relay = relay or (lambda call: None)
         self._timeout = timeout if timeout is not None else 5.0
         self._table = Listening(sharded=sharded, timeout=self._timeout)
         self._subscriptions = subscriptions or Subscriptions()
@@ -82,10 +84,11 @@ class Listener:
     def _condition(self) -> Condition:
         return Condition(self._mutex)
 
-    @staticmethod
-    def _notify(tickets: list[Ticket]) -> None:
+    def _notify(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
             ticket.cond.notify_all()
+        for call in self._table.take_relays():  # wake-ups to pass on to other clients
+            self._relay(call)
 
     def _subscribe_send(self, channels: list[str]) -> None:
         # Under the mutex: the table counts it and remembers the question.
@@ -100,18 +103,25 @@ class Listener:
 
     # ------------------------------------------------------------- waiters
     def subscribe(
-        self, channel: str, wake_all: frozenset[str], since: float | None = None
+        self,
+        channel: str,
+        wake_all: frozenset[str],
+        since: float | None = None,
+        alias: str | None = None,
+        relay: Any = None,
     ) -> bool:
-        """Count the caller on ``channel``; return once the server confirmed the subscription:
-        True if it is fresh for an attempt sent at ``since`` (monotonic; see
-        :meth:`tenure.core.parking.Parked.fresh`)."""
+        """Count the caller on ``channel`` (and ``alias``: see :mod:`tenure.core.parking`);
+        return once the server confirmed the subscription: True if it is fresh for an attempt
+        sent at ``since`` (monotonic; see :meth:`tenure.core.parking.Parked.fresh`)."""
         key = waiter_key()
         with self._mutex:
             if self._table.closed:
                 raise BackendError("the client is closed")
-            entry, ticket, first = self._parking.join(channel, wake_all, key, self._condition)
+            entry, ticket, first = self._parking.join(
+                channel, wake_all, key, self._condition, alias, relay
+            )
             if first:
-                self._subscribe_send([channel])
+                self._subscribe_send(self._parking.names(channel))
                 self._start_janitor()
             end = time.monotonic() + self._timeout
             try:
@@ -186,7 +196,9 @@ class Listener:
     def _leave(self, channel: str, key: Any, pass_on: bool) -> None:
         notify, last = self._parking.leave(channel, key, pass_on)
         if last:
-            self._send(self._table.unsubscribe_command, channel)
+            self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
+        for alias in self._table.take_alias_off():
+            self._send(self._table.unsubscribe_command, alias)
         self._wake(notify)
 
     def _pause(self, key: Hashable, cond: Condition, seconds: float) -> None:
@@ -239,28 +251,33 @@ class Listener:
         moment's answer, for a guess that may be off by a message in flight)."""
         return self._table.hears(channel)
 
-    def evict(self, channel: str) -> tuple[frozenset[str], list[Any]]:
+    def evict(self, channel: str) -> Parked | None:
         """Remove ``channel`` and its waiters (they move to another shard's listener): wakes
-        every one of them here to re-check; (wake_all, the waiters' keys)."""
+        every one of them here to re-check; its entry in this table, if it had one."""
         with self._mutex:
             dropped = channel in self._parking.dropped
             entry = self._parking.evict(channel)
             if entry is None:
-                return frozenset(), []
+                return None
+            names = self._table.letting_go(channel)
             if not dropped:
-                self._send(self._table.unsubscribe_command, channel)
+                self._send(self._table.unsubscribe_command, *names)
             self._wake(list(entry.tickets.values()))
-            return entry.wake_all, [k for k, t in entry.tickets.items() for _ in range(t.depth)]
+            return entry
 
-    def adopt(self, channel: str, wake_all: frozenset[str], waiters: list[Any]) -> None:
-        """Take over ``waiters`` of ``channel`` from another listener and subscribe."""
+    def adopt(self, channel: str, entry: Parked) -> None:
+        """Take over the waiters of ``channel`` (its entry in another listener's table) and
+        subscribe."""
         with self._mutex:
             if self._table.closed:
                 return
             first = channel not in self._parking.channels
-            self._parking.adopt(channel, wake_all, waiters, self._condition)
+            waiters = [k for k, t in entry.tickets.items() for _ in range(t.depth)]
+            self._parking.adopt(
+                channel, entry.wake_all, waiters, self._condition, entry.alias, entry.relay
+            )
             if first:
-                self._subscribe_send([channel])
+                self._subscribe_send(self._parking.names(channel))
                 self._start_janitor()
 
     def resubscribe(self, channel: str) -> None:
@@ -269,7 +286,7 @@ class Listener:
         with self._mutex:
             if channel in self._parking.dropped and self._table.connected:
                 self._parking.dropped.discard(channel)
-                self._subscribe_send([channel])
+                self._subscribe_send(self._parking.names(channel))
 
     def _send(self, *args: str) -> None:
         # Under the mutex, so the server sees SUBSCRIBE/UNSUBSCRIBE in the order the
@@ -289,7 +306,7 @@ class Listener:
         (the mutex let go meanwhile) and hand it to the table. True if a reply came."""
         plan = self._table.plan_read(seconds)
         for channel in plan.unsubscribe:
-            self._send(self._table.unsubscribe_command, channel)
+            self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
         try:
             with Unlocked(self._mutex):
                 reply = read_push(self._conn, plan.timeout)
@@ -347,11 +364,15 @@ class Listener:
         no_permission = (
             str(error).startswith("NOPERM") or type(error).__name__ == "NoPermissionError"
         )
-        notify, trouble, reason = self._table.refused(str(error), no_permission)
-        if no_permission:
+        notify, trouble, reason, again = self._table.refused(str(error), no_permission)
+        if again:
+            log.info("tenure pub/sub: %s; waiting on the lock channels alone", reason)
+        elif no_permission:
             log.warning("tenure pub/sub: %s", reason)
         else:
             log.info("tenure pub/sub subscription refused (%s)", error)
+        for batch in again:
+            self._send(self._table.subscribe_command, *batch)
         self._notify(notify)
         if trouble:
             self._on_trouble()
@@ -375,7 +396,9 @@ class Listener:
                     break
                 gone, due = self._table.janitor_plan()
                 for channel in gone:
-                    self._send(self._table.unsubscribe_command, channel)
+                    self._send(
+                        self._table.unsubscribe_command, *self._table.letting_go(channel)
+                    )
                 self._janitor_wake.wait(due)
 
     def _drain(self, key: Hashable) -> None:
@@ -419,11 +442,16 @@ class Listeners:
     """
 
     def __init__(
-        self, route: Route, timeout: float | None, subscriptions: Subscriptions | None = None
+        self,
+        route: Route,
+        timeout: float | None,
+        subscriptions: Subscriptions | None = None,
+        relay: Callable[[Any], None] | None = None,
     ) -> None:
         self._route = route
         self._timeout = timeout
         self._subscriptions = subscriptions or Subscriptions()
+        self._relay = relay
         self._mutex = Mutex()
         self._by_node: dict[str, Listener] = {}
         self._by_channel: dict[str, Listener] = {}
@@ -442,6 +470,7 @@ class Listeners:
                 sharded=sharded,
                 on_trouble=self._route.failed,
                 subscriptions=self._subscriptions,
+                relay=self._relay,
             )
         return listener
 
@@ -451,9 +480,12 @@ class Listeners:
         wake_all: frozenset[str],
         sharded: bool = True,
         since: float | None = None,
+        alias: str | None = None,
+        relay: Any = None,
     ) -> bool:
         """Count the caller on ``channel``; return once the server confirmed the subscription
-        (True if fresh for an attempt sent at ``since``: see :meth:`Listener.subscribe`).
+        (True if fresh for an attempt sent at ``since``: see :meth:`Listener.subscribe`;
+        ``alias``, ``relay``: :class:`tenure.core.effects.Subscribe`).
 
         ``sharded``: the channel is in its key's slot (see :class:`tenure.core.effects.Subscribe`).
         """
@@ -466,7 +498,7 @@ class Listeners:
                 self._sharded[channel] = sharded
             self._refs[channel] = self._refs.get(channel, 0) + 1
         try:
-            return listener.subscribe(channel, wake_all, since)
+            return listener.subscribe(channel, wake_all, since, alias, relay)
         except BaseException:
             self._forget(channel)
             raise
@@ -510,9 +542,9 @@ class Listeners:
             if new is old:
                 old.resubscribe(channel)
                 return False
-            wake_all, waiters = old.evict(channel)
-            if waiters:
-                new.adopt(channel, wake_all, waiters)
+            entry = old.evict(channel)
+            if entry is not None and entry.tickets:
+                new.adopt(channel, entry)
             self._by_channel[channel] = new
             if old.idle():
                 for name, listener in list(self._by_node.items()):

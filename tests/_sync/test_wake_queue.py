@@ -1,0 +1,155 @@
+# GENERATED from tests/_async/test_wake_queue.py by tools/unasync.py: edit that file, not this one.
+"""A Lock's unlock wakes one waiting client, not every one (the wake queue, docs/wire.md),
+while Redisson's wire keeps working both ways: a listener on the lock's channel that tenure
+does not know (a Redisson waiter) makes every unlock go to the channel, and an unlock
+published there (a Redisson release) wakes tenure's waiters."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from support.twins import Event, sleep, spawn, wait_until
+from tenure import keys
+
+
+def listening(r: redis.Redis, name: str) -> int:
+    return int(r.pubsub_numsub(keys.lock_channel(name))[0][1])
+
+
+class Messages:
+    """Every message on a lock's channel and on its clients' channels (a pattern listener:
+    not counted among the channel's listeners, so it changes nothing)."""
+
+    def __init__(self, r: redis.Redis, name: str) -> None:
+        self.pubsub = r.pubsub()
+        self.pubsub.psubscribe(keys.lock_channel(name) + "*")
+        self.pubsub.get_message(timeout=1)  # the psubscribe answer
+
+    def take(self, seconds: float = 0.3) -> list[tuple[str, str]]:
+        got, end = [], time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            message = self.pubsub.get_message(timeout=left)
+            if message and message["type"] == "pmessage":
+                got.append((message["channel"].decode(), message["data"].decode()))
+        return got
+
+    def close(self) -> None:
+        self.pubsub.close()
+
+
+def waiters_of(clients, name: str, events: list[Event], holding: Event):
+    """One waiter per client on ``name``: each sets its event when it holds the lock, then
+    keeps it until ``holding`` is set, and releases it."""
+
+    def wait(client, got: Event) -> None:
+        lock = client.lock(name)
+        assert lock.acquire(timeout=30)
+        got.set()
+        holding.wait(30)
+        lock.release()
+
+    return [spawn(wait, c, e) for c, e in zip(clients, events, strict=True)]
+
+
+def test_an_unlock_wakes_one_waiting_client_of_four(make_client, r) -> None:
+    holder = make_client().lock("one")
+    assert holder.acquire()
+    clients = [make_client() for _ in range(4)]
+    events = [Event() for _ in clients]
+    done = Event()
+    jobs = waiters_of(clients, "one", events, done)
+    assert wait_until(lambda: listening(r, "one") == 4)
+    queue = keys.lock_wake_queue("one")
+    assert wait_until(lambda: r.zcard(queue) == 4)  # every client registered
+    messages = Messages(r, "one")
+    try:
+        holder.release()
+        seen = messages.take()
+        # One message, on one client's own channel; nothing on the lock's channel.
+        assert len(seen) == 1 and ":tenure:" in seen[0][0], seen
+        assert wait_until(lambda: sum(e.is_set() for e in events) == 1, 2)
+        sleep(0.3)
+        assert sum(e.is_set() for e in events) == 1  # the others sleep on
+        # Each release then wakes the next client, oldest first: all are served.
+        done.set()
+        assert wait_until(lambda: all(e.is_set() for e in events), 5)
+    finally:
+        messages.close()
+        done.set()
+        for job in jobs:
+            job.result(10)
+
+
+def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
+    make_client, r
+) -> None:
+    # A listener tenure does not know (a Redisson waiter) on the lock's channel: the unlock
+    # goes to the channel, where it and every tenure waiter hear it.
+    holder = make_client().lock("mixed")
+    assert holder.acquire()
+    clients = [make_client() for _ in range(2)]
+    events = [Event() for _ in clients]
+    done = Event()
+    jobs = waiters_of(clients, "mixed", events, done)
+    foreign = r.pubsub()
+    foreign.subscribe(keys.lock_channel("mixed"))
+    try:
+        assert foreign.get_message(timeout=1)["type"] == "subscribe"
+        assert wait_until(lambda: listening(r, "mixed") == 3)
+        assert wait_until(lambda: r.zcard(keys.lock_wake_queue("mixed")) == 2)
+        holder.release()
+        message = foreign.get_message(timeout=2)
+        assert message is not None and message["data"] == b"0"
+        assert wait_until(lambda: any(e.is_set() for e in events), 2)
+    finally:
+        foreign.close()
+        done.set()
+        for job in jobs:
+            job.result(10)
+
+
+def test_an_unlock_published_on_the_lock_channel_wakes_tenure(
+    make_client, r
+) -> None:
+    # Redisson's release: delete the hash, publish 0 on the lock's channel.
+    r.hset("redisson-held", "java-uuid:1", 1)
+    r.pexpire("redisson-held", 30_000)
+    got = Event()
+
+    def wait() -> None:
+        lock = make_client().lock("redisson-held")
+        assert lock.acquire(timeout=20)
+        got.set()
+        lock.release()
+
+    job = spawn(wait)
+    assert wait_until(lambda: listening(r, "redisson-held") == 1)
+    r.delete("redisson-held")
+    r.publish(keys.lock_channel("redisson-held"), "0")
+    assert got.wait(2), "a Redisson-style unlock did not wake the tenure waiter"
+    job.result(10)
+
+
+def test_waiters_that_give_up_never_strand_the_others(make_client, r) -> None:
+    # Clients whose waiters time out or are woken with nobody left to wake pass the
+    # wake-up on: every waiter that stays is served within moments of each release.
+    holder = make_client().lock("stay")
+    assert holder.acquire()
+    quitters = [make_client() for _ in range(3)]
+    stayers = [make_client() for _ in range(3)]
+    events = [Event() for _ in stayers]
+    done = Event()
+    gave_up = [spawn(lambda c=c: c.lock("stay").acquire(timeout=0.6)) for c in quitters]
+    jobs = waiters_of(stayers, "stay", events, done)
+    assert wait_until(lambda: listening(r, "stay") == 6)
+    for job in gave_up:
+        assert job.result(5) is False
+    holder.release()
+    done.set()
+    started = time.monotonic()
+    assert wait_until(lambda: all(e.is_set() for e in events), 5)
+    assert time.monotonic() - started < 2.0
+    for job in jobs:
+        job.result(10)
