@@ -114,7 +114,11 @@ def raw_handoff(url: str, name: str) -> Participant:
             unlock(ttl / 1000 if ttl > 0 else LEASE)
 
     def release() -> None:
-        heard = r.evalsha(release_script.sha, 2, name, channel, "0", 30000, owner)
+        # Not registered in the wake queue: every unlock goes to the channel (Redisson's way).
+        queue, prefix = keys.lock_wake_queue(name), keys.lock_client_channel_prefix(name)
+        heard = r.evalsha(
+            release_script.sha, 3, name, channel, queue, "0", 30000, owner, prefix, owner
+        )
         unlock(LEASE)  # our own unlock, heard by our subscription
         yielding[0] = heard > 2  # and another client's waiter's
 

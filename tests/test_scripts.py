@@ -314,7 +314,7 @@ def scenario(make_client: object, name: str) -> None:
 def test_scripts_touch_only_keys_passed_in_KEYS(
     name: str, server: Server, r: redis.Redis, make_client: object
 ) -> None:
-    """Every command a script runs may only touch keys of its KEYS (DESIGN §5): checked on
+    """Every command a script runs may only touch keys of its KEYS (docs/internals.md): checked on
     the real commands, as MONITOR shows them, with the server's own COMMAND GETKEYS."""
     for script_name in scripts.names():
         r.script_load(scripts.get(script_name).source)

@@ -113,7 +113,7 @@ async def test_read_write_modes_and_reader_leases(async_make_client, r):
 
 
 async def test_semaphore_and_latch_layouts(async_client, r):
-    """Written raw as DESIGN §3 lays them out (the primitives may not exist yet)."""
+    """Written raw as docs/wire.md lays them out (the primitives may not exist yet)."""
     r.set("pool", 3)
     info = await async_client.inspect("pool")
     assert info.kind == "semaphore" and info.permits == 3 and info.notes

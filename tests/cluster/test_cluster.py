@@ -430,7 +430,7 @@ def _retry(work: Callable[[], object], errors: list[BaseException]) -> None:
 def test_a_channel_outside_its_keys_slot_uses_plain_pubsub(
     fresh: Cluster, client: tenure.Client
 ) -> None:
-    """The latch exception (DESIGN §4 "Cluster"): Subscribe(sharded=False) listens with a
+    """The latch exception (docs/internals.md, "Cluster"): Subscribe(sharded=False) listens with a
     plain SUBSCRIBE, and a plain PUBLISH on any node reaches it."""
     from tenure.core.effects import Subscribe, Unsubscribe, Wait
 

@@ -1,4 +1,4 @@
-"""Lock acquire: the waiting loop of every lock (DESIGN §4 "Acquire")."""
+"""Lock acquire: the waiting loop of every lock (docs/internals.md, "Acquire")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every key and channel of one primitive lands in one cluster slot (DESIGN §3 hash tags),
+"""Every key and channel of one primitive lands in one cluster slot (docs/wire.md hash tags),
 for plain names and names that carry their own ``{tag}``; tenure's slot function agrees with
 redis-py's."""
 

@@ -7,7 +7,7 @@ command once and lets the algorithm decide what a failure means. A command that 
 was cancelled mid-way disconnects its socket, so a late reply is never read by the next user.
 
 In a cluster each command goes to the node owning its first key's slot (every key of one
-script shares a slot, DESIGN §3). A MOVED or ASK reply means the command did not run, so it
+script shares a slot, docs/wire.md). A MOVED or ASK reply means the command did not run, so it
 is sent again where the cluster says (MOVED also updates the slot map; TRYAGAIN, a script
 whose keys are split by a migration in progress, is resent shortly). After a connection
 failure the slot map is refreshed before the next command (a replica may have been

@@ -193,7 +193,7 @@ class AsyncElection:
         since: str | None = None
         while True:
             changes, since = await runner.run(core.observe_round(since))
-            for leader in changes:
+            for leader in changes:  # noqa: RUF100, UP028 (the sync twin could yield from)
                 yield leader
 
     def leadership(

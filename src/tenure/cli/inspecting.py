@@ -114,7 +114,7 @@ def who(entry: tenure.Holder | tenure.QueuedWaiter) -> str:
 # ------------------------------------------------------------------ list
 def name_of(key: str) -> str:
     """The name a key belongs to: a token, queue, deadline, read-hold or permit key gives
-    its lock's name (DESIGN §3), any other key is a name itself."""
+    its lock's name (docs/wire.md), any other key is a name itself."""
     for prefix in AUX_PREFIXES:
         if key.startswith(prefix + ":"):
             return _unbrace(key[len(prefix) + 1 :])

@@ -58,7 +58,7 @@ class Subscribe:
     channel: str
     wake_all: frozenset[str] = frozenset()
     sharded: bool = True
-    """The channel shares its key's cluster slot (DESIGN §3), so a Redis >= 7 cluster carries
+    """The channel shares its key's cluster slot (docs/wire.md), so a Redis >= 7 cluster carries
     it with sharded pub/sub. False for a channel that hashes elsewhere (Redisson's latch
     channel of a hash-tagged name): plain SUBSCRIBE, and its script publishes with an
     upper-case ``redis.call('PUBLISH', ...)``, which :func:`tenure.scripts.sharded` keeps."""
@@ -120,7 +120,7 @@ class Wait:
 class WatchHolds:
     """A hold was just granted: the client's hold keeper must run.
 
-    The runner starts its one keeper loop on the first of these (DESIGN §4 "Watchdog"): it
+    The runner starts its one keeper loop on the first of these (docs/internals.md, "Watchdog"): it
     renews holds taken without ``lease_time`` and reports any hold whose lease ran out on
     the local clock. Fronts and composites never start renewal themselves.
     """

@@ -6,7 +6,7 @@ the lock. Fencing (Kleppmann, "How to do distributed locking", 2016) fixes this 
 resource: each acquisition gets a number that strictly increases per lock name, the holder
 sends it with every write, and the resource refuses writes carrying a number lower than one it
 has already seen. Redisson's ``RFencedLock`` draws the token with INCR inside the acquire
-script, and so does tenure (key ``redisson_lock_token:{<name>}``, DESIGN §3).
+script, and so does tenure (key ``redisson_lock_token:{<name>}``, docs/wire.md).
 """
 
 from __future__ import annotations

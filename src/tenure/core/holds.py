@@ -125,8 +125,8 @@ class Hold:
 
     @property
     def valid_until(self) -> float:
-        """Monotonic time after which the lease has surely run out (DESIGN §4: last
-        confirmation + lease, less the clock-drift allowance)."""
+        """Monotonic time after which the lease has surely run out (docs/internals.md,
+        "Watchdog": last confirmation + lease, less the clock-drift allowance)."""
         return valid_until(self.confirmed, self.lease)
 
     def valid_for(self, now: float) -> float:
@@ -174,7 +174,7 @@ class QueuedWaiter(Protocol):
 
 class WaiterTable:
     """Thread-safe set of (lock, owner) of one client queued on the server (FairLock), whose
-    queue entries the renewal pass refreshes (DESIGN §4 "Waiter liveness")."""
+    queue entries the renewal pass refreshes (docs/internals.md, "Waiter liveness")."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()

@@ -1,6 +1,6 @@
 """What ``client.inspect(name)`` reports, and how it reads it, sans I/O.
 
-Rules (DESIGN §3 is the layout read here):
+Rules (docs/wire.md is the layout read here):
 
 - One read-only script (``inspect.lua``) reads the name's key, its fencing token, its fair
   queue and deadlines and a permit-expirable semaphore's permits in one atomic step, with the

@@ -1,9 +1,10 @@
 """The reentrant lock algorithm (Redisson's RLock), sans I/O. Other locks subclass it.
 
-Acquire (DESIGN §4): one script grants the lock when it is free or already the caller's, else
-returns the holder's remaining lease. A waiter subscribes to the lock's channel, tries again
-(closing the race with an unlock published before the subscription), then sleeps until an
-unlock message or the holder's lease end, whichever comes first, and loops. No polling.
+Acquire (docs/internals.md, "Acquire"): one script grants the lock when it is free or already
+the caller's, else returns the holder's remaining lease. A waiter subscribes to the lock's
+channel, tries again (closing the race with an unlock published before the subscription),
+then sleeps until an unlock message or the holder's lease end, whichever comes first, and
+loops. No polling.
 """
 
 from __future__ import annotations

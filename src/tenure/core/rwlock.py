@@ -1,7 +1,7 @@
 """The read-write lock algorithm (Redisson's RReadWriteLock), sans I/O: two lock sides on
 one hash.
 
-Wire layout (DESIGN §3): HASH ``<name>`` with field ``mode`` (``read``/``write``), one field
+Wire layout (docs/wire.md): HASH ``<name>`` with field ``mode`` (``read``/``write``), one field
 per reader owner (its read hold count) and the writer's field ``<owner>:write``; a STRING
 ``{<name>}:<owner>:rwlock_timeout:<n>`` per read hold with its own expiry; channel
 ``redisson_rwlock:{<name>}``. Reads share, writes exclude. The writer may also take reads;
@@ -14,7 +14,7 @@ the watchdog renews only the caller's own read holds (Redisson renews every read
 expiries are only ever extended by renewals and read acquisitions, never shortened; a
 downgrade wakes waiting readers.
 
-Read-hold timeout keys: the scripts get every key they touch in KEYS (DESIGN §5), but which
+Read-hold timeout keys: the scripts get every key they touch in KEYS (docs/internals.md), but which
 timeout keys exist depends on the hash's hold counts. So a call *declares* reader fields,
 each with a number n of holds, and passes the timeout keys of holds 1..n of each. The script
 checks the declaration against the hash before changing anything: each declared count must

@@ -1,7 +1,7 @@
 """Semaphore and PermitExpirableSemaphore (Redisson's RSemaphore and RPermitExpirableSemaphore),
 sans I/O.
 
-Rules (DESIGN §4 "Semaphores and latches"):
+Rules (docs/internals.md, "Semaphores and latches"):
 
 - The permit count is a STRING; an acquire script takes permits only if enough are available
   (a count never set has none: the caller waits, as in Redisson). Every change that adds

@@ -1,4 +1,4 @@
-"""The watchdog's renewal pass (DESIGN §4), sans I/O.
+"""The watchdog's renewal pass (docs/internals.md), sans I/O.
 
 Every ``watchdog_timeout / 3`` a driver runs :func:`renew` over the client's watchdog holds:
 one script call re-applies the lease to a batch of keys whose owner field still exists and
@@ -49,7 +49,7 @@ def batches(holds: list[Hold], *, by_slot: bool = False) -> Iterator[tuple[Scrip
     """``holds`` in renewal batches: one script per batch, at most :data:`BATCH` holds.
 
     With ``by_slot`` a batch never mixes cluster hash slots (a cluster runs one script on one
-    slot); every key of one hold shares its lock's hash tag (DESIGN §3), so a hold's slot is
+    slot); every key of one hold shares its lock's hash tag (docs/wire.md), so a hold's slot is
     its lock key's.
     """
     groups: dict[tuple[Script, int], list[Hold]] = defaultdict(list)
@@ -101,12 +101,13 @@ def report_doubts(ctx: Context, now: float) -> None:
 
 
 def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
-    """Push forward the queue entries of every queued fair-lock waiter of ``ctx`` (DESIGN §4
-    "Waiter liveness"): one script call per batch of at most :data:`BATCH` waiters, the
-    batches of one lock together (``by_slot``: never mixing cluster slots). The same call
-    drops the dead heads of a free lock and wakes the live one. Returns the number of waiters
-    whose entry was gone (the script woke them: they join again). A failed call is retried
-    on the next pass: an entry lasts ``watchdog_timeout``, three passes.
+    """Push forward the queue entries of every queued fair-lock waiter of ``ctx``
+    (docs/internals.md, "Waiter liveness"): one script call per batch of at most
+    :data:`BATCH` waiters, the batches of one lock together (``by_slot``: never mixing
+    cluster slots). The same call drops the dead heads of a free lock and wakes the live
+    one. Returns the number of waiters whose entry was gone (the script woke them: they join
+    again). A failed call is retried on the next pass: an entry lasts ``watchdog_timeout``,
+    three passes.
     """
     waiters = ctx.holds.waiters.snapshot(ctx.identity.alive)
     groups: dict[int, list[tuple[QueuedWaiter, str]]] = defaultdict(list)

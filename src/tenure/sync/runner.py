@@ -192,7 +192,7 @@ class Runner(Driver):
                 self._keeper = self._spawner.spawn(self._keep)
 
     def _keep(self) -> None:
-        """The client's one loop over its holds (DESIGN §4 "Watchdog").
+        """The client's one loop over its holds (docs/internals.md, "Watchdog").
 
         Every ``watchdog_timeout / 3`` it starts a renewal pass of the watchdog holds (in
         the background: a slow server must not delay what follows) and stops renewing the
@@ -232,7 +232,7 @@ class Runner(Driver):
             if not self.closed:
                 log.exception("tenure watchdog pass failed")
         if len(self.ctx.holds.waiters):
-            # Fair-lock waiters' queue entries (DESIGN §4 "Waiter liveness"): same pass.
+            # Fair-lock waiters' queue entries (docs/internals.md, "Waiter liveness"): same pass.
             try:
                 self.run(refresh_waiters(self.ctx, by_slot=self.route.cluster))
             except Exception:  # the next pass retries; an entry outlives two missed passes
