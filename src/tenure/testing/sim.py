@@ -59,6 +59,7 @@ from tenure.core.effects import (
 )
 from tenure.core.fair import FairLockCore
 from tenure.core.holds import Hold, HoldTable
+from tenure.core.listening import JANITOR, MAX_RETRY, Listening
 from tenure.core.lock import LockCore
 from tenure.core.parking import Parking, Ticket
 from tenure.core.watchdog import refresh_waiters, renew
@@ -66,12 +67,8 @@ from tenure.errors import BackendError, LockLostError, NotOwnedError
 
 log = logging.getLogger("tenure")
 
-LINGER = 0.5
-"""Seconds a channel stays subscribed after its last waiter left (as the real listener)."""
 SUBSCRIBE_TIMEOUT = 5.0
 """Seconds a Subscribe waits for its confirmation (the client's socket timeout)."""
-FIRST_RETRY, LAST_RETRY = 0.05, 1.0
-"""Reconnection back-off of the pub/sub connection (as the real listener)."""
 EPOCH_MS = 1_700_000_000_000
 """The server's wall clock (TIME) at virtual time 0."""
 RELEASES = ("lock_release", "fair_release")
@@ -93,6 +90,7 @@ PLANTS = (
     "release_without_owner_check",
     "recheck_before_resubscribed",
     "renewal_after_release",
+    "reader_stops_without_hand_on",
 )
 """Bugs the simulator can swap in (never shipped behaviour) to show that it finds them."""
 
@@ -673,100 +671,175 @@ class Cancelled(BaseException):
 
 
 class Listener:
-    """A client's pub/sub side: the :class:`Parking` table (whom a message wakes), one
-    connection, reconnection after a reset. Messages are applied when they arrive (a reader
-    is always there: the reader's role itself is not simulated)."""
+    """A client's pub/sub connection, driven as tenure/aio/listener.py drives it: every
+    decision is the real core table's (:class:`Listening`: the reader's role and its
+    hand-on, the janitor, reconnecting; its :class:`Parking`: whom a message wakes). Replies
+    wait in the socket (:attr:`inbox`) until the reader, the janitor or a Drain reads them;
+    a notify for the reader blocked on the socket reaches it at once (the real one's PING)."""
 
     def __init__(self, client: SimClient) -> None:
         self.client = client
         self.sim = client.sim
-        self.parking = Parking(linger=LINGER, clock=client.local)
+        self.table = Listening(timeout=SUBSCRIBE_TIMEOUT, clock=client.local)
+        self.parking = self.table.parking
+        client.ctx.subscriptions.add(self.table)  # what a release asks (ctx.hears)
         self.conn: _PubSubConn | None = None
+        self.inbox: deque[tuple[str, str, str]] = deque()
+        """Replies that came on the connection and nobody read yet."""
         self.up = _Link(self.sim)
-        self.delay = FIRST_RETRY
         self.resubscribing: set[str] = set()
         """Channels subscribed again after a reconnect and not yet confirmed."""
         self.troubled = False
         """A reset not yet over (connected again and every channel confirmed)."""
-        self.janitor = False
+        self.sweeps = 0
+        """The janitor's sweeps scheduled: only the latest runs."""
 
-    def connected(self) -> bool:
-        return self.conn is not None
+    def connect(self) -> None:
+        """The client's first connection (made before any waiter needs it)."""
+        self.conn = _PubSubConn(self.client)
+        self.table.connected_now()
 
-    def hears(self, channel: str) -> bool:
-        return self.conn is not None and self.parking.hears(channel)
-
-    # ---- to and from the server
+    # ---- the socket
     def _send(self, verb: str, channels: list[str]) -> None:
-        conn = self.conn
-        if conn is None:
-            return
-        if verb == "subscribe":  # (an UNSUBSCRIBE is counted by the table itself)
-            self.parking.subscribing(channels)
-        self.sim.at(self.up.at(), None, self.sim.server_pubsub, conn, verb, channels)
+        if self.conn is not None:
+            self.sim.at(self.up.at(), None, self.sim.server_pubsub, self.conn, verb, channels)
+
+    def _subscribe(self, channels: list[str]) -> None:
+        if self.table.subscribing(channels):
+            self._send("subscribe", channels)
 
     def received(self, conn: _PubSubConn, kind: str, channel: str, payload: str) -> None:
+        """A reply reaches the socket: the reader blocked on it reads it now; else it waits."""
         if conn is not self.conn:
             return  # sent on a connection since lost
-        woken = self.parking.received(kind, channel, payload)
-        if kind == "message":
-            self.sim.note(self.client, "heard", channel, payload)
-        elif (
-            kind == "subscribe"
-            and channel in self.resubscribing
-            and not self.parking.in_flight.get(channel)
-        ):
-            self.resubscribing.discard(channel)
-            if not self.resubscribing:
-                self._calm()
-        self.notify(woken)
+        self.inbox.append((kind, channel, payload))
+        if self.table.reader_cond is not None:
+            self._read(self.table.reader)
+
+    def _read(self, key: Any) -> None:
+        """``key``, the reader, reads every reply that came."""
+        while self.inbox and self.table.reader == key and self.conn is not None:
+            kind, channel, payload = self.inbox.popleft()
+            woken = self.table.received(kind, channel, payload)
+            if kind == "message":
+                self.sim.note(self.client, "heard", channel, payload)
+            elif (
+                kind == "subscribe"
+                and channel in self.resubscribing
+                and not self.parking.in_flight.get(channel)
+            ):
+                self.resubscribing.discard(channel)
+                if not self.resubscribing:
+                    self._calm()
+            self.notify(woken)
 
     def notify(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
-            task: Task = ticket.cond
-            if task.waiting is not None:
-                self.client.recheck(task)
+            self.wake(ticket.cond)
+
+    def wake(self, task: Task) -> None:
+        """Notify ``task``'s condition: it looks again at what it waits for, at once."""
+        if task.waiting is not None:
+            self.client._sleep(task, 0.0)
+
+    # ---- a waiter's sleep (AsyncListener._pause and _hand_on)
+    def pause(self, task: Task, seconds: float) -> None:
+        """``task`` waits on for up to ``seconds``: as the reader (blocked on the socket,
+        reading what came) or asleep on its condition, as the table says."""
+        self.client._sleep(task, seconds)
+        if self.table.role(task) == "read":
+            self.table.reader_cond = task
+            self._read(task)
+        else:
+            self.table.sleeping(task, task)
+
+    def unpause(self, task: Task) -> None:
+        """``task`` woke (notified, or its time is up) and looks again."""
+        self.table.awake(task)
+        if self.table.reader_cond is task:
+            self.table.reader_cond = None
+
+    def hand_on(self, key: Any) -> None:
+        """``key`` stops waiting: the sleeper the table names takes the socket over. The
+        plant ``reader_stops_without_hand_on`` leaves the socket unread instead."""
+        if key is not JANITOR:
+            self.unpause(key)
+        was_reader = self.table.reader == key
+        cond = self.table.hand_on(key)
+        if cond is not None:
+            if was_reader and self.sim.options.plant == "reader_stops_without_hand_on":
+                return
+            self.wake(cond)
+
+    # ---- the janitor (AsyncListener._sweep)
+    def kick(self) -> None:
+        """A new channel or a loss: the janitor looks at once."""
+        self.sweeps += 1
+        self.sim.at(self.sim.now, self.client, self._sweep, self.sweeps)
+
+    def _sweep(self, sweep: int) -> None:
+        if sweep != self.sweeps:
+            return
+        table = self.table
+        step = table.janitor_step()
+        if step == "drain":
+            self.drain(JANITOR)
+        elif step == "connect":
+            self._connect()
+            self.hand_on(JANITOR)
+        gone, due = table.janitor_plan()
+        for channel in gone:
+            self._send("unsubscribe", [channel])
+        if math.isfinite(due):
+            self.sweeps += 1
+            when = self.sim.now + self.client.virtual(due)
+            self.sim.at(when, self.client, self._sweep, self.sweeps)
+
+    def drain(self, key: Any) -> None:
+        """Read what came without blocking, unless a waiter reads (or wants to)."""
+        if self.table.may_drain():
+            self.table.reader = key
+            while self.table.draining(key) and self.inbox:
+                self._read(key)
+            self.hand_on(key)
+
+    def _connect(self) -> None:
+        if self.sim.server_down():
+            self.notify(self.table.connect_failed())
+            return
+        self.conn = _PubSubConn(self.client)
+        self.sim.note(self.client, "pubsub connected")
+        batches = self.table.connected_now()
+        self.resubscribing = {channel for batch in batches for channel in batch}
+        for batch in batches:
+            self._send("subscribe", batch)
+        if not batches:
+            self._calm()
 
     # ---- faults
     def reset(self) -> None:
-        """The pub/sub connection drops; the client connects again after a back-off. The
-        table says whom that wakes (:meth:`Parking.disconnected`: nobody until the new
-        SUBSCRIBE is confirmed); the plant ``recheck_before_resubscribed`` swaps in the rule
-        of 14107aa (:func:`_wake_at_drop`)."""
+        """The pub/sub connection drops (and with it what it had not read); the janitor
+        connects again after the table's back-off. The table says whom that wakes: nobody
+        until the new SUBSCRIBE is confirmed; the plant ``recheck_before_resubscribed``
+        swaps in the rule of 14107aa (:func:`_wake_at_drop`)."""
         if self.conn is None:
             return
         self.conn.alive = False
         self.sim.server_drop(self.conn)
         self.conn = None
+        self.inbox.clear()
         self.sim.note(self.client, "pubsub reset")
         if not self.troubled:
             self.troubled = True
             self.sim.fault_started()
+        reader = self.table.reader
+        woken = self.table.lost()
         if self.sim.options.plant == "recheck_before_resubscribed":
-            self.notify(_wake_at_drop(self.parking))
-        else:
-            self.notify(self.parking.disconnected())
-        self.sim.at(self.sim.now + self.client.virtual(self.delay), self.client, self.reconnect)
-        self.delay = min(2 * self.delay, LAST_RETRY)
-
-    def reconnect(self) -> None:
-        if self.conn is not None:
-            return
-        if self.sim.server_down():
-            self.sim.at(self.sim.now + self.client.virtual(self.delay), self.client, self.reconnect)
-            self.delay = min(2 * self.delay, LAST_RETRY)
-            return
-        self.conn = _PubSubConn(self.client)
-        self.delay = FIRST_RETRY
-        self.sim.note(self.client, "pubsub connected")
-        self.parking.leaving.clear()
-        self.parking.dropped.clear()
-        channels = [c for c, e in self.parking.channels.items() if e.refusal is None]
-        self.resubscribing = set(channels)
-        for channel in channels:
-            self._send("subscribe", [channel])
-        if not channels:
-            self._calm()
+            woken = _wake_at_drop(self.parking)
+        self.notify(woken)
+        if isinstance(reader, Task):
+            self.wake(reader)  # its read fails at once: it lets the socket go
+        self.kick()
 
     def _calm(self) -> None:
         if self.troubled:
@@ -777,8 +850,8 @@ class Listener:
     def subscribe(self, task: Task, effect: Subscribe) -> Any:
         entry, _, first = self.parking.join(effect.channel, effect.wake_all, task, lambda: task)
         if first:
-            self._send("subscribe", [effect.channel])
-            self._janitor()
+            self._subscribe([effect.channel])
+            self.kick()
         task.waiting = ("subscribe", effect, entry, self.client.local() + SUBSCRIBE_TIMEOUT)
         return self.client.recheck(task, first=True)
 
@@ -801,31 +874,14 @@ class Listener:
             self._send("unsubscribe", [channel])
         self.notify(notify)
 
-    def _janitor(self) -> None:
-        if not self.janitor:
-            self.janitor = True
-            self.sim.at(self.sim.now + LINGER, self.client, self._sweep)
-
-    def _sweep(self) -> None:
-        gone, _ = self.parking.expired()
-        for channel in gone:
-            self._send("unsubscribe", [channel])
-        self.janitor = False
-        if self.parking.channels:
-            self._janitor()
-
 
 def _wake_at_drop(table: Parking) -> list[Ticket]:
     """Planted bug ``recheck_before_resubscribed``, the rule of 14107aa: a dropped pub/sub
-    connection wakes every waiter at once, before the new SUBSCRIBE is confirmed, so an
-    unlock published between a waiter's re-check and the new subscription wakes nobody."""
-    table.in_flight.clear()
-    table.leaving.clear()
+    connection wakes every waiter at once (its channels stay confirmed), so an unlock
+    published between a waiter's re-check and the new subscription wakes nobody."""
     woken: list[Ticket] = []
-    for channel, entry in list(table.channels.items()):
-        if not entry.tickets:
-            del table.channels[channel]
-            table.dropped.discard(channel)
+    for entry in table.channels.values():
+        entry.confirmed, entry.recheck = True, False
         woken += entry.give_all()
     return woken
 
@@ -852,8 +908,7 @@ class SimClient:
         if sim.options.plant == "renewal_after_release":
             self.ctx.holds = _KeptHoldTable()
         self.listener = Listener(self)
-        self.listener.conn = _PubSubConn(self)
-        self.ctx.hears = self.listener.hears
+        self.listener.connect()
         self.ctx.holds.poke = self._poke
         self.cores: dict[str, LockCore] = {}
         for name, kind in sim.locks.items():
@@ -940,7 +995,8 @@ class SimClient:
             self.listener.leave(effect.channel, task, effect.pass_on)
             return None
         if isinstance(effect, Drain):
-            return None  # messages are applied as they arrive
+            self.listener.drain(task)
+            return None
         if isinstance(effect, WatchHolds):
             if not self.keeper:
                 self._poke()
@@ -970,6 +1026,7 @@ class SimClient:
         decide after each notify or timeout); returns its result when ``first`` and it may."""
         waiting = task.waiting
         assert waiting is not None
+        self.listener.unpause(task)
         now = self.local()
         if waiting[0] == "subscribe":
             _, effect, entry, end = waiting
@@ -981,7 +1038,7 @@ class SimClient:
             if now >= end:
                 error = BackendError(f"no confirmation of SUBSCRIBE {effect.channel}")
                 return self._leave_and(task, effect.channel, first, error)
-            self._sleep(task, end - now)
+            self.listener.pause(task, end - now)
             return _LATER
         _, channel, entry, ticket, end, shared = waiting
         moved = self.listener.parking.channels.get(channel) is not entry  # (another shard's)
@@ -992,7 +1049,7 @@ class SimClient:
         left = entry.sleep_until(ticket, end, shared) - now
         if left <= 0:
             return self._go(task, first, False)
-        self._sleep(task, left)
+        self.listener.pause(task, left)
         return _LATER
 
     def _sleep(self, task: Task, seconds: float) -> None:
@@ -1005,6 +1062,7 @@ class SimClient:
 
     def _go(self, task: Task, first: bool, value: Any) -> Any:
         task.waiting = None
+        self.listener.hand_on(task)
         if first:
             return value
         task.tick += 1  # resumed as an event of its own: notify() may run inside another flow
@@ -1013,6 +1071,7 @@ class SimClient:
 
     def _leave_and(self, task: Task, channel: str, first: bool, error: BaseException) -> Any:
         task.waiting = None
+        self.listener.hand_on(task)
         self.listener.leave(channel, task, False)
         if first:
             raise error
@@ -1025,8 +1084,11 @@ class SimClient:
         script sent stays sent (its reply is dropped with the connection); a pending
         SUBSCRIBE's waiter leaves the channel; then the flow gets the error."""
         waiting = task.waiting
-        if waiting is not None and waiting[0] == "subscribe":
-            self.listener.leave(waiting[1].channel, task, False)
+        if waiting is not None:
+            task.waiting = None
+            self.listener.hand_on(task)
+            if waiting[0] == "subscribe":
+                self.listener.leave(waiting[1].channel, task, False)
         self.sim.note(self, "cancel", task, "at", task.effect)
         self.advance(task, None, Cancelled())
 
@@ -1442,7 +1504,7 @@ class Sim:
         for client in self.clients:
             client.listener.reset()
         # Then the clients' back-offs: reconnecting, and reconciling what failed (to 1 s each).
-        self._fault_for(longest + LAST_RETRY + lock.RECONCILE_PAUSE[1] + lock.RECONCILE_RECHECK)
+        self._fault_for(longest + MAX_RETRY + lock.RECONCILE_PAUSE[1] + lock.RECONCILE_RECHECK)
 
     # ---- checkers
     def violate(self, rule: str, detail: str) -> None:
