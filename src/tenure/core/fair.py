@@ -52,6 +52,9 @@ log = logging.getLogger("tenure")
 
 QUEUED = -1
 """The entry argument of an attempt by a waiter its client knows is queued."""
+PLACE = -3
+"""The entry argument of a queued waiter's first attempt once subscribed: it reads its
+place (the head, or :data:`BEHIND`) without joining or checking re-entry."""
 BEHIND = -2
 """An attempt's reply for a waiter behind the head: wait until woken."""
 
@@ -141,7 +144,12 @@ class FairLockCore(LockCore):
             with self._mutex:
                 new = owner not in self._queued
                 self._queued.add(owner)
-                entry = QUEUED if owner in self._joined else self.entry_ms()
+                if owner in self._joined:
+                    entry = QUEUED
+                elif owner in self._looked:
+                    entry = PLACE
+                else:
+                    entry = self.entry_ms()
             if new:
                 self.ctx.holds.waiters.add(self, owner)
                 yield WATCH_HOLDS  # the keeper's pass keeps the entry alive
@@ -165,7 +173,7 @@ class FairLockCore(LockCore):
                 with self._mutex:
                     if owner not in self._queued:
                         pass
-                    elif entry > 0 and int(reply) == BEHIND and owner not in self._looked:
+                    elif entry > 0 and int(reply) == BEHIND:
                         # Joined behind the head: its attempt once subscribed reads its place
                         # again, as it may have become the head meanwhile, its wake-up sent
                         # before it listened (a Java client's unlock, which no turn watcher

@@ -4,7 +4,9 @@
 -- ARGV[1] lease ms   ARGV[2] owner field
 -- ARGV[3] the waiter's entry lease ms (its client refreshes it every renewal period); 0 = one
 -- attempt that never joins the queue; -1 = the caller is queued already (its client knows:
--- only its turn is checked)   ARGV[4] grace ms (see start_turn)
+-- only its turn is checked); -3 = the caller is queued and asks for its place (its first
+-- look once subscribed: it may have become the head meanwhile)   ARGV[4] grace ms (see
+-- start_turn)
 -- ARGV[5] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
 -- script builds them)   ARGV[6] wake-up message   ARGV[7] 1 when the caller asks for a
 -- lease_time (that lease may run out with no release: the client then watches its end if
@@ -17,7 +19,8 @@
 -- the ms to sleep before trying again: the lease left for
 -- the head (-1: no expiry, until woken), -2 behind the head (until woken: it will be when it
 -- becomes the head). A queued caller (ARGV[3] -1) is only ever woken as the head: it is
--- told the lease left without reading the queue.
+-- told the lease left without reading the queue; one asking for its place (-3) is told
+-- -2 or the lease left, as a caller that joins.
 -- @include server_time
 -- @include kinds
 -- @include fair_queue
@@ -40,13 +43,8 @@ end
 -- lock's PTTL, plus WAIT). Returns its place (1: the head), or 0 when it was queued already
 -- (place unknown).
 local function join(now, pttl)
-    local mine = redis.pcall('zscore', zset, owner)
-    wrong = refused(mine, zset, 'zset')
-    if wrong or mine then
-        return 0
-    end
     local ahead = redis.pcall('llen', queue)
-    wrong = refused(ahead, queue, 'list') or type_error(alive, 'hash')
+    wrong = refused(ahead, queue, 'list')
     if wrong then
         return 0
     end
@@ -60,7 +58,14 @@ local function join(now, pttl)
     if wrong or added == 0 then
         return 0
     end
-    keep_alive(alive, owner, now, entry)
+    wrong = refused(redis.pcall('hset', alive, owner, now + entry), alive, 'hash')
+    if wrong then
+        redis.call('zrem', zset, owner)
+        return 0
+    end
+    if redis.call('pttl', alive) < entry then
+        redis.call('pexpire', alive, entry)
+    end
     return redis.call('rpush', queue, owner)
 end
 
@@ -124,6 +129,18 @@ if entry == -1 then
     end
     if popped then
         redis.call('lpush', queue, popped)
+    end
+end
+if entry == -3 then
+    -- A queued caller's look at its place: behind the head, it waits to be woken (the dead
+    -- heads are the turn watchers' and renewal passes' business).
+    local head = redis.pcall('lindex', queue, 0)
+    wrong = refused(head, queue, 'list')
+    if wrong then
+        return wrong
+    end
+    if head and head ~= owner then
+        return -2
     end
 end
 local front = redis.pcall('lrange', queue, 0, 0)
