@@ -56,6 +56,7 @@ from tenure.core.effects import (
     Unsubscribe,
     Wait,
     WatchHolds,
+    just,
 )
 from tenure.core.fair import FairLockCore
 from tenure.core.holds import Hold, HoldTable
@@ -138,6 +139,10 @@ def _virtual_time(sim: Sim) -> Iterator[None]:
 # ------------------------------------------------------------------ the server
 class WrongType(Exception):
     pass
+
+
+class SimulatorGap(Exception):
+    """A script used a command the simulated server does not have (add it to Server)."""
 
 
 @dataclass(frozen=True)
@@ -334,6 +339,13 @@ class Server:
         b = len(items) + b if b < 0 else b
         return list(items[a : b + 1])
 
+    def cmd_llen(self, key: str) -> int:
+        return len(self._get(key, "list") or [])
+
+    def cmd_lpos(self, key: str, value: str) -> int | None:
+        items = self._get(key, "list") or []
+        return items.index(value) if value in items else None
+
     def cmd_lrem(self, key: str, count: str, value: str) -> int:
         items = self._get(key, "list") or []
         kept = [v for v in items if v != value]
@@ -366,6 +378,10 @@ class Server:
     def cmd_zscore(self, key: str, member: str) -> str | None:
         score = (self._get(key, "zset") or {}).get(member)
         return None if score is None else _score(score)
+
+    def cmd_zmscore(self, key: str, *members: str) -> list[str | None]:
+        table = self._get(key, "zset") or {}
+        return [None if m not in table else _score(table[m]) for m in members]
 
     def cmd_zrem(self, key: str, *members: str) -> int:
         table = self._get(key, "zset") or {}
@@ -416,8 +432,8 @@ class Server:
     # ---- scripts
     def _from_lua(self, name: str, *args: Any) -> Any:
         command = self.commands.get(name.lower())
-        if command is None:
-            return self.lua.table_from({"err": f"ERR unknown command '{name}' in the simulator"})
+        if command is None:  # a gap in the simulator, not a server's answer: stop the run
+            raise SimulatorGap(f"the simulated server has no command {name!r}")
         try:
             reply = command(*(_text(a) for a in args))
         except WrongType:
@@ -480,6 +496,8 @@ class Server:
                     self.lua.table_from([str(a) for a in effect.args]),
                 )
             except lua51.LuaError as error:
+                if "SimulatorGap" in str(error):
+                    raise SimulatorGap(f"script {name}: {error}") from None
                 raise BackendError(f"script {name}: {error}") from None
             reply = self._from_script(value)
             self.sim.ran(effect, before, reply)
@@ -736,6 +754,8 @@ class Listener:
     def notify(self, tickets: list[Ticket]) -> None:
         for ticket in tickets:
             self.wake(ticket.cond)
+        for call in self.table.take_relays():  # wake-ups for this client nobody here can use
+            self.client.spawn(just(call), f"{self.client.name}/relay")
 
     def wake(self, task: Task) -> None:
         """Notify ``task``'s condition: it looks again at what it waits for, at once."""
@@ -789,7 +809,7 @@ class Listener:
             self.hand_on(JANITOR)
         gone, due = table.janitor_plan()
         for channel in gone:
-            self._send("unsubscribe", [channel])
+            self._send("unsubscribe", self.table.letting_go(channel))
         if math.isfinite(due):
             self.sweeps += 1
             when = self.sim.now + self.client.virtual(due)
@@ -848,9 +868,11 @@ class Listener:
 
     # ---- effects
     def subscribe(self, task: Task, effect: Subscribe) -> Any:
-        entry, _, first = self.parking.join(effect.channel, effect.wake_all, task, lambda: task)
+        entry, _, first = self.parking.join(
+            effect.channel, effect.wake_all, task, lambda: task, effect.alias, effect.relay
+        )
         if first:
-            self._subscribe([effect.channel])
+            self._subscribe(self.parking.names(effect.channel))
             self.kick()
         task.waiting = ("subscribe", effect, entry, self.client.local() + SUBSCRIBE_TIMEOUT)
         return self.client.recheck(task, first=True)
@@ -871,7 +893,9 @@ class Listener:
     def leave(self, channel: str, task: Task, pass_on: bool) -> None:
         notify, last = self.parking.leave(channel, task, pass_on)
         if last:
-            self._send("unsubscribe", [channel])
+            self._send("unsubscribe", self.table.letting_go(channel))
+        for alias in self.table.take_alias_off():
+            self._send("unsubscribe", [alias])
         self.notify(notify)
 
 
@@ -1327,8 +1351,9 @@ class Sim:
         """The client whose script the server runs now."""
         self.attempted: dict[tuple[str, SimClient], float] = {}
         """(Lock, client) -> when an acquire script of that client last ran on the server."""
-        self.unlocked: dict[str, float] = {}
-        """Lock -> when a release last freed it (published its unlock)."""
+        self.unlocked: dict[str, tuple[float, SimClient | None]] = {}
+        """Lock -> when an unlock was last published, and for which client (None: all)."""
+        self.by_id = {client.ctx.identity.client_id: client for client in self.clients}
         self.free_since: dict[str, float] = {}
         self.lost_on_server: set[tuple[str, str]] = set()
         self.cancelled: dict[tuple[str, str], float] = {}
@@ -1538,7 +1563,8 @@ class Sim:
             self.free_since.pop(name, None)  # held, if only between two probes
         elif before:
             self.freed_by[name] = "release"
-            self.unlocked[name] = self.now
+        if not fields and self.locks.get(name) == "lock":
+            self._unlocked(name)
         if effect.script.name == "lock_acquire" and self.caller is not None:
             self.attempted[name, self.caller] = self.now
         if len(fields) > 1:
@@ -1656,15 +1682,35 @@ class Sim:
                 )
         self.at(self.now + 0.01, None, self._probe)
 
+    def _unlocked(self, name: str) -> None:
+        """After a script that left Lock ``name`` free: the clients its unlock message (if
+        it sent one) was for: every client on the lock's channel, or the one client whose
+        own channel it went to (the wake queue: docs/wire.md)."""
+        channel = keys.lock_channel(name)
+        own = keys.lock_client_channel_prefix(name)
+        for sent, payload in self.server.publishing:
+            if payload != keys.UNLOCK_MESSAGE:
+                continue
+            if sent == channel:
+                self.unlocked[name] = (self.now, None)
+            elif sent.startswith(own):
+                client = self.by_id.get(sent[len(own) :])
+                self.unlocked[name] = (self.now, client)
+
     def _woken(self, name: str, waiters: list[Worker], bound: float) -> None:
-        """An unlock wakes a waiter in every client that has some (the channel reaches each
-        client; its table gives the wake-up to one of them), who tries again within
-        :meth:`bound`, even when another client's waiter takes the lock first."""
-        unlocked = self.unlocked.get(name)
-        if unlocked is None or self.now - max(unlocked, self.calm_since) <= bound:
+        """An unlock wakes a waiter in every client it was for (the lock's channel reaches
+        each client, a client's own channel that client; its table gives the wake-up to one
+        of its waiters), who tries again within :meth:`bound`, even when another client's
+        waiter takes the lock first."""
+        if name not in self.unlocked:
+            return
+        unlocked, target = self.unlocked[name]
+        if self.now - max(unlocked, self.calm_since) <= bound:
             return
         for worker in waiters:
             client = worker.client
+            if target is not None and client is not target:
+                continue
             if worker.since < unlocked and self.attempted.get((name, client), -1) < unlocked:
                 self.violate(
                     "lost wake-up",
