@@ -59,6 +59,7 @@ from tenure.core.effects import (
     just,
 )
 from tenure.core.fair import FairLockCore
+from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import Hold, HoldTable
 from tenure.core.listening import JANITOR, MAX_RETRY, Listening
 from tenure.core.lock import LockCore
@@ -72,12 +73,19 @@ SUBSCRIBE_TIMEOUT = 5.0
 """Seconds a Subscribe waits for its confirmation (the client's socket timeout)."""
 EPOCH_MS = 1_700_000_000_000
 """The server's wall clock (TIME) at virtual time 0."""
+KINDS: dict[str, type[LockCore]] = {
+    "lock": LockCore,
+    "fair": FairLockCore,
+    "fenced": FencedLockCore,
+}
+"""The kinds of lock a seed draws its locks from."""
 RELEASES = ("lock_release", "fair_release")
 """Scripts by which an owner ends its own hold (``+guard``: a reconcile's)."""
 RULES = frozenset(
     {
         "mutual exclusion",
         "FIFO",
+        "fencing token",
         "lost wake-up",
         "late lease-end re-check",
         "orphan hold",
@@ -217,6 +225,12 @@ class Server:
             self._delete(key)
 
     # ---- commands (replies: int, str, None, list, _Status)
+    def cmd_info(self, section: str = "") -> str:
+        return "# Persistence\r\naof_enabled:0\r\n"  # none: see Sim._restart
+
+    def cmd_config(self, verb: str, name: str) -> list[str]:
+        return [name, ""]  # CONFIG GET save: no save points
+
     def cmd_time(self) -> list[Any]:
         return [str(self.now_ms // 1000), str(self.now_ms % 1000 * 1000)]
 
@@ -508,7 +522,7 @@ class Server:
                     conn.push("message", channel, message)
 
     def _lock_fields(self, effect: Call) -> dict[str, str] | None:
-        if not effect.keys or not effect.script.name.startswith(("lock_", "fair_")):
+        if not effect.keys or not effect.script.name.startswith(("lock_", "fair_", "fenced_")):
             return None
         entry = self._live(effect.keys[0])
         return dict(entry[1]) if entry is not None and entry[0] == "hash" else {}
@@ -936,7 +950,7 @@ class SimClient:
         self.ctx.holds.poke = self._poke
         self.cores: dict[str, LockCore] = {}
         for name, kind in sim.locks.items():
-            core = (FairLockCore if kind == "fair" else LockCore)(self.ctx, name)
+            core = KINDS[kind](self.ctx, name)
             core.add_loss_listener(self.lost)
             self.cores[name] = core
         self.keeper = 0
@@ -1237,9 +1251,11 @@ class Worker:
             self.lock,
             f"timeout={timeout} lease={lease}",
         )
-        self.task = self.client.spawn(
-            core.acquire(self.owner, True, timeout, lease), f"{self.name}.acq", self.acquired
-        )
+        if isinstance(core, FencedLockCore):
+            flow = core.acquire_token(self.owner, True, timeout, lease)
+        else:
+            flow = core.acquire(self.owner, True, timeout, lease)
+        self.task = self.client.spawn(flow, f"{self.name}.acq", self.acquired)
 
     def acquired(self, result: Any, error: BaseException | None) -> None:
         sim = self.sim
@@ -1257,6 +1273,8 @@ class Worker:
         sim.acquisitions += 1
         sim.note(self.client, "holds", self.name, _short(self.owner), self.lock)
         sim.check_exclusion(self)
+        if not isinstance(result, bool):  # a FencedLock's token
+            sim.check_token(self, result)
         long = sim.rng.random() < 0.05
         hold_for = sim.rng.uniform(0.5, 4.0) if long else sim.rng.expovariate(1 / 0.004)
         sim.at(sim.now + hold_for, self.client, self.release)
@@ -1324,8 +1342,7 @@ class Sim:
         self.acquisitions = 0
         rng, options = self.rng, self.options
         self.locks = {
-            f"lock{i}": rng.choice(("lock", "fair"))
-            for i in range(options.locks or rng.randint(1, 3))
+            f"lock{i}": rng.choice(sorted(KINDS)) for i in range(options.locks or rng.randint(1, 3))
         }
         self.server = Server(self)
         if self.options.plant == "release_without_owner_check":
@@ -1358,6 +1375,9 @@ class Sim:
         self.lost_on_server: set[tuple[str, str]] = set()
         self.cancelled: dict[tuple[str, str], float] = {}
         """(Owner, lock) -> when its last acquire was cancelled."""
+        self.restarted_at = -1.0
+        self.tokens: dict[str, int] = {}
+        """Lock -> the highest fencing token granted (since the last restart)."""
         self.granted: dict[tuple[str, str], float] = {}
         """(Lock, owner) -> when the server last granted it."""
         self.freed_by: dict[str, str] = {}
@@ -1525,6 +1545,8 @@ class Sim:
         longest = max(2.0, self.options.watchdog_timeout) + 0.1
         self.note(None, "server restart", f"empty, back in {longest:.1f} s")
         self.server.flush()
+        self.tokens.clear()  # the counters start over: no persistence
+        self.restarted_at = self.now
         self.down_until = self.now + longest
         for client in self.clients:
             client.listener.reset()
@@ -1563,9 +1585,9 @@ class Sim:
             self.free_since.pop(name, None)  # held, if only between two probes
         elif before:
             self.freed_by[name] = "release"
-        if not fields and self.locks.get(name) == "lock":
+        if not fields and self.locks.get(name) in ("lock", "fenced"):
             self._unlocked(name)
-        if effect.script.name == "lock_acquire" and self.caller is not None:
+        if effect.script.name in ("lock_acquire", "fenced_acquire") and self.caller:
             self.attempted[name, self.caller] = self.now
         if len(fields) > 1:
             self.violate("mutual exclusion", f"{name} has {len(fields)} owners: {fields}")
@@ -1600,6 +1622,19 @@ class Sim:
                     f"{worker.name} was granted {worker.lock!r} while {other.name} "
                     "believes it holds it with a valid lease",
                 )
+
+    def check_token(self, worker: Worker, token: int) -> None:
+        """A FencedLock's tokens strictly increase per lock (since the last restart: the
+        server persists nothing, as the client's warning says)."""
+        if self.granted.get((worker.lock, worker.owner), 0.0) < self.restarted_at:
+            return  # granted by the server before it restarted empty
+        last = self.tokens.get(worker.lock, 0)
+        if token <= last:
+            self.violate(
+                "fencing token",
+                f"{worker.name} was granted {worker.lock!r} with token {token}, not above {last}",
+            )
+        self.tokens[worker.lock] = token
 
     def check_loss_told(self, worker: Worker) -> None:
         """A worker whose hold ended on the server before its release must have been told."""
@@ -1664,7 +1699,7 @@ class Sim:
             if self.faulty or not waiters:
                 self.free_since.pop(name, None)
                 continue
-            if self.locks[name] == "lock":
+            if self.locks[name] != "fair":
                 self._woken(name, waiters, bound)
             if self.server.fields(name):
                 self.free_since.pop(name, None)
