@@ -99,16 +99,9 @@ def test_the_lease_end_recheck_follows_the_new_holder() -> None:
     assert violation is None, f"seed {len(results)}: {violation}\n{violation.history}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="real bug (wake queue, 747372c): a release whose unlock the wake queue sent to the "
-    "releaser's own client (reply WOKE_SELF, -1: its client channel was still subscribed, "
-    "the UNSUBSCRIBE of its last waiter on its way) yields no Drain, so when that client has "
-    "no waiter left the wake-up waits unread on its socket until the janitor's next sweep "
-    "(up to LINGER, 0.5 s) before the relay passes it on; meanwhile another client's waiter "
-    "sleeps beside a free lock. Draining on WOKE_SELF, as on a reply >= 2, relays it at once. "
-    "(Seed 103 of the default options at cce1ae2; the seed may drift as the code changes.)",
-)
+# Found by the simulator (seed 103): a release whose unlock went to the releaser's own
+# client (WOKE_SELF) yielded no Drain, so with no waiter left there the wake-up waited on
+# its socket for the janitor (up to 0.5 s) before being passed on.
 def test_an_unlock_sent_to_the_releasers_own_client_is_passed_on_at_once() -> None:
     options = sim.Options(skip=sim.RULES - {"lost wake-up"})
     results, violation = sim.search(range(100, 110), options)

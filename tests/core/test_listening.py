@@ -279,3 +279,21 @@ def test_close_wakes_every_waiter(clock: Clock) -> None:
     _, b, _ = table.parking.join("b", NOBODY, "v", object)
     assert table.close() == [a, b] and table.closed
     assert table.role("w") == "sleep" and table.janitor_step() is None
+
+
+def test_an_idle_lingering_subscription_is_reported_until_it_nearly_ends(clock: Clock) -> None:
+    # The releaser's own subscription, lingering with nobody waiting, is no one to wake: a
+    # release tells its script so, except when its UNSUBSCRIBE may already be on its way.
+    from tenure.core.listening import IDLE_MARGIN
+
+    table = up(clock)
+    alias = CH + ":tenure:c"
+    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
+    table.subscribing(table.parking.names(CH))
+    table.received("subscribe", CH, "1")
+    assert not table.idle_listener(CH)  # a waiter waits
+    table.parking.leave(CH, "w", False)
+    assert table.take_alias_off() == [alias]  # the alias does not linger
+    assert table.idle_listener(CH)
+    clock.now += LINGER - IDLE_MARGIN
+    assert not table.idle_listener(CH)

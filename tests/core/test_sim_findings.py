@@ -16,16 +16,10 @@ class _Owner:
     """What an owner id is made for (held weakly by the identity)."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="real bug: a sync FairLock acquire with lease_time interrupted (a signal handler "
-    "raises) right after its grant was recorded, at the turn watcher's Background (waiters "
-    "remain: reply 'W'), raises with the hold still recorded and held: _acquire's granted "
-    "flag is still False, so _undo_interrupted_grant does not pop it and the reconcile "
-    "finds nothing beyond the recorded count. The hold stays for its lease; the owner's next "
-    "acquire is a re-entry whose release leaves the lock held (simulator: interrupts=4.0, "
-    "slow=0.1, 'orphan hold')",
-)
+# Found by the simulator (interrupts=4.0, slow=0.1, "orphan hold"): a sync FairLock acquire
+# with lease_time interrupted right after its grant was recorded, at the turn watcher's
+# Background (reply 'W'), kept the hold: the acquire's clean-up did not know the grant was
+# recorded. It now compares the recorded holds with those before the attempt.
 def test_an_interrupt_at_the_turn_watch_after_a_fair_grant_leaves_no_hold() -> None:
     ctx = Context(watchdog_timeout=30.0, name_prefix="", wait_for_replicas=0, replica_timeout=0)
     core = FairLockCore(ctx, "f")

@@ -54,6 +54,9 @@ MAX_RETRY = 1.0
 """The longest pause between two reconnection attempts (seconds)."""
 JANITOR = "janitor"
 """The reader's key of the janitor."""
+IDLE_MARGIN = 0.1
+"""Seconds before a lingering channel is let go during which a release counts it as a
+listener again (:meth:`Listening.idle_listener`)."""
 MIN_JANITOR_NAP = 0.01
 """The janitor's shortest sleep (seconds): a due time already past is looked at this soon."""
 
@@ -335,6 +338,22 @@ class Listening:
         as far as the replies read so far tell."""
         return self.connected and self.parking.hears(channel)
 
+    def idle_listener(self, channel: str) -> bool:
+        """True if this connection listens on ``channel`` (it lingers) while none of its
+        waiters waits there nor listens on the channel's alias: a release need not count it
+        among the listeners to wake (docs/wire.md, "One client woken per unlock"). Not in
+        the last :data:`IDLE_MARGIN` seconds of its lingering, when its UNSUBSCRIBE may reach
+        the server before the release does (the release would then count one listener
+        too few, and might not wake a Redisson waiter)."""
+        entry = self.parking.channels.get(channel)
+        return (
+            self.hears(channel)
+            and entry is not None
+            and not entry.tickets
+            and not entry.alias_on
+            and entry.idle_since + self.parking.linger - self.clock() > IDLE_MARGIN
+        )
+
     def letting_go(self, channel: str) -> list[str]:
         """``channel`` is let go (its UNSUBSCRIBE counted by the table): the names the driver's
         UNSUBSCRIBE carries (the channel and its alias)."""
@@ -375,3 +394,8 @@ class Subscriptions:
         lock taken: a moment's answer, for a guess that may be off by a message in
         flight; list() copies in one step)."""
         return any(table.hears(channel) for table in list(self._tables))
+
+    def idle_listener(self, channel: str) -> bool:
+        """True if one of the client's connections listens on ``channel`` with nobody of the
+        client waiting there (:meth:`Listening.idle_listener`)."""
+        return any(table.idle_listener(channel) for table in list(self._tables))

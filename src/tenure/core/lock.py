@@ -383,6 +383,7 @@ class LockCore:
                 self.field(owner),
                 keys.lock_client_channel_prefix(self.key),
                 self.ctx.identity.client_id,
+                1 if self.ctx.subscriptions.idle_listener(self.channel) else 0,
             ],
             changes=True,
         )
@@ -433,6 +434,7 @@ class LockCore:
         deadline = Deadline(wait)
         channel: str | None = None
         in_flight = granted = False
+        before = 0  # holds recorded before the attempt in flight
         try:
             now = time.monotonic()
             sent: float | None = now
@@ -444,7 +446,7 @@ class LockCore:
                 ttl: int | None = max(1, int(grace * 1000))
                 sent = None
             else:
-                in_flight = True
+                in_flight, before = True, self._recorded(owner)
                 ttl = yield from self.try_once(owner, lease, wait, until=deadline.end)
                 in_flight = False
             tried = sent is not None
@@ -463,7 +465,7 @@ class LockCore:
                 while True:
                     if fresh is not True and sent is not None:
                         # again=False only for the first attempt (after a yield's grace)
-                        in_flight = True
+                        in_flight, before = True, self._recorded(owner)
                         ttl = yield from self.try_once(
                             owner, lease, wait, again=tried, until=deadline.end
                         )
@@ -493,8 +495,10 @@ class LockCore:
                 yield Unsubscribe(channel, pass_on=True)
             # An interrupt (not tenure's own error: that attempt's outcome was handled)
             # while an attempt's reply was being handled may have left a grant unrecorded.
+            # (A grant may be recorded already: FairLock's turn watcher runs after it.)
             if granted or (in_flight and not isinstance(error, LockError)):
-                yield from self._undo_interrupted_grant(owner, granted)
+                recorded = granted or (in_flight and self._recorded(owner) > before)
+                yield from self._undo_interrupted_grant(owner, recorded)
             yield from self._give_up_quietly(owner)
             raise
 
@@ -519,6 +523,11 @@ class LockCore:
         finally:
             if until is not None:
                 self._until.pop(owner, None)
+
+    def _recorded(self, owner: str) -> int:
+        """``owner``'s holds of this lock recorded in the client's hold table."""
+        hold = self.ctx.holds.get(self.key, self.field(owner))
+        return len(hold.leases) if hold is not None else 0
 
     def _undo_interrupted_grant(self, owner: str, recorded: bool) -> Flow[None]:
         """The caller was interrupted (cancelled, a signal handler raised, an error) after
@@ -566,8 +575,15 @@ class LockCore:
         self.released(owner, hold, reply)
         if hold is not None and hold.leases and reply is not None and int(reply) == 0:
             self.ctx.holds.reapplied(hold, self.applied_lease(lease), sent)
-        elif reply is not None and int(reply) >= 2 and self.ctx.hears(self.channel):
-            yield Drain(self.channel)  # our own unlock came back to our own socket
+        elif (
+            reply is not None
+            and (int(reply) >= 2 or int(reply) == WOKE_SELF)
+            and self.ctx.hears(self.channel)
+        ):
+            # Our own unlock came back to our own socket (on the lock's channel, or on this
+            # client's own when it went to us alone): read it now, so that a waiter here
+            # takes it, or, with none left, it is passed on to another client.
+            yield Drain(self.channel)
 
     def released(self, owner: str, hold: Hold | None, reply: Any) -> None:
         """Apply a release script's reply to the hold table (raises if it was not owned)."""

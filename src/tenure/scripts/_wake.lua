@@ -7,16 +7,17 @@
 --
 -- (Include _wake_register.lua before this fragment.)
 --
--- wake_one(queue, channel, prefix, message, skip): publish `message` to the client channel
--- of the oldest live registered client (not `skip`), moved to the back of the queue, when
--- every listener of `channel` is such a client; else to `channel`. Clients whose client
+-- wake_one(queue, channel, prefix, message, skip, idle): publish `message` to the client
+-- channel of the oldest live registered client (not `skip`), moved to the back of the queue,
+-- when every listener of `channel` (less `idle` known not to wait: the releaser's own
+-- lingering subscription) is such a client; else to `channel`. Clients whose client
 -- channel nobody listens on are dropped. Returns the client woken, or false and the number
 -- of listeners the channel message reached.
-local function wake_one(queue, channel, prefix, message, skip)
+local function wake_one(queue, channel, prefix, message, skip, idle)
     local ids = redis.call('zrange', queue, 0, -1)
     local dead, chosen = {}, nil
     if #ids > 0 then
-        local listeners = redis.call('pubsub', 'numsub', channel)[2]
+        local listeners = redis.call('pubsub', 'numsub', channel)[2] - (idle or 0)
         local live = 0
         for _, id in ipairs(ids) do
             if redis.call('pubsub', 'numsub', prefix .. id)[2] > 0 then
