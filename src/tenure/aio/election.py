@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 
-from tenure._leadership_scope import AsyncLeadershipScope
+from tenure._scope import AsyncLossScope
 from tenure.aio.runner import AsyncRunner
 from tenure.core.args import bind_callback
 from tenure.core.election import ElectionCore, Leader
@@ -61,7 +61,7 @@ class AsyncElection:
         """The election's algorithm (:mod:`tenure.core.election`)."""
         self._identity: object = None
         self._owner_id = ""
-        self._scopes: list[AsyncLeadershipScope] = []
+        self._scopes: list[AsyncLossScope] = []
         self.core.add_loss_listener(self._lost)
 
     @property
@@ -241,14 +241,14 @@ class AsyncLeadership:
         self._value = value
         self._timeout = timeout
         self._cancel = cancel
-        self._scope: AsyncLeadershipScope | None = None
+        self._scope: AsyncLossScope | None = None
 
     async def __aenter__(self) -> int:
         election = self._election
         term = await election.campaign(self._value, self._timeout)
         if term is None:
             raise LockTimeout(f"{election!r}: not elected within {self._timeout} s")
-        scope = AsyncLeadershipScope(election, self._cancel)
+        scope = AsyncLossScope(election, self._cancel)
         if scope.active:
             self._scope = scope
             election._scopes.append(scope)

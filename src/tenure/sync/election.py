@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Awaitable
 
-from tenure._leadership_scope import LeadershipScope
+from tenure._scope import LossScope
 from tenure.sync.runner import Runner
 from tenure.core.args import bind_callback
 from tenure.core.election import ElectionCore, Leader
@@ -61,7 +61,7 @@ class Election:
         """The election's algorithm (:mod:`tenure.core.election`)."""
         self._identity: object = None
         self._owner_id = ""
-        self._scopes: list[LeadershipScope] = []
+        self._scopes: list[LossScope] = []
         self.core.add_loss_listener(self._lost)
 
     @property
@@ -241,14 +241,14 @@ class Leadership:
         self._value = value
         self._timeout = timeout
         self._cancel = cancel
-        self._scope: LeadershipScope | None = None
+        self._scope: LossScope | None = None
 
     def __enter__(self) -> int:
         election = self._election
         term = election.campaign(self._value, self._timeout)
         if term is None:
             raise LockTimeout(f"{election!r}: not elected within {self._timeout} s")
-        scope = LeadershipScope(election, self._cancel)
+        scope = LossScope(election, self._cancel)
         if scope.active:
             self._scope = scope
             election._scopes.append(scope)
