@@ -53,13 +53,26 @@ async def waiters_of(clients, name: str, events: list[AsyncEvent], holding: Asyn
     return [async_spawn(wait, c, e) for c, e in zip(clients, events, strict=True)]
 
 
-async def test_an_unlock_wakes_one_waiting_client_of_four(async_make_client, r) -> None:
-    holder = async_make_client().lock("one")
+async def held_with_waiters(async_make_client, name: str, n: int):
+    """Lock ``name`` held by one client, and one waiter in each of ``n`` others (see
+    :func:`waiters_of`): (the holder's lock, the waiters' events, their ``holding``, jobs)."""
+    holder = async_make_client().lock(name)
     assert await holder.acquire()
-    clients = [async_make_client() for _ in range(4)]
-    events = [AsyncEvent() for _ in clients]
-    done = AsyncEvent()
-    jobs = await waiters_of(clients, "one", events, done)
+    events = [AsyncEvent() for _ in range(n)]
+    holding = AsyncEvent()
+    jobs = await waiters_of([async_make_client() for _ in range(n)], name, events, holding)
+    return holder, events, holding, jobs
+
+
+async def served(holding: AsyncEvent, jobs) -> None:
+    """Let the waiters of :func:`waiters_of` go, and wait for each to end."""
+    holding.set()
+    for job in jobs:
+        await job.result(10)
+
+
+async def test_an_unlock_wakes_one_waiting_client_of_four(async_make_client, r) -> None:
+    holder, events, done, jobs = await held_with_waiters(async_make_client, "one", 4)
     assert await async_wait_until(lambda: listening(r, "one") == 4)
     queue = keys.lock_wake_queue("one")
     assert await async_wait_until(lambda: r.zcard(queue) == 4)  # every client registered
@@ -77,9 +90,7 @@ async def test_an_unlock_wakes_one_waiting_client_of_four(async_make_client, r) 
         assert await async_wait_until(lambda: all(e.is_set() for e in events), 5)
     finally:
         messages.close()
-        done.set()
-        for job in jobs:
-            await job.result(10)
+        await served(done, jobs)
 
 
 async def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
@@ -87,12 +98,7 @@ async def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
 ) -> None:
     # A listener tenure does not know (a Redisson waiter) on the lock's channel: the unlock
     # goes to the channel, where it and every tenure waiter hear it.
-    holder = async_make_client().lock("mixed")
-    assert await holder.acquire()
-    clients = [async_make_client() for _ in range(2)]
-    events = [AsyncEvent() for _ in clients]
-    done = AsyncEvent()
-    jobs = await waiters_of(clients, "mixed", events, done)
+    holder, events, done, jobs = await held_with_waiters(async_make_client, "mixed", 2)
     foreign = r.pubsub()
     foreign.subscribe(keys.lock_channel("mixed"))
     try:
@@ -105,9 +111,7 @@ async def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
         assert await async_wait_until(lambda: any(e.is_set() for e in events), 2)
     finally:
         foreign.close()
-        done.set()
-        for job in jobs:
-            await job.result(10)
+        await served(done, jobs)
 
 
 async def test_an_unlock_published_on_the_lock_channel_wakes_tenure(
@@ -135,21 +139,14 @@ async def test_an_unlock_published_on_the_lock_channel_wakes_tenure(
 async def test_waiters_that_give_up_never_strand_the_others(async_make_client, r) -> None:
     # Clients whose waiters time out or are woken with nobody left to wake pass the
     # wake-up on: every waiter that stays is served within moments of each release.
-    holder = async_make_client().lock("stay")
-    assert await holder.acquire()
+    holder, events, done, jobs = await held_with_waiters(async_make_client, "stay", 3)
     quitters = [async_make_client() for _ in range(3)]
-    stayers = [async_make_client() for _ in range(3)]
-    events = [AsyncEvent() for _ in stayers]
-    done = AsyncEvent()
     gave_up = [async_spawn(lambda c=c: c.lock("stay").acquire(timeout=0.6)) for c in quitters]
-    jobs = await waiters_of(stayers, "stay", events, done)
     assert await async_wait_until(lambda: listening(r, "stay") == 6)
     for job in gave_up:
         assert await job.result(5) is False
     await holder.release()
-    done.set()
     started = time.monotonic()
-    assert await async_wait_until(lambda: all(e.is_set() for e in events), 5)
+    await served(done, jobs)
+    assert all(e.is_set() for e in events)
     assert time.monotonic() - started < 2.0
-    for job in jobs:
-        await job.result(10)

@@ -53,13 +53,26 @@ def waiters_of(clients, name: str, events: list[Event], holding: Event):
     return [spawn(wait, c, e) for c, e in zip(clients, events, strict=True)]
 
 
-def test_an_unlock_wakes_one_waiting_client_of_four(make_client, r) -> None:
-    holder = make_client().lock("one")
+def held_with_waiters(make_client, name: str, n: int):
+    """Lock ``name`` held by one client, and one waiter in each of ``n`` others (see
+    :func:`waiters_of`): (the holder's lock, the waiters' events, their ``holding``, jobs)."""
+    holder = make_client().lock(name)
     assert holder.acquire()
-    clients = [make_client() for _ in range(4)]
-    events = [Event() for _ in clients]
-    done = Event()
-    jobs = waiters_of(clients, "one", events, done)
+    events = [Event() for _ in range(n)]
+    holding = Event()
+    jobs = waiters_of([make_client() for _ in range(n)], name, events, holding)
+    return holder, events, holding, jobs
+
+
+def served(holding: Event, jobs) -> None:
+    """Let the waiters of :func:`waiters_of` go, and wait for each to end."""
+    holding.set()
+    for job in jobs:
+        job.result(10)
+
+
+def test_an_unlock_wakes_one_waiting_client_of_four(make_client, r) -> None:
+    holder, events, done, jobs = held_with_waiters(make_client, "one", 4)
     assert wait_until(lambda: listening(r, "one") == 4)
     queue = keys.lock_wake_queue("one")
     assert wait_until(lambda: r.zcard(queue) == 4)  # every client registered
@@ -77,9 +90,7 @@ def test_an_unlock_wakes_one_waiting_client_of_four(make_client, r) -> None:
         assert wait_until(lambda: all(e.is_set() for e in events), 5)
     finally:
         messages.close()
-        done.set()
-        for job in jobs:
-            job.result(10)
+        served(done, jobs)
 
 
 def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
@@ -87,12 +98,7 @@ def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
 ) -> None:
     # A listener tenure does not know (a Redisson waiter) on the lock's channel: the unlock
     # goes to the channel, where it and every tenure waiter hear it.
-    holder = make_client().lock("mixed")
-    assert holder.acquire()
-    clients = [make_client() for _ in range(2)]
-    events = [Event() for _ in clients]
-    done = Event()
-    jobs = waiters_of(clients, "mixed", events, done)
+    holder, events, done, jobs = held_with_waiters(make_client, "mixed", 2)
     foreign = r.pubsub()
     foreign.subscribe(keys.lock_channel("mixed"))
     try:
@@ -105,9 +111,7 @@ def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
         assert wait_until(lambda: any(e.is_set() for e in events), 2)
     finally:
         foreign.close()
-        done.set()
-        for job in jobs:
-            job.result(10)
+        served(done, jobs)
 
 
 def test_an_unlock_published_on_the_lock_channel_wakes_tenure(
@@ -135,21 +139,14 @@ def test_an_unlock_published_on_the_lock_channel_wakes_tenure(
 def test_waiters_that_give_up_never_strand_the_others(make_client, r) -> None:
     # Clients whose waiters time out or are woken with nobody left to wake pass the
     # wake-up on: every waiter that stays is served within moments of each release.
-    holder = make_client().lock("stay")
-    assert holder.acquire()
+    holder, events, done, jobs = held_with_waiters(make_client, "stay", 3)
     quitters = [make_client() for _ in range(3)]
-    stayers = [make_client() for _ in range(3)]
-    events = [Event() for _ in stayers]
-    done = Event()
     gave_up = [spawn(lambda c=c: c.lock("stay").acquire(timeout=0.6)) for c in quitters]
-    jobs = waiters_of(stayers, "stay", events, done)
     assert wait_until(lambda: listening(r, "stay") == 6)
     for job in gave_up:
         assert job.result(5) is False
     holder.release()
-    done.set()
     started = time.monotonic()
-    assert wait_until(lambda: all(e.is_set() for e in events), 5)
+    served(done, jobs)
+    assert all(e.is_set() for e in events)
     assert time.monotonic() - started < 2.0
-    for job in jobs:
-        job.result(10)
