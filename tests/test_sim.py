@@ -14,10 +14,11 @@ import pytest
 
 from tenure.testing import sim
 
-KNOWN = frozenset({"late lease-end re-check"})
-"""Rules a real bug still breaks (the xfail test below); checked again once it passes.
-(``orphan queue entry`` was one until 2494e7f: a cancelled fair acquire whose script reached
-the server after its give-up left its waiter queued.)"""
+KNOWN: frozenset[str] = frozenset()
+"""Rules a real bug still breaks (pinned by a strict xfail test); none now. (``orphan queue
+entry`` was one until 2494e7f: a cancelled fair acquire whose script reached the server
+after its give-up left its waiter queued; ``late lease-end re-check`` until the leaver that
+took the lock told its client's other waiters its lease.)"""
 SEEDS = range(40)
 """The CI budget: 40 seeds of 60 virtual seconds (about 8 s on an idle core)."""
 
@@ -83,18 +84,13 @@ def test_a_failing_seed_replays_exactly() -> None:
     assert "broke a rule" in report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="real bug: the waiters of one client share one lease-end re-check at the lease end "
-    "the last attempt saw (Parked.expiry); when the waiter that made it wins the lock, the "
-    "others keep the old holder's lease end, so if the new holder's lease (lease_time) runs "
-    "out first, with no release, they re-check late: up to watchdog_timeout",
-)
 def test_the_lease_end_recheck_follows_the_new_holder() -> None:
     # Waiters of one client on one lock, with no cancellation: a waiter that leaves passes
     # a wake-up on, which re-checks, and hides it; so do other clients' attempts.
     faults = replace(sim.Faults(), cancels=0)
-    options = sim.Options(clients=1, workers=3, locks=1, faults=faults, skip=sim.RULES - KNOWN)
+    options = sim.Options(
+        clients=1, workers=3, locks=1, faults=faults, skip=sim.RULES - {"late lease-end re-check"}
+    )
     results, violation = sim.search(range(30), options)
     assert violation is None, f"seed {len(results)}: {violation}\n{violation.history}"
 

@@ -504,3 +504,16 @@ def test_a_quiet_subscription_is_fresh_for_attempts_sent_after_it_was_confirmed(
     assert not entry.fresh(1.5) and entry.fresh(2.0)
     table.disconnected()
     assert not entry.fresh(9.0)
+
+
+def test_a_waiter_that_took_the_lock_gives_the_others_its_lease_end() -> None:
+    # The others re-check when the new holder's lease ends, not at the old holder's: found by
+    # the simulator (a new holder's short lease_time ran out first, with no release).
+    now = [10.0]
+    table = Parking(clock=lambda: now[0])
+    entry, _, _ = table.join(CH, NOBODY, 0, object)
+    table.join(CH, NOBODY, 1, object)
+    entry.expiry = 40.0  # the old holder's lease end, seen by the last attempt
+    table.leave(CH, 0, pass_on=False, lease=2.0)
+    assert entry.expiry == 12.0
+    table.leave(CH, 1, pass_on=False, lease=None)  # no grant: nothing moves

@@ -180,11 +180,12 @@ class AsyncListener:
                 raise BackendError(entry.refusal)
             return self._parking.take(ticket)
 
-    async def unsubscribe(self, channel: str, pass_on: bool) -> None:
-        """The caller stops waiting on ``channel``."""
+    async def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
+        """The caller stops waiting on ``channel`` (``lease``: see
+        :class:`tenure.core.effects.Unsubscribe`)."""
         key = async_waiter_key()
         async with self._mutex:
-            await self._leave(channel, key, pass_on)
+            await self._leave(channel, key, pass_on, lease)
 
     async def drain(self) -> None:
         """Read and apply what has come on the socket, without blocking, unless a waiter
@@ -193,8 +194,10 @@ class AsyncListener:
             if self._table.may_drain():
                 await self._drain(async_waiter_key())
 
-    async def _leave(self, channel: str, key: Any, pass_on: bool) -> None:
-        notify, last = self._parking.leave(channel, key, pass_on)
+    async def _leave(
+        self, channel: str, key: Any, pass_on: bool, lease: float | None = None
+    ) -> None:
+        notify, last = self._parking.leave(channel, key, pass_on, lease)
         if last:
             await self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
         for alias in self._table.take_alias_off():
@@ -511,11 +514,11 @@ class AsyncListeners:
             return True
         return await listener.wait(channel, seconds, patience)
 
-    async def unsubscribe(self, channel: str, pass_on: bool) -> None:
+    async def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel``."""
         listener = self._by_channel.get(channel)
         if listener is not None:
-            await listener.unsubscribe(channel, pass_on)
+            await listener.unsubscribe(channel, pass_on, lease)
         await self._forget(channel)
 
     async def _forget(self, channel: str) -> None:

@@ -155,8 +155,8 @@ class AsyncRunner(AsyncDriver):
                 return await self._listener.subscribe(
                     channel, wake_all, sharded, since, alias, effect.relay
                 )
-            case Unsubscribe(channel=channel, pass_on=pass_on):
-                return await self._listener.unsubscribe(channel, pass_on)
+            case Unsubscribe(channel=channel, pass_on=pass_on, lease=lease):
+                return await self._listener.unsubscribe(channel, pass_on, lease)
             case Drain(channel=channel):
                 return await self._listener.drain(channel)
             case WatchHolds():

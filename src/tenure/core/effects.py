@@ -81,10 +81,13 @@ class Unsubscribe:
 
     ``pass_on``: the caller leaves abnormally (error, cancellation) and may have taken a
     wake-up it will not use, so another waiter of this client is woken in its place.
+    ``lease``: the caller leaves because it took the lock, with this lease (seconds): the
+    lease end the channel's other waiters of this client re-check at (not the old holder's).
     """
 
     channel: str
     pass_on: bool = False
+    lease: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -478,7 +478,8 @@ class LockCore:
             granted = ttl is None
             self._registering.pop(owner, None)
             if channel is not None:
-                yield Unsubscribe(channel, pass_on=granted and self.shared)
+                held = self.applied_lease(lease) if granted else None
+                yield Unsubscribe(channel, pass_on=granted and self.shared, lease=held)
                 channel = None
             if not granted:
                 yield from self.give_up(owner)

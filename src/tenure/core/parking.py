@@ -349,11 +349,15 @@ class Parking:
             ticket.depth += 1
         return entry, ticket, first
 
-    def leave(self, channel: str, key: Hashable, pass_on: bool) -> tuple[list[Ticket], bool]:
+    def leave(
+        self, channel: str, key: Hashable, pass_on: bool, lease: float | None = None
+    ) -> tuple[list[Ticket], bool]:
         """Waiter ``key`` leaves ``channel``: (tickets to notify, True if UNSUBSCRIBE must be
         sent: it is counted as sent). A permit the leaver did not use, and with
         ``pass_on`` one it may have taken, goes to the oldest ticket without one; a new
-        head is notified to take the lease-end re-check over."""
+        head is notified to take the lease-end re-check over. ``lease``: the leaver took
+        the lock with this lease (seconds), whose end is now the one the others re-check at
+        (the old holder's is over; the new holder's may end sooner)."""
         entry = self.channels.get(channel)
         if entry is None:
             return [], False
@@ -365,6 +369,8 @@ class Parking:
             return [], False
         was_head = ticket is entry.head()
         del entry.tickets[key]
+        if lease is not None and entry.tickets:
+            entry.expiry = self.clock() + lease
         if not entry.tickets and (pass_on or ticket.permit):
             self._relay(entry)  # a wake-up nobody here will use: to another client
         if not entry.tickets and self.linger > 0 and entry.refusal is None:

@@ -180,11 +180,12 @@ class Listener:
                 raise BackendError(entry.refusal)
             return self._parking.take(ticket)
 
-    def unsubscribe(self, channel: str, pass_on: bool) -> None:
-        """The caller stops waiting on ``channel``."""
+    def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
+        """The caller stops waiting on ``channel`` (``lease``: see
+        :class:`tenure.core.effects.Unsubscribe`)."""
         key = waiter_key()
         with self._mutex:
-            self._leave(channel, key, pass_on)
+            self._leave(channel, key, pass_on, lease)
 
     def drain(self) -> None:
         """Read and apply what has come on the socket, without blocking, unless a waiter
@@ -193,8 +194,10 @@ class Listener:
             if self._table.may_drain():
                 self._drain(waiter_key())
 
-    def _leave(self, channel: str, key: Any, pass_on: bool) -> None:
-        notify, last = self._parking.leave(channel, key, pass_on)
+    def _leave(
+        self, channel: str, key: Any, pass_on: bool, lease: float | None = None
+    ) -> None:
+        notify, last = self._parking.leave(channel, key, pass_on, lease)
         if last:
             self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
         for alias in self._table.take_alias_off():
@@ -511,11 +514,11 @@ class Listeners:
             return True
         return listener.wait(channel, seconds, patience)
 
-    def unsubscribe(self, channel: str, pass_on: bool) -> None:
+    def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel``."""
         listener = self._by_channel.get(channel)
         if listener is not None:
-            listener.unsubscribe(channel, pass_on)
+            listener.unsubscribe(channel, pass_on, lease)
         self._forget(channel)
 
     def _forget(self, channel: str) -> None:

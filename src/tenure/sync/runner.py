@@ -155,8 +155,8 @@ class Runner(Driver):
                 return self._listener.subscribe(
                     channel, wake_all, sharded, since, alias, effect.relay
                 )
-            case Unsubscribe(channel=channel, pass_on=pass_on):
-                return self._listener.unsubscribe(channel, pass_on)
+            case Unsubscribe(channel=channel, pass_on=pass_on, lease=lease):
+                return self._listener.unsubscribe(channel, pass_on, lease)
             case Drain(channel=channel):
                 return self._listener.drain(channel)
             case WatchHolds():

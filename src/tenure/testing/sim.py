@@ -904,8 +904,10 @@ class Listener:
         task.waiting = ("wait", effect.channel, entry, ticket, now + seconds, shared)
         return self.client.recheck(task, first=True)
 
-    def leave(self, channel: str, task: Task, pass_on: bool) -> None:
-        notify, last = self.parking.leave(channel, task, pass_on)
+    def leave(
+        self, channel: str, task: Task, pass_on: bool, lease: float | None = None
+    ) -> None:
+        notify, last = self.parking.leave(channel, task, pass_on, lease)
         if last:
             self._send("unsubscribe", self.table.letting_go(channel))
         for alias in self.table.take_alias_off():
@@ -1030,7 +1032,7 @@ class SimClient:
         if isinstance(effect, Subscribe):
             return self.listener.subscribe(task, effect)
         if isinstance(effect, Unsubscribe):
-            self.listener.leave(effect.channel, task, effect.pass_on)
+            self.listener.leave(effect.channel, task, effect.pass_on, effect.lease)
             return None
         if isinstance(effect, Drain):
             self.listener.drain(task)
