@@ -35,6 +35,7 @@ from tenure import keys, scripts
 from tenure.core.args import check_name
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
+from tenure.core.fair import alive_key
 from tenure.core.watchdog import registration_key
 from tenure.errors import BackendError, ServerError
 
@@ -244,6 +245,7 @@ def read_call(key: str, extra: list[str]) -> Call:
             keys.fair_queue_key(key),
             keys.fair_timeout_key(key),
             keys.permit_timeout_key(key),
+            alive_key(key),
             *extra,
         ],
         [],

@@ -1,10 +1,12 @@
 -- Read everything `inspect` reports of one name in one atomic read. Changes nothing.
 -- KEYS[1] the name's key   KEYS[2] fencing token   KEYS[3] fair queue   KEYS[4] fair deadlines
--- KEYS[5] a permit-expirable semaphore's permit expiries   KEYS[6..] keys whose PTTL is
--- wanted too (a read-write lock's read-hold timeout keys, declared after a first read)
+-- KEYS[5] a permit-expirable semaphore's permit expiries   KEYS[6] a fair lock's tenure
+-- waiters' alive-until times   KEYS[7..] keys whose PTTL is wanted too (a read-write lock's
+-- read-hold timeout keys, declared after a first read)
 -- Returns {server time ms, TYPE of KEYS[1], PTTL of KEYS[1], content (HGETALL of a hash, the
 -- value of a string, else false), token or false, queue (LRANGE), deadlines (ZRANGE
--- WITHSCORES), permits (ZRANGE WITHSCORES, ids as hex), {PTTL of KEYS[6], ...}}
+-- WITHSCORES; a tenure waiter's the earlier of its score and its alive-until time, when it
+-- counts as dead), permits (ZRANGE WITHSCORES, ids as hex), {PTTL of KEYS[7], ...}}
 -- @include server_time
 
 local kind = redis.call('type', KEYS[1])['ok']
@@ -27,6 +29,14 @@ end
 local deadlines = {}
 if redis.call('type', KEYS[4])['ok'] == 'zset' then
     deadlines = redis.call('zrange', KEYS[4], 0, -1, 'withscores')
+    if redis.call('type', KEYS[6])['ok'] == 'hash' then
+        for i = 1, #deadlines, 2 do
+            local alive = tonumber(redis.call('hget', KEYS[6], deadlines[i]))
+            if alive and alive < tonumber(deadlines[i + 1]) then
+                deadlines[i + 1] = tostring(alive)
+            end
+        end
+    end
 end
 local queue = {}
 if redis.call('type', KEYS[3])['ok'] == 'list' then
@@ -37,7 +47,7 @@ if redis.call('type', KEYS[2])['ok'] == 'string' then
     token = redis.call('get', KEYS[2])
 end
 local ttls = {}
-for i = 6, #KEYS do
+for i = 7, #KEYS do
     ttls[#ttls + 1] = redis.call('pttl', KEYS[i])
 end
 return {now_ms(), kind, redis.call('pttl', KEYS[1]), content, token, queue, deadlines, permits,
