@@ -10,7 +10,12 @@ import pytest
 
 import tenure
 from support.twins import AsyncEvent, async_gather, async_sleep, async_spawn, async_wait_until
-from support.wire import max_concurrency, pubsub_clients
+from support.wire import max_concurrency
+
+
+def listeners(r, channel: str) -> int:
+    """Connections subscribed to ``channel`` (whatever other tests left subscribed)."""
+    return int(r.pubsub_numsub(channel)[0][1])
 
 
 async def test_wire_layout_is_redissons(async_client, r):
@@ -50,7 +55,7 @@ async def test_acquire_without_permits_set_waits(async_client, r):
     assert not await sem.acquire(blocking=False)
     assert not await sem.acquire(timeout=0.2)
     job = async_spawn(sem.acquire)
-    assert await async_wait_until(lambda: r.pubsub_channels() == [b"redisson_sc:{unset}"], 5)
+    assert await async_wait_until(lambda: listeners(r, "redisson_sc:{unset}") == 1, 5)
     assert not job.done()
     await sem.release()  # any caller may add permits by releasing
     assert await job.result(10) is True
@@ -202,7 +207,7 @@ async def test_blocked_acquire_wakes_soon_after_release(async_make_client, r):
         got.set()
 
     job = async_spawn(wait)
-    assert await async_wait_until(lambda: r.pubsub_channels() == [b"redisson_sc:{wake}"], 5)
+    assert await async_wait_until(lambda: listeners(r, "redisson_sc:{wake}") == 1, 5)
     await async_sleep(0.2)  # past its second attempt: asleep on the channel
     released = time.monotonic()
     await holder.release()
@@ -216,7 +221,7 @@ async def test_a_negative_count_from_another_client_wakes_waiters(async_client, 
     a count like any other and wakes the waiters, never a lock's renewal message."""
     sem = async_client.semaphore("negative")
     job = async_spawn(lambda: sem.acquire(timeout=20))
-    assert await async_wait_until(lambda: r.pubsub_channels() == [b"redisson_sc:{negative}"], 5)
+    assert await async_wait_until(lambda: listeners(r, "redisson_sc:{negative}") == 1, 5)
     await async_sleep(0.2)  # past its second attempt: asleep on the channel
     r.set("negative", 1)  # a permit appears without a message of its own
     r.publish("redisson_sc:{negative}", "-5")
@@ -228,10 +233,11 @@ async def test_waiters_share_one_pubsub_connection(async_make_client, r):
     client = async_make_client()
     sems = [client.semaphore(f"share{i % 2}") for i in range(10)]
     jobs = [async_spawn(sem.acquire) for sem in sems]
-    assert await async_wait_until(lambda: len(r.pubsub_channels()) == 2, 5)
-    assert pubsub_clients(r) == 1
+    channels = ["redisson_sc:{share0}", "redisson_sc:{share1}"]
+    assert await async_wait_until(lambda: [listeners(r, c) for c in channels] == [1, 1], 5)
+    assert len(client._runner._listener._by_node) == 1  # one pub/sub connection for both
     await async_make_client().semaphore("share0").release(5)
     await async_make_client().semaphore("share1").release(5)
     for job in jobs:
         assert await job.result(10) is True
-    assert await async_wait_until(lambda: r.pubsub_channels() == [], 5)
+    assert await async_wait_until(lambda: [listeners(r, c) for c in channels] == [0, 0], 5)
