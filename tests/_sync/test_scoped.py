@@ -26,17 +26,21 @@ WATCHDOG = 0.6
 
 
 def run_body_until_lost(
-    scoped: Any, delete: Callable[[], Any], check: Callable[[], bool]
+    scoped: Any,
+    delete: Callable[[], Any],
+    check: Callable[[], bool],
+    ready: Callable[[], bool] = lambda: True,
 ) -> tuple[Any, bool, float]:
-    """Enter ``scoped``, call ``delete()`` (raw redis: the hold's keys go) from inside the
-    body, and wait (at most 5 s) for ``check()`` (the loss seen). Returns (the exception
-    the block raised, whether the body ran to its end, seconds from the deletion to the
-    block's end)."""
+    """Enter ``scoped``, wait (at most 2 s) for ``ready()``, call ``delete()`` (raw redis: the
+    hold's keys go) from inside the body, and wait (at most 5 s) for ``check()`` (the loss
+    seen). Returns (the exception the block raised, whether the body ran to its end, seconds
+    from the deletion to the block's end)."""
     reached_end = False
     error: BaseException | None = None
     deleted = 0.0
     try:
         with scoped:
+            wait_until(ready, timeout=2)
             deleted = time.monotonic()
             delete()
             wait_until(check, timeout=5)
@@ -238,7 +242,18 @@ def test_red_lock_stops_its_body(nodes):
                 with s.client() as raw:
                     raw.delete("scoped-red")
 
-        error, reached_end, took = run_body_until_lost(red, delete_on_two, lambda: red.lost)
+        def held_on_all() -> bool:
+            # The acquire returns at a quorum (two of three); the third member's grant may
+            # land just after, and a deletion before it would leave two held.
+            held = 0
+            for s in nodes[:3]:
+                with s.client() as raw:
+                    held += raw.exists("scoped-red")
+            return held == 3
+
+        error, reached_end, took = run_body_until_lost(
+            red, delete_on_two, lambda: red.lost, ready=held_on_all
+        )
         if SCOPED:
             assert_stopped(error, reached_end, took)
         else:  # a RedLock release is best effort: it raises only when no member was held
