@@ -40,6 +40,8 @@ RULES: list[tuple[str, str]] = [
     (r"\baclose\b", "close"),
     # a plain def that returns the runner's awaitable (so the owner is fixed at the call)
     (r"\bAwaitable\[(.*?)\]", r"\1"),
+    # a decorator's wrapper: a coroutine function returning R becomes a function returning R
+    (r"\bCoroutine\[Any, Any, (\w+)\]", r"\1"),
     # modules
     (r"\btenure\.aio\b", "tenure.sync"),
 ]

@@ -14,7 +14,7 @@ import concurrent.futures
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
+from collections.abc import Callable, Coroutine, Hashable, Iterable
 from typing import Any, TypeVar
 
 from tenure.core.holds import Identity
@@ -353,9 +353,3 @@ def join(tasks: Iterable[Task], timeout: float | None) -> set[Task]:
         return set()
     _, pending = concurrent.futures.wait(by_task, timeout=_timeout(timeout))
     return {by_task[t] for t in pending}
-
-
-AsyncFunction = Callable[..., Awaitable[Any]]
-"""What an asyncio lock decorates: a coroutine function."""
-Function = Callable[..., Any]
-"""What a sync lock decorates: a function."""

@@ -15,14 +15,15 @@ reported while the body runs cancels the body's task, and the block raises
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar, overload
 
-from tenure._concurrency import Function
 from tenure._scope import LossScope, scope_caller
 from tenure.errors import LockError, LockLostError, LockTimeout
 
-F = TypeVar("F", bound=Function)
+# A decorated function keeps its parameters (P) and its (awaited) return type (R).
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class LockContext:
@@ -45,6 +46,26 @@ class LockContext:
 
     def _unwatch(self, scope: LossScope) -> None:
         raise NotImplementedError
+
+    @overload
+    def __call__(
+        self,
+        timeout: Callable[P, R],
+        lease_time: None = None,
+        *,
+        cancel_on_loss: bool = True,
+        max_hold: float | None = None,
+    ) -> Callable[P, R]: ...
+
+    @overload
+    def __call__(
+        self,
+        timeout: float | None = None,
+        lease_time: float | None = None,
+        *,
+        cancel_on_loss: bool = True,
+        max_hold: float | None = None,
+    ) -> Acquiring: ...
 
     def __call__(
         self,
@@ -153,14 +174,17 @@ class Acquiring:
             loss.add_note(f"tenure: releasing after the loss failed: {failure!r}")
         raise loss from error
 
-    def __call__(self, function: F) -> F:
-        """Decorate ``function``: each call acquires around it (a fresh acquisition per call)."""
+    def __call__(
+        self, function: Callable[P, R]
+    ) -> Callable[P, R]:
+        """Decorate ``function``: each call acquires around it (a fresh acquisition per call).
+        The wrapper keeps ``function``'s parameters and return type for type checkers."""
         if not callable(function):
             raise TypeError(f"a lock decorates a function, not {type(function).__name__}")
 
         @functools.wraps(function)
-        def locked(*args: Any, **kwargs: Any) -> Any:
+        def locked(*args: P.args, **kwargs: P.kwargs) -> R:
             with self:
                 return function(*args, **kwargs)
 
-        return locked  # type: ignore[return-value]
+        return locked
