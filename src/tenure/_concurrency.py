@@ -1,8 +1,8 @@
 """The only hand-written sync/asyncio twins: the primitives the drivers wait and spawn with.
 
-:mod:`tenure.aio` is written once against the ``Async*`` classes and ``async_*`` functions
+`tenure.aio` is written once against the ``Async*`` classes and ``async_*`` functions
 here; ``tools/unasync.py`` turns those names into the sync ones (``AsyncEvent`` -> ``Event``,
-``async_sleep`` -> ``sleep``) to generate :mod:`tenure.sync`. Each pair has the same
+``async_sleep`` -> ``sleep``) to generate `tenure.sync`. Each pair has the same
 members and the same meaning; where threads and tasks must differ (a thread cannot be
 cancelled), the docstring says how. Modelled on httpcore's ``_synchronization.py``.
 """
@@ -59,7 +59,7 @@ Mutex = threading.Lock
 
 
 class AsyncUnlocked:
-    """``async with AsyncUnlocked(mutex):`` lets go of a held :class:`AsyncMutex` for the
+    """``async with AsyncUnlocked(mutex):`` lets go of a held `AsyncMutex` for the
     block and takes it back after, even when the task is cancelled meanwhile (the block's
     own exception, or the cancellation, is raised once the mutex is held again)."""
 
@@ -82,7 +82,7 @@ class AsyncUnlocked:
 
 
 class Unlocked:
-    """``with Unlocked(mutex):`` lets go of a held :class:`Mutex` for the block and takes
+    """``with Unlocked(mutex):`` lets go of a held `Mutex` for the block and takes
     it back after."""
 
     def __init__(self, mutex: threading.Lock) -> None:
@@ -96,7 +96,7 @@ class Unlocked:
 
 
 class AsyncCondition:
-    """A condition on an :class:`AsyncMutex` (use it while holding that mutex)."""
+    """A condition on an `AsyncMutex` (use it while holding that mutex)."""
 
     def __init__(self, mutex: asyncio.Lock) -> None:
         self._cond = asyncio.Condition(mutex)
@@ -131,7 +131,7 @@ class AsyncCondition:
 
 
 class Condition:
-    """A condition on a :class:`Mutex` (use it while holding that mutex)."""
+    """A condition on a `Mutex` (use it while holding that mutex)."""
 
     def __init__(self, mutex: threading.Lock) -> None:
         self._cond = threading.Condition(mutex)
@@ -217,7 +217,7 @@ class AsyncTask:
         return self.task.done()
 
     def exception(self) -> BaseException | None:
-        """The error the work ended with (None if it returned); only once :meth:`done`."""
+        """The error the work ended with (None if it returned); only once `done()`."""
         if self.task.cancelled():
             return asyncio.CancelledError()
         return self.task.exception()
@@ -246,7 +246,7 @@ class Task:
         return self.task.done()
 
     def exception(self) -> BaseException | None:
-        """The error the work ended with (None if it returned); only once :meth:`done`."""
+        """The error the work ended with (None if it returned); only once `done()`."""
         return self.task.exception()
 
     def result(self) -> Any:

@@ -102,8 +102,8 @@ AsyncSentinelPool = redis.asyncio.sentinel.SentinelConnectionPool
 
 
 def __getattr__(name: str) -> Any:
-    """``AsyncRoute`` and ``Route``, now in :mod:`tenure.aio.route` (authored) and
-    :mod:`tenure.sync.route` (generated), for the modules that still import them from
+    """``AsyncRoute`` and ``Route``, now in `tenure.aio.route` (authored) and
+    `tenure.sync.route` (generated), for the modules that still import them from
     here (imported on first use: those modules import this one)."""
     if name == "AsyncRoute":
         from tenure.aio.route import AsyncRoute
@@ -161,7 +161,7 @@ CLUSTER_REDIS_PY = (7, 2)
 
 
 def require_cluster_support(version: str = redis.__version__) -> None:
-    """Raise :class:`BackendError` when the installed redis-py is too old for Redis Cluster
+    """Raise `BackendError` when the installed redis-py is too old for Redis Cluster
     (single servers and Sentinel work from the package's floor, 5.3.0)."""
     found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
     if found < CLUSTER_REDIS_PY:
@@ -178,7 +178,7 @@ def cluster_from_url(
     """A redis-py cluster client for ``url`` with tenure's timeouts and no retries; each
     node's pool blocks for a free connection (as a URL client's pool on one server) instead
     of failing when all 100 are in use (the asyncio nodes get the same from
-    :class:`_NodePool`)."""
+    `_NodePool`)."""
     extra: dict[str, Any] = {"max_connections": 100}
     if cluster_class is RedisCluster:
         extra.update(connection_pool_class=BlockingPool, timeout=None)
@@ -198,7 +198,7 @@ def slot_of(key: str) -> int:
 
 def check_one_slot(what: str, keys: Any) -> None:
     """Raise ValueError unless every key of ``keys`` is in one cluster slot, and so is
-    every key the script's first key (the lock's) names (:func:`tenure.keys.cluster_safe`)."""
+    every key the script's first key (the lock's) names (`tenure.keys.cluster_safe()`)."""
     if not cluster_safe(keys[0]):
         raise ValueError(
             f"{what}: lock key {keys[0]!r} has a '{{' but no non-empty hash tag, so its keys "
@@ -314,7 +314,7 @@ def move_slot(client: Any, error: MovedError) -> None:
 
 def async_node_pool(client: Any, node: Any, gates: dict[str, Any]) -> _NodePool:
     """The pool interface over a cluster node's connections (asyncio): ``gates`` keeps one
-    semaphore per node, bounding its connections (see :class:`_NodePool`)."""
+    semaphore per node, bounding its connections (see `_NodePool`)."""
     gate = gates.get(node.name)
     if gate is None:
         gate = gates[node.name] = asyncio.Semaphore(node.max_connections)
@@ -328,12 +328,12 @@ def node_pool(client: Any, node: Any, gates: dict[str, Any]) -> Any:
 
 
 def async_node_listener(client: Any, node: Any) -> Callable[[], Any]:
-    """A factory of pub/sub connections to cluster ``node`` (:func:`listener_connection`)."""
+    """A factory of pub/sub connections to cluster ``node`` (`listener_connection()`)."""
     return lambda: _node_listener_connection(node.connection_class, node.connection_kwargs)
 
 
 def node_listener(client: Any, node: Any) -> Callable[[], Any]:
-    """A factory of pub/sub connections to cluster ``node`` (:func:`listener_connection`)."""
+    """A factory of pub/sub connections to cluster ``node`` (`listener_connection()`)."""
     redis_node = client.get_redis_connection(node)
     return lambda: listener_connection(redis_node)
 
@@ -343,9 +343,9 @@ KIND_ERROR = "TENURE_KIND "
 
 
 def backend_error(error: Exception) -> LockError:
-    """A redis-py error as tenure's :class:`BackendError`, the original chained as cause;
-    a script's refusal of a key of another kind as :class:`LockKindError`; a refusal that
-    retrying cannot cure (:func:`tenure.errors.refusal`) as :class:`ServerError`."""
+    """A redis-py error as tenure's `BackendError`, the original chained as cause;
+    a script's refusal of a key of another kind as `LockKindError`; a refusal that
+    retrying cannot cure ([`tenure.errors.refusal()`][tenure.errors.refusal]) as `ServerError`."""
     wrapped: LockError
     message = str(error)
     if isinstance(error, ResponseError) and KIND_ERROR in message:
@@ -388,7 +388,7 @@ async def async_send_command(conn: Any, *args: Any) -> None:
     Python 3.11 (redis-py's way of applying that timeout).
 
     A write waits only when the transport's buffer is above its high-water mark (64 KiB by
-    default): a command smaller than :data:`QUICK_WRITE` into an empty buffer cannot wait,
+    default): a command smaller than `QUICK_WRITE` into an empty buffer cannot wait,
     so it needs no timer at all; any other write gets a deadline on the current task
     (``asyncio.timeout``). A write that times out disconnects the socket (redis-py does so
     for any interrupted write) and raises redis-py's ``TimeoutError``."""
@@ -420,7 +420,7 @@ QUICK_WRITE = 16384
 
 
 def send_command(conn: Any, *args: Any) -> None:
-    """``conn.send_command(*args)`` (the twin of :func:`async_send_command`)."""
+    """``conn.send_command(*args)`` (the twin of `async_send_command()`)."""
     conn.send_command(*args)
 
 
@@ -459,7 +459,7 @@ def idle(conn: Any) -> bool:
 
 
 class NotReady(Exception):
-    """No reply on the connection yet (:func:`async_read_reply` with ``timeout=0``): it
+    """No reply on the connection yet (`async_read_reply()` with ``timeout=0``): it
     stays unread, for a later read."""
 
 
@@ -467,7 +467,7 @@ async def async_read_reply(conn: Any, timeout: float | None) -> Any:
     """The reply to the command last sent on ``conn``.
 
     ``timeout``: None waits up to the socket timeout (redis-py's own); 0 reads only a reply
-    already received, else raises :class:`NotReady` and leaves the connection as it was;
+    already received, else raises `NotReady` and leaves the connection as it was;
     above 0, a reply not there within that many seconds raises redis-py's ``TimeoutError``
     (the caller must then drop the connection: the reply may still come)."""
     if timeout is None:
@@ -484,7 +484,7 @@ async def async_read_reply(conn: Any, timeout: float | None) -> Any:
 
 
 def read_reply(conn: Any, timeout: float | None) -> Any:
-    """The reply to the command last sent on ``conn`` (see :func:`async_read_reply`)."""
+    """The reply to the command last sent on ``conn`` (see `async_read_reply()`)."""
     if timeout is None:
         return conn.read_response()
     if timeout <= 0:
@@ -505,7 +505,7 @@ _READ_TAKES_TIMEOUT = "timeout" in inspect.signature(
 
 
 class PubSubLost(Exception):
-    """The pub/sub connection failed under a read (:func:`read_push`): ``error`` says how."""
+    """The pub/sub connection failed under a read (`read_push()`): ``error`` says how."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
@@ -515,7 +515,7 @@ class PubSubLost(Exception):
 async def async_read_push(conn: Any, timeout: float) -> Any:
     """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
 
-    A waiting task reads it (:mod:`tenure.aio.listener`): when that task is cancelled
+    A waiting task reads it (`tenure.aio.listener`): when that task is cancelled
     mid-reply, redis-py's parser keeps what it read for the next read, so the connection
     shared by the other waiters is not dropped (the CancelledError goes on as it is).
 
@@ -545,7 +545,7 @@ def connected(conn: Any) -> bool:
 def read_push(conn: Any, timeout: float) -> Any:
     """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
 
-    A waiting thread reads it (:mod:`tenure.sync.listener`) and may get a signal whose
+    A waiting thread reads it (`tenure.sync.listener`) and may get a signal whose
     handler raises. The wait for the socket is this function's own ``select``, outside
     redis-py: an exception raised there reaches the caller as it is, nothing read, the
     connection intact for the other waiters (redis-py would take an ``OSError``, such as a

@@ -3,14 +3,15 @@
 ``async with lock:`` runs its body as a cancel scope (docs/stopping-work.md): when the hold
 is reported lost (a renewal found it gone, its validity ran out on the local clock), the
 task running the body is cancelled at once, and the block raises
-:class:`tenure.LockLostError` with the body's :class:`asyncio.CancelledError` chained, as
-:func:`asyncio.timeout` turns its own cancellation into :class:`TimeoutError`. A
+[`tenure.LockLostError`][tenure.errors.LockLostError] with the body's `asyncio.CancelledError`
+chained, as
+`asyncio.timeout()` turns its own cancellation into `TimeoutError`. A
 cancellation from outside stays a ``CancelledError``.
 
-Sync bodies cannot be cancelled from another thread: :class:`LossScope` does nothing, and
+Sync bodies cannot be cancelled from another thread: `LossScope` does nothing, and
 the body asks ``lock.checkpoint()`` / ``lock.valid_for()`` between steps.
 
-The loss reaches a scope through the hold table (:meth:`tenure.core.holds.HoldTable.watch`)
+The loss reaches a scope through the hold table (`tenure.core.holds.HoldTable.watch()`)
 or a composite's acquisition, never through the lock object.
 """
 
@@ -25,7 +26,7 @@ from tenure.errors import LockLostError
 
 
 class AsyncLossScope:
-    """Cancels the task that entered it when :meth:`lost` is called (from any thread)."""
+    """Cancels the task that entered it when `lost()` is called (from any thread)."""
 
     def __init__(self, what: object, active: bool = True) -> None:
         self._what = what

@@ -10,7 +10,7 @@ there, with the reply known: permits it said were taken are given back (by the f
 here when the flow had already returned them).
 
 Sync callers cannot be interrupted from outside except by a signal handler's exception,
-which lands in the calling thread itself: :func:`acquire_settled` runs the flow in place.
+which lands in the calling thread itself: `acquire_settled()` runs the flow in place.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _running: set[asyncio.Future[Any]] = set()
 class Tracked:
     """Passes a flow's effects through, and knows whether a script call is in flight.
 
-    Once :attr:`left` is set (the caller was cancelled during a call), the flow gets a
+    Once `left` is set (the caller was cancelled during a call), the flow gets a
     CancelledError at its next effect instead of that effect, once (leaving a channel and
     background work are carried out: they are clean-up); the effects of its clean-up that
     follow are carried out too. A flow that returned True (granted) after the caller left
@@ -104,7 +104,7 @@ async def async_acquire_settled(
 def acquire_settled(
     runner: Any, lock: Any, owner: str, flow: Flow, give_back: Callable[[], Flow]
 ) -> bool:
-    """The sync twin of :func:`async_acquire_settled`: ``runner.acquire(lock, owner,
+    """The sync twin of `async_acquire_settled()`: ``runner.acquire(lock, owner,
     flow)`` in place."""
     granted: bool = runner.acquire(lock, owner, flow)
     return granted

@@ -5,19 +5,20 @@ records its entry and exit times on the host's monotonic clock (shared by all pr
 Afterwards the counter must equal the number of critical sections (no lost update) and no
 two sections may overlap in time.
 
-Kinds (:data:`KINDS`; each builds its lock in :func:`_make_lock` / :func:`_make_async_lock`):
-``lock`` (tenure.Lock), ``red`` (RedLock over one lock per server, :data:`SERVERS` servers;
+Kinds (`KINDS`; each builds its lock in `_make_lock()` / `_make_async_lock()`):
+``lock`` (tenure.Lock), ``red`` (RedLock over one lock per server, `SERVERS` servers;
 the counter lives on the first), ``fenced`` (FencedLock; the section reads the counter with
-:func:`tenure.fenced_read` and writes it with :func:`tenure.fenced_write` under the lock's
+[`tenure.fenced_read()`][tenure.fencing.fenced_read] and writes it with
+[`tenure.fenced_write()`][tenure.fencing.fenced_write] under the lock's
 token, and counts the writes refused as stale), ``semaphore`` (tenure.Semaphore with
-:data:`PERMITS` permits: up to that many workers inside at once; the section INCRs the counter,
+`PERMITS` permits: up to that many workers inside at once; the section INCRs the counter,
 and the report shows the most inside at once), ``latch`` (a barrier per round: every worker
 counts a fresh CountDownLatch down and waits on it; the report shows wake-up latency after
 the last count-down and wakes before it, which must be 0).
 
-Beside a counter kind (:data:`COUNTER_KINDS`), ``tenure demo`` runs the same sections with no
-lock at all (:data:`NO_LOCK`: updates get lost) and shows a holder killed and replaced
-(:func:`takeover`). Worker processes ignore Ctrl-C (the parent stops them) and, on Linux,
+Beside a counter kind (`COUNTER_KINDS`), ``tenure demo`` runs the same sections with no
+lock at all (`NO_LOCK`: updates get lost) and shows a holder killed and replaced
+(`takeover()`). Worker processes ignore Ctrl-C (the parent stops them) and, on Linux,
 die with their parent.
 """
 
@@ -52,7 +53,7 @@ Span = tuple[int, int, int]
 KINDS = ("lock", "fair", "rw", "red", "fenced", "semaphore", "latch")
 
 NO_LOCK = "none"
-"""The baseline :func:`run` also accepts: the same sections with no lock at all, to show the
+"""The baseline `run()` also accepts: the same sections with no lock at all, to show the
 updates a lock keeps from being lost."""
 
 COUNTER_KINDS = ("lock", "fair", "rw", "red", "fenced")
@@ -64,7 +65,7 @@ PERMITS = 3
 
 PERMIT_HOLD = 0.002
 """Seconds a ``semaphore`` section keeps its permit after its INCR: long enough that the
-permits are seen shared (up to :data:`PERMITS` inside at once) on a loaded machine, where a
+permits are seen shared (up to `PERMITS` inside at once) on a loaded machine, where a
 bare INCR ends before the next worker is let in."""
 
 RW_WRITER_EVERY = 4
@@ -616,7 +617,7 @@ def takeover(url: str | Sequence[str], *, kind: str = "lock", lease: float = 2.0
     """Start a holder process with a ``lease``-second watchdog lease, show that a waiter cannot
     take the lock for one whole lease (the watchdog renews it), SIGKILL the holder, and time
     how long the waiter then takes to get the lock (until the lease ran out: nobody renews
-    it). ``url`` as for :func:`run`; ``kind`` one of :data:`COUNTER_KINDS`.
+    it). ``url`` as for `run()`; ``kind`` one of `COUNTER_KINDS`.
 
     Raises:
         ValueError: an unknown kind, or one without a holder to kill.

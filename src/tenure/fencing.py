@@ -1,6 +1,7 @@
 """Using fencing tokens: a fenced value stored in Redis.
 
-A :class:`tenure.FencedLock` hands out tokens that strictly increase per lock name. The lock
+A [`tenure.FencedLock`][tenure.FencedLock] hands out tokens that strictly increase per lock name.
+The lock
 alone cannot stop a holder that was paused past its lease; the *resource* must check tokens
 (Kleppmann, "How to do distributed locking"). These helpers show how, for a resource kept in
 Redis: a HASH ``key`` with fields ``token`` (highest token seen) and ``value``.
@@ -10,8 +11,8 @@ so a holder may write several times under one acquisition (and a re-entry, which
 higher token, may write too). The check and the store happen in one Lua script, atomically.
 The resource may live on any server, not necessarily the lock's.
 
-Example::
-
+Example:
+    ```python
     token = lock.acquire_token(timeout=5)
     if token is not None:
         try:
@@ -19,6 +20,7 @@ Example::
                 ...  # a newer holder has written: our lock was lost meanwhile
         finally:
             lock.release()
+    ```
 """
 
 from __future__ import annotations
@@ -45,12 +47,13 @@ def fenced_write(redis_client: redis.Redis, key: str, token: int, value: bytes |
     Args:
         redis_client: any sync redis-py client holding the protected resource.
         key: the resource's key (a HASH with fields ``token`` and ``value``).
-        token: the writer's token from :meth:`tenure.FencedLock.acquire_token` / ``token``.
+        token: the writer's token from
+            [`tenure.FencedLock.acquire_token()`][tenure.FencedLock.acquire_token] / ``token``.
         value: the new value (bytes or str).
 
     Returns:
         True when stored (``token`` >= every token seen before); False when refused because
-        a higher token was already stored (the writer's lock was lost to a newer holder).
+            a higher token was already stored (the writer's lock was lost to a newer holder).
 
     Raises:
         TypeError, ValueError: a bad argument, before any I/O.
@@ -65,7 +68,8 @@ def fenced_write(redis_client: redis.Redis, key: str, token: int, value: bytes |
 
 
 def fenced_read(redis_client: redis.Redis, key: str) -> tuple[int, bytes] | None:
-    """The ``(token, value)`` last stored at ``key`` by :func:`fenced_write`, or None.
+    """The ``(token, value)`` last stored at ``key`` by
+    [`fenced_write()`][tenure.fencing.fenced_write], or None.
 
     Raises TypeError for a bad key and redis-py errors unchanged.
     """

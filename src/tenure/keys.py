@@ -18,7 +18,7 @@ FAIR_TIMEOUT = "redisson_lock_timeout"
 RW_CHANNEL = "redisson_rwlock"
 
 FENCED_TOKEN_FIELD = "token"
-"""Field of a fenced resource HASH (:mod:`tenure.fencing`): the highest token seen."""
+"""Field of a fenced resource HASH ([`tenure.fencing`][tenure.fencing]): the highest token seen."""
 FENCED_VALUE_FIELD = "value"
 """Field of a fenced resource HASH: the value stored with that token."""
 
@@ -67,7 +67,7 @@ def brace_twin(key: str) -> str | None:
 
     Redisson's naming rules (kept for interop) make ``x`` and ``{x}`` share every derived
     name: ``prefix_name(p, "x") == prefix_name(p, "{x}") == "p:{x}"`` and likewise for
-    :func:`suffix_name`. So locks named ``x`` and ``{x}`` have different hashes but share
+    `suffix_name()`. So locks named ``x`` and ``{x}`` have different hashes but share
     their channel, fencing token counter, fair queue and deadlines, and read-hold timeout
     keys: a read hold of one can keep the other's writer out or let it in early. The twin of
     a key without ``{`` is ``{key}``; the twin of ``{inner}`` (``inner`` without ``{``) is
@@ -84,7 +84,7 @@ def brace_twin(key: str) -> str | None:
 
 def derived_names_collide(a: str, b: str) -> bool:
     """True when distinct wire names ``a`` and ``b`` share their derived keys and channels
-    (see :func:`brace_twin`)."""
+    (see `brace_twin()`)."""
     return a != b and brace_twin(a) == b
 
 
@@ -100,7 +100,7 @@ def lock_channel(key: str) -> str:
 
 LOCK_WAKE_QUEUE = "tenure_lock_wake"
 """tenure's addition beside Redisson's Lock layout: a ZSET of the tenure clients waiting on a
-Lock, each also listening on its own client channel (:func:`lock_client_channel`), so that
+Lock, each also listening on its own client channel (`lock_client_channel()`), so that
 an unlock wakes one process instead of all (docs/wire.md)."""
 
 
@@ -116,7 +116,7 @@ def lock_client_channel_prefix(key: str) -> str:
 
 def lock_client_channel(key: str, client_id: str) -> str:
     """The channel on which one tenure client hears the unlocks of a Lock meant for its
-    waiters alone (a targeted wake-up); it listens on :func:`lock_channel` too, for the
+    waiters alone (a targeted wake-up); it listens on `lock_channel()` too, for the
     unlocks every waiter hears (Redisson's, or any when a foreign waiter listens)."""
     return lock_client_channel_prefix(key) + client_id
 
@@ -143,7 +143,7 @@ def fair_waiter_channel(key: str, owner: str) -> str:
 
 def fair_waiter_channel_prefix(key: str) -> str:
     """What FairLock scripts prepend to an owner to name its channel (see
-    :func:`fair_waiter_channel`): the scripts publish to ``<prefix><owner>``."""
+    `fair_waiter_channel()`): the scripts publish to ``<prefix><owner>``."""
     return f"{lock_channel(key)}:"
 
 
@@ -196,7 +196,7 @@ def slot_tag(key: str) -> str:
 
 
 def key_slot(key: str) -> int:
-    """The cluster hash slot of ``key``: CRC16 (XMODEM) of its :func:`slot_tag`, mod 16384."""
+    """The cluster hash slot of ``key``: CRC16 (XMODEM) of its `slot_tag()`, mod 16384."""
     crc = 0
     for byte in slot_tag(key).encode():
         crc ^= byte << 8
@@ -237,8 +237,8 @@ def latch_channel(key: str) -> str:
     return f"{LATCH_CHANNEL}__{{{key}}}"
 
 def cluster_safe(key: str) -> bool:
-    """True when every key and channel built from ``key`` by :func:`prefix_name` /
-    :func:`suffix_name` lands in ``key``'s cluster slot: ``key`` has no ``{``, or its first
+    """True when every key and channel built from ``key`` by `prefix_name()` /
+    `suffix_name()` lands in ``key``'s cluster slot: ``key`` has no ``{``, or its first
     ``{`` opens a non-empty hash tag. (A name like ``a{b`` or ``{}{x}`` keeps Redisson's
     layout, ``p:a{b``, whose slot differs: such a name cannot be used in a cluster.)"""
     return "{" not in key or slot_tag(key) != key

@@ -11,7 +11,8 @@ Logging, on the ``tenure`` logger (no handler is installed: Python's defaults ap
 
 OpenTelemetry (``pip install 'tenure[otel]'``): when ``opentelemetry-api`` is importable, tenure
 records the instruments below on the global meter and tracer providers (or the ones given to
-:func:`instrument`). Without it, and while neither global provider is set (the API's proxies
+[`instrument()`][tenure.observe.instrument]). Without it, and while neither global provider is set
+(the API's proxies
 would drop every measurement), every hook is a few attribute reads: no span, no bookkeeping.
 
 ========================================  =============  =========================================
@@ -59,7 +60,8 @@ __all__ = ["enabled", "instrument", "log"]
 
 
 class _Instruments:
-    """The OpenTelemetry instruments (one set per :func:`instrument` call)."""
+    """The OpenTelemetry instruments (one set per [`instrument()`][tenure.observe.instrument]
+    call)."""
 
     def __init__(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
         from opentelemetry import metrics, trace
@@ -113,7 +115,8 @@ class _Instruments:
 
     def recording(self) -> bool:
         """True if a measurement would go anywhere: providers were given to
-        :func:`instrument`, or a global tracer or meter provider is set by now."""
+        [`instrument()`][tenure.observe.instrument], or a global tracer or meter provider is set by
+        now."""
         if not self.live:
             tracing, metering = self._globals
             unset = getattr(tracing, "_TRACER_PROVIDER", True) is None and (
@@ -127,7 +130,7 @@ _otel: _Instruments | None = None
 
 
 def _recording() -> _Instruments | None:
-    """The instruments, or None when nothing would be recorded (see :meth:`recording`)."""
+    """The instruments, or None when nothing would be recorded (see `recording()`)."""
     otel = _otel
     return otel if otel is not None and otel.recording() else None
 
@@ -161,8 +164,9 @@ def enabled() -> bool:
 def quiet() -> bool:
     """True when the acquire/release hooks would record nothing: no OpenTelemetry provider
     to record to and the ``tenure`` logger below DEBUG. The drivers then skip
-    :func:`acquiring` and :func:`releasing` (a release that finds its hold lost still
-    reports it through :func:`lost_at_release`)."""
+    [`acquiring()`][tenure.observe.acquiring] and [`releasing()`][tenure.observe.releasing] (a
+    release that finds its hold lost still
+    reports it through [`lost_at_release()`][tenure.observe.lost_at_release])."""
     return _recording() is None and not log.isEnabledFor(logging.DEBUG)
 
 
@@ -282,7 +286,7 @@ def _end_hold(otel: _Instruments, name: str, owner: str, kind: str, every: bool)
 @contextmanager
 def releasing(lock: Any, owner: str | tuple[str, ...]) -> Iterator[None]:
     """Around one release call of ``lock`` by ``owner``. A release that finds the hold
-    lost (:class:`tenure.LockLostError`) is logged as a loss."""
+    lost ([`tenure.LockLostError`][tenure.errors.LockLostError]) is logged as a loss."""
     otel = _recording()
     debug = log.isEnabledFor(logging.DEBUG)
     if otel is None and not debug:
@@ -329,7 +333,7 @@ def releasing(lock: Any, owner: str | tuple[str, ...]) -> Iterator[None]:
 _REPORTED_CAP = 4096
 _reported: dict[tuple[str, str], None] = {}
 """(lock name, owner) of each loss the watchdog logged whose release has not yet come, oldest
-first (at most :data:`_REPORTED_CAP`): the release that then finds the hold lost logs nothing
+first (at most `_REPORTED_CAP`): the release that then finds the hold lost logs nothing
 new at WARNING."""
 _reported_mutex = threading.Lock()
 
@@ -389,14 +393,14 @@ def permits_never_set(kind: str, name: str) -> None:
 
 
 def hold_lost(hold: Any) -> None:
-    """The watchdog found ``hold`` (a :class:`tenure.core.holds.Hold`) lost."""
+    """The watchdog found ``hold`` (a `tenure.core.holds.Hold`) lost."""
     core = hold.lock
     lost(getattr(core, "name", hold.key), kind_of(core), hold.owner)
 
 
 def _batch(call: Call) -> list[tuple[str, str]]:
     """(lock key, owner field) of each hold in a renewal batch (layout in
-    :mod:`tenure.core.watchdog`: ARGV lease, then field and key count per hold)."""
+    `tenure.core.watchdog`: ARGV lease, then field and key count per hold)."""
     holds = []
     args, index = list(call.args[1:]), 0
     for at in range(0, len(args) - 1, 2):

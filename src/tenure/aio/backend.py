@@ -65,8 +65,8 @@ log = logging.getLogger("tenure")
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    """A script sent by :meth:`AsyncBackend.send`: its connection stays out of the pool
-    until :meth:`AsyncBackend.receive` has its reply."""
+    """A script sent by `AsyncBackend.send()`: its connection stays out of the pool
+    until `AsyncBackend.receive()` has its reply."""
 
     pool: Any
     conn: Any
@@ -81,14 +81,14 @@ class AsyncBackend:
         self.ctx = ctx
         self._park = park
         self.spare: list[Any] = []
-        """Up to :data:`SPARE` connections kept out of the pool between commands (with
+        """Up to `SPARE` connections kept out of the pool between commands (with
         ``park``, a pool tenure owns, one server): taking one back costs a list pop, where
         redis-py's blocking pool costs about 13 us a command (its condition, queue and
         observability hooks). Never one whose reply was not read to its end."""
         self.suspect = True
         """True until a command succeeded, and again after a connection failed or a reply
         did not come, until one succeeds: a fan-out leaves such a server to the background
-        rather than wait inline for a connection that may hang (:meth:`send`)."""
+        rather than wait inline for a connection that may hang (`send()`)."""
 
     def _failed(self) -> None:
         self.suspect = True
@@ -142,9 +142,9 @@ class AsyncBackend:
 
     async def send(self, call: Call | Command) -> Sent | None:
         """Send ``call``'s script without reading its reply, so that scripts for several
-        servers can be on their way at once (RedLock, MultiLock); :meth:`receive` reads it.
+        servers can be on their way at once (RedLock, MultiLock); `receive()` reads it.
 
-        None when ``call`` must go through :meth:`call` instead (in a cluster, which routes
+        None when ``call`` must go through `call()` instead (in a cluster, which routes
         and follows redirections per command, or with ``wait_for_replicas``)."""
         try:
             pool = await self.route.pool_for(None)  # the first use asks the server (INFO)
@@ -168,9 +168,9 @@ class AsyncBackend:
         return Sent(pool, conn, call)
 
     async def receive(self, sent: Sent, timeout: float | None) -> Any:
-        """The reply to a script sent by :meth:`send` (EVAL follows on NOSCRIPT).
+        """The reply to a script sent by `send()` (EVAL follows on NOSCRIPT).
 
-        ``timeout`` as :func:`tenure._redis.async_read_reply`: with 0 and no reply yet it
+        ``timeout`` as `tenure._redis.async_read_reply()`: with 0 and no reply yet it
         raises ``NotReady`` and ``sent`` stays open for a later ``receive``; a reply that
         does not come in time drops the connection and raises (redis-py errors unchanged).
         """
@@ -244,7 +244,7 @@ class AsyncBackend:
 
     async def _routed(self, key: str | None, send: Any, what: Any) -> Any:
         """``send(conn, what)`` on the node serving ``key``, following redirections.
-        Raises :class:`Unsent` when no connection could be made (nothing was sent)."""
+        Raises `Unsent` when no connection could be made (nothing was sent)."""
         pool = await self._pool_for(key)
         asking = False
         for _ in range(REDIRECTS):
@@ -262,7 +262,7 @@ class AsyncBackend:
 
     async def _pool_for(self, key: str | None) -> Any:
         """The route's pool for ``key``; a failure to reach a server while finding it (the
-        first use asks the server, INFO) raises :class:`Unsent`."""
+        first use asks the server, INFO) raises `Unsent`."""
         try:
             return await self.route.pool_for(key)
         except RedisError as error:
@@ -272,7 +272,7 @@ class AsyncBackend:
             raise
 
     async def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
-        """``send(conn, what)`` on a connection of ``pool``; :class:`Unsent` when no
+        """``send(conn, what)`` on a connection of ``pool``; `Unsent` when no
         connection could be made. Any failure after that is raised as it is."""
         try:
             conn = await self._connection(pool)

@@ -10,7 +10,7 @@ from tenure.core.fair import FairLockCore
 class AsyncFairLock(AsyncLock):
     """A reentrant lock granted strictly in request order (Redisson ``RFairLock``).
 
-    Made by ``client.fair_lock(name)``. Every member of :class:`tenure.Lock`. A waiter joins
+    Made by ``client.fair_lock(name)``. Every member of [`tenure.Lock`][tenure.Lock]. A waiter joins
     a FIFO queue on the server on its first blocking attempt and only the queue's head may
     take the lock; a release wakes the head alone. A waiter counts as alive for
     ``watchdog_timeout`` and its client's renewal loop pushes that forward every
@@ -21,11 +21,12 @@ class AsyncFairLock(AsyncLock):
     Wire layout ("Wire layout" in the docs): hash, queue list, deadline zset (Redisson's
     rules), tenure's alive-until hash, one channel per waiter.
 
-    Example::
-
+    Example:
+        ```python
         fair = client.fair_lock("invoices")
         async with fair(timeout=30):          # served in arrival order
             ...
+        ```
     """
 
     core_class = FairLockCore

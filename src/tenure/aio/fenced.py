@@ -16,7 +16,8 @@ class AsyncFencedLock(AsyncLock):
     clients (INCR of ``redisson_lock_token:{<name>}`` inside the acquire script, re-entries
     included). A lease cannot stop a holder that was paused past it from acting on a stale
     belief that it holds the lock; the protected resource must compare tokens and refuse the
-    lower one (Kleppmann, "How to do distributed locking", 2016). :func:`tenure.fenced_write`
+    lower one (Kleppmann, "How to do distributed locking", 2016).
+    [`tenure.fenced_write()`][tenure.fencing.fenced_write]
     does that for a value stored in Redis.
 
     Tokens come from a Redis counter (no TTL): a server that restarts without persistence
@@ -26,10 +27,11 @@ class AsyncFencedLock(AsyncLock):
     everysec`` or ``always``) or RDB snapshots; the client's first fenced acquire logs a
     WARNING on the ``tenure`` logger (once per client) when the server reports neither.
 
-    Every member of :class:`tenure.Lock`, plus :attr:`token` and :meth:`acquire_token`.
+    Every member of [`tenure.Lock`][tenure.Lock], plus [`token`][tenure.AsyncFencedLock.token] and
+    [`acquire_token()`][tenure.AsyncFencedLock.acquire_token].
 
-    Example::
-
+    Example:
+        ```python
         ledger = client.fenced_lock("ledger")
         token = await ledger.acquire_token(timeout=10)
         if token is not None:
@@ -37,6 +39,7 @@ class AsyncFencedLock(AsyncLock):
                 tenure.fenced_write(resource, "balance", token, b"42")  # refused if stale
             finally:
                 await ledger.release()
+        ```
     """
 
     core_class = FencedLockCore
@@ -58,9 +61,9 @@ class AsyncFencedLock(AsyncLock):
         *,
         max_hold: float | None = None,
     ) -> Awaitable[int | None]:
-        """:meth:`acquire`, returning the new fencing token, or None when the wait ran out.
+        """`acquire()`, returning the new fencing token, or None when the wait ran out.
 
-        Arguments and errors as :meth:`tenure.Lock.acquire`.
+        Arguments and errors as [`tenure.Lock.acquire()`][tenure.Lock.acquire].
         """
         runner, owner = self.runner, self.runner.owner()
         flow = self.core.acquire_token(owner, blocking, timeout, lease_time)

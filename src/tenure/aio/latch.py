@@ -17,13 +17,14 @@ class AsyncCountDownLatch:
     and all wake when the count reaches zero, never by polling. Every member is a coroutine
     in the asyncio API.
 
-    Example::
-
+    Example:
+        ```python
         latch = client.count_down_latch("warmup")
         await latch.try_set_count(3)          # only if not set yet
         ...                                   # each of 3 workers: await latch.count_down()
         if await latch.wait(timeout=60):      # True once the count is 0
             ...
+        ```
     """
 
     def __init__(self, runner: AsyncRunner, name: str) -> None:
@@ -60,7 +61,7 @@ class AsyncCountDownLatch:
 
         Returns:
             True when the count is zero (also at once for a latch never set); False when
-            ``timeout`` ran out first.
+                ``timeout`` ran out first.
 
         Raises:
             TypeError, ValueError: a bad ``timeout``, before any I/O.

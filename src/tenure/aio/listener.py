@@ -1,10 +1,10 @@
 # Source of tenure.sync.listener: run python tools/unasync.py after editing.
 """One pub/sub connection per client (per shard in a cluster), shared by every waiting thread
-or task: the driver of :mod:`tenure.core.listening`.
+or task: the driver of `tenure.core.listening`.
 
 Every rule (whom a message wakes, who reads the socket and who takes it over, what an
 answer or a silence means, when to connect again and what a reconnect wakes) is decided by
-:class:`tenure.core.listening.Listening` and :class:`tenure.core.parking.Parking`, under this
+`tenure.core.listening.Listening` and `tenure.core.parking.Parking`, under this
 module's mutex; this module owns the socket, the mutex and one condition per waiter, and
 does the I/O the table returns. A waiter holds no pooled connection: the waiters read the
 shared socket themselves, one at a time, and a background thread or task (the janitor)
@@ -47,7 +47,7 @@ class AsyncListener:
 
     ``sharded``: SSUBSCRIBE/SUNSUBSCRIBE instead of SUBSCRIBE/UNSUBSCRIBE. ``on_trouble`` is
     called when the server refuses a subscription or the connection cannot be made (the
-    topology may have changed). Every decision is :class:`tenure.core.listening.Listening`'s;
+    topology may have changed). Every decision is `tenure.core.listening.Listening`'s;
     this class holds the socket, the mutex and the conditions, and does the I/O.
     """
 
@@ -72,7 +72,7 @@ class AsyncListener:
         self._mutex = AsyncMutex()
         self._janitor_wake = AsyncCondition(self._mutex)
         self._handed = AsyncCondition(self._mutex)
-        """Notified when the reader lets go of the socket after :meth:`close`."""
+        """Notified when the reader lets go of the socket after `close()`."""
         self._spawner = AsyncSpawner("tenure-listener")
         self._janitor: AsyncTask | None = None
 
@@ -110,9 +110,9 @@ class AsyncListener:
         alias: str | None = None,
         relay: Any = None,
     ) -> bool:
-        """Count the caller on ``channel`` (and ``alias``: see :mod:`tenure.core.parking`);
+        """Count the caller on ``channel`` (and ``alias``: see `tenure.core.parking`);
         return once the server confirmed the subscription: True if it is fresh for an attempt
-        sent at ``since`` (monotonic; see :meth:`tenure.core.parking.Parked.fresh`)."""
+        sent at ``since`` (monotonic; see `tenure.core.parking.Parked.fresh()`)."""
         key = async_waiter_key()
         async with self._mutex:
             if self._table.closed:
@@ -146,7 +146,7 @@ class AsyncListener:
     async def wait(self, channel: str, seconds: float, patience: float | None = None) -> bool:
         """Sleep until woken on ``channel`` (True) or ``seconds`` pass (False).
 
-        ``patience`` (see :class:`tenure.core.effects.Wait`): ``seconds`` is the holder's
+        ``patience`` (see `tenure.core.effects.Wait`): ``seconds`` is the holder's
         lease end, which the waiters of the channel share: only the oldest of them wakes
         then to re-check (False); the others sleep on until a wake-up or ``patience``.
         """
@@ -182,14 +182,14 @@ class AsyncListener:
 
     async def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel`` (``lease``: see
-        :class:`tenure.core.effects.Unsubscribe`)."""
+        `tenure.core.effects.Unsubscribe`)."""
         key = async_waiter_key()
         async with self._mutex:
             await self._leave(channel, key, pass_on, lease)
 
     async def drain(self) -> None:
         """Read and apply what has come on the socket, without blocking, unless a waiter
-        reads it now (see :class:`tenure.core.effects.Drain`)."""
+        reads it now (see `tenure.core.effects.Drain`)."""
         async with self._mutex:
             if self._table.may_drain():
                 await self._drain(async_waiter_key())
@@ -207,7 +207,7 @@ class AsyncListener:
     async def _pause(self, key: Hashable, cond: AsyncCondition, seconds: float) -> None:
         """One step of a waiter's sleep, under the mutex: read and hand on one reply if
         the table makes it the reader, else sleep on ``cond`` until notified or ``seconds``
-        pass. The caller checks again what it waits for, and calls :meth:`_hand_on` once
+        pass. The caller checks again what it waits for, and calls `_hand_on()` once
         it stops waiting."""
         if self._table.role(key) == "read":
             self._table.reader_cond = cond
@@ -224,7 +224,7 @@ class AsyncListener:
 
     def _hand_on(self, key: Hashable) -> None:
         """``key`` stops waiting (under the mutex): the sleeper the table names takes the
-        socket over; after :meth:`close`, the closer learns that nobody reads."""
+        socket over; after `close()`, the closer learns that nobody reads."""
         cond = self._table.hand_on(key)
         if cond is not None:
             cond.notify_all()
@@ -384,7 +384,7 @@ class AsyncListener:
         """The janitor: makes the connection while channels are waited on (again after a
         loss, once the back-off is over); while nobody reads, reads what came without
         blocking (a PING after the health interval of silence) and lets lingering
-        channels go (:meth:`tenure.core.listening.Listening.janitor_step`)."""
+        channels go (`tenure.core.listening.Listening.janitor_step()`)."""
         async with self._mutex:
             while not self._table.closed:
                 step = self._table.janitor_step()
@@ -435,12 +435,12 @@ class AsyncListener:
 
 
 class AsyncListeners:
-    """Every subscription of one client: one :class:`AsyncListener` per server that carries
+    """Every subscription of one client: one `AsyncListener` per server that carries
     its channels. On one server (or Sentinel) that is one listener; in a cluster with sharded
     pub/sub, one per shard, each channel on the shard owning its slot.
 
     When a shard's subscription is lost (the slot moved, the master died), the next
-    :meth:`wait` on the channel moves it with all its waiters to the owner the refreshed
+    `wait()` on the channel moves it with all its waiters to the owner the refreshed
     topology names and returns True: the waiter re-checks the lock at once.
     """
 
@@ -487,10 +487,10 @@ class AsyncListeners:
         relay: Any = None,
     ) -> bool:
         """Count the caller on ``channel``; return once the server confirmed the subscription
-        (True if fresh for an attempt sent at ``since``: see :meth:`AsyncListener.subscribe`;
-        ``alias``, ``relay``: :class:`tenure.core.effects.Subscribe`).
+        (True if fresh for an attempt sent at ``since``: see `AsyncListener.subscribe()`;
+        ``alias``, ``relay``: `tenure.core.effects.Subscribe`).
 
-        ``sharded``: the channel is in its key's slot (see :class:`tenure.core.effects.Subscribe`).
+        ``sharded``: the channel is in its key's slot (see `tenure.core.effects.Subscribe`).
         """
         async with self._mutex:
             if self._closed:
@@ -508,7 +508,7 @@ class AsyncListeners:
 
     async def wait(self, channel: str, seconds: float, patience: float | None = None) -> bool:
         """Sleep until woken on ``channel`` (True) or ``seconds`` pass (False); see
-        :meth:`AsyncListener.wait`."""
+        `AsyncListener.wait()`."""
         listener = self._by_channel[channel]
         if listener.lost(channel) and await self._move(channel, listener):
             return True
@@ -558,14 +558,14 @@ class AsyncListeners:
 
     async def drain(self, channel: str) -> None:
         """Read what the connection subscribed to ``channel`` has received, unless one of
-        its waiters reads it now (:class:`tenure.core.effects.Drain`)."""
+        its waiters reads it now (`tenure.core.effects.Drain`)."""
         for listener in list(self._by_node.values()):
             if listener.hears(channel):
                 await listener.drain()
 
     def hears(self, channel: str) -> bool:
         """True if one of this client's pub/sub connections is subscribed to ``channel``
-        now (:meth:`AsyncListener.hears`)."""
+        now (`AsyncListener.hears()`)."""
         return any(listener.hears(channel) for listener in list(self._by_node.values()))
 
     async def close(self) -> None:

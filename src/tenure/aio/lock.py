@@ -24,13 +24,14 @@ class AsyncLock(AsyncLockContext):
     the asyncio API.
 
     A Lock, FairLock and FencedLock of one name share its hash and exclude one another; a
-    ReadWriteLock of that name is refused with :class:`tenure.LockKindError` while either
+    ReadWriteLock of that name is refused with [`tenure.LockKindError`][tenure.errors.LockKindError]
+    while either
     holds it (and the other way round). The names ``x`` and ``{x}`` share their channel and
     other derived keys (Redisson's naming): use one of them only (see
-    :func:`tenure.keys.brace_twin`).
+    `tenure.keys.brace_twin()`).
 
-    Example::
-
+    Example:
+        ```python
         lock = client.lock("orders:42")
         async with lock:                      # waits; the watchdog renews the lease
             ...                               # one owner on any host at a time
@@ -42,6 +43,7 @@ class AsyncLock(AsyncLockContext):
 
         @client.lock("nightly-report")        # each call runs under the lock
         async def report() -> None: ...
+        ```
     """
 
     core_class: ClassVar[type[LockCore]] = LockCore
@@ -56,7 +58,7 @@ class AsyncLock(AsyncLockContext):
         self.runner = runner
         """The client's runner (what carries out the lock's flows)."""
         self.core = self.core_class(runner.ctx, name, bind_callback(on_lost, self))
-        """The lock's algorithm (:mod:`tenure.core`)."""
+        """The lock's algorithm (`tenure.core`)."""
         if on_doubt is not None and not callable(on_doubt):
             raise TypeError(f"on_doubt must be callable, not {type(on_doubt).__name__}")
         self.core.on_doubt = bind_callback(on_doubt, self)
@@ -93,9 +95,9 @@ class AsyncLock(AsyncLockContext):
 
         Returns:
             True once held, with the lease counted from just before the grant was sent:
-            a grant whose reply came too late to leave any of its lease (less the
-            clock-drift allowance, 0.01 x lease + 2 ms) is undone and never returned, and
-            the wait goes on. False only when the wait ran out.
+                a grant whose reply came too late to leave any of its lease (less the
+                clock-drift allowance, 0.01 x lease + 2 ms) is undone and never returned, and
+                the wait goes on. False only when the wait ran out.
 
         Raises:
             TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` below
@@ -189,7 +191,7 @@ class AsyncLock(AsyncLockContext):
         code), call it between steps. No I/O (a plain method in the asyncio API too).
 
         Raises:
-            LockLostError: the hold was lost, or :meth:`valid_for` is 0.
+            LockLostError: the hold was lost, or [`valid_for()`][tenure.AsyncLock.valid_for] is 0.
             NotOwnedError: the caller holds nothing (and lost nothing).
         """
         self.core.checkpoint(self.runner.owner())

@@ -1,10 +1,10 @@
 # Source of tenure.sync.runner: run python tools/unasync.py after editing.
 """The runners: they carry out what the core's flows ask for, and nothing else.
 
-:class:`AsyncRunner` runs one client's flows: scripts and commands on the pool, waiting on
+`AsyncRunner` runs one client's flows: scripts and commands on the pool, waiting on
 the shared listener, and renewal — it owns the client's one renewal loop, as an etcd session
 owns its lease, and starts it when a flow reports a watchdog hold (``WatchHolds``).
-:class:`AsyncCompositeRunner` runs MultiLock/RedLock flows over the members' runners.
+`AsyncCompositeRunner` runs MultiLock/RedLock flows over the members' runners.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ log = logging.getLogger("tenure")
 
 class AsyncDriver:
     """Drives a flow to its end: sends each effect's result back, or throws its error in
-    (redis-py errors as :class:`tenure.BackendError`) so the flow's cleanup can run."""
+    (redis-py errors as [`tenure.BackendError`][tenure.errors.BackendError]) so the flow's cleanup
+    can run."""
 
     closed = False
 
@@ -86,8 +87,8 @@ class AsyncDriver:
         raise NotImplementedError
 
     async def acquire(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
-        """:meth:`run` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
-        (:mod:`tenure.observe`; nothing to do when it would record nothing)."""
+        """`run()` an acquire ``flow`` of ``lock`` by ``owner``, logged and measured
+        ([`tenure.observe`][tenure.observe]; nothing to do when it would record nothing)."""
         if observe.quiet():
             return await self.run(flow)
         with observe.acquiring(lock, owner) as outcome:
@@ -96,7 +97,7 @@ class AsyncDriver:
         return result
 
     async def release(self, lock: Any, owner: Any, flow: Generator[Any, Any, T]) -> T:
-        """:meth:`run` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
+        """`run()` a release ``flow`` of ``lock`` by ``owner``, logged and measured."""
         if observe.quiet():
             try:
                 return await self.run(flow)
@@ -172,7 +173,7 @@ class AsyncRunner(AsyncDriver):
 
     def _relay(self, call: Call) -> None:
         """Pass a wake-up this client cannot use on to another client, in the background
-        (:mod:`tenure.core.parking`, aliases)."""
+        (`tenure.core.parking`, aliases)."""
         if not self.closed:
             self._spawner.spawn(self._background, just(call))
 
@@ -197,7 +198,7 @@ class AsyncRunner(AsyncDriver):
         Every ``watchdog_timeout / 3`` it starts a renewal pass of the watchdog holds (in
         the background: a slow server must not delay what follows) and stops renewing the
         holds of owners that ended. Between passes it wakes when a hold's lease surely runs
-        out on the local monotonic clock (:attr:`Hold.valid_until`) and reports that hold
+        out on the local monotonic clock (`Hold.valid_until`) and reports that hold
         lost at once, with no I/O: however long a renewal or the network hangs.
         """
         interval = self.ctx.watchdog_timeout / 3
@@ -306,7 +307,7 @@ class AsyncCompositeRunner(AsyncDriver):
         seconds: float,
         enough: Callable[[], bool],
     ) -> list[Any]:
-        """Carry out :class:`Together`: rounds of "send every script, then read every
+        """Carry out `Together`: rounds of "send every script, then read every
         reply", one connection per member, no thread or task per member.
 
         A flow whose reply is late or that asks for an effect that waits goes on in the
@@ -395,7 +396,7 @@ class AsyncCompositeRunner(AsyncDriver):
         flow: Generator[Any, Any, Any], value: Any, error: BaseException | None,
     ) -> None:
         """Run ``flow`` on to its next effect that needs the server (quick local effects
-        carried out on the spot), or to its end (its handle then :class:`Finished`)."""
+        carried out on the spot), or to its end (its handle then `Finished`)."""
         runner = self._runners[index]
         while True:
             try:

@@ -13,7 +13,7 @@ class AsyncReadLock(AsyncLock):
     """The read side of a read-write lock: shared by any number of owners (of any client)
     while no other owner holds the write side. Reentrant.
 
-    Members as :class:`tenure.Lock`, except: ``locked()`` is True while any owner holds a
+    Members as [`tenure.Lock`][tenure.Lock], except: ``locked()`` is True while any owner holds a
     read hold (the lock is in read mode, or in write mode with the writer's own read holds,
     as Redisson); ``force_release()`` deletes the lock (every read hold) only when it is in read
     mode and wakes every waiter, returning False otherwise; ``remaining_lease()`` is the
@@ -29,9 +29,10 @@ class AsyncWriteLock(AsyncLock):
     """The write side of a read-write lock: one owner at a time, with no readers other than
     that owner. Reentrant; a re-entry adds its lease to the remaining time.
 
-    Members as :class:`tenure.Lock`, plus:
+    Members as [`tenure.Lock`][tenure.Lock], plus:
 
-    - ``acquire`` raises :class:`tenure.LockUpgradeError` at once, blocking or not, when
+    - ``acquire`` raises [`tenure.LockUpgradeError`][tenure.errors.LockUpgradeError] at once,
+    blocking or not, when
       the caller holds read holds but not the write hold: it would wait on its own reads.
       Release the reads first.
     - Releasing the last write hold while the caller still holds read holds leaves the lock
@@ -47,19 +48,20 @@ class AsyncReadWriteLock:
     """Many readers or one writer (Redisson ``RReadWriteLock``).
 
     Made by ``client.read_write_lock(name)``. ``read_lock()`` and ``write_lock()`` return
-    the two sides, lock objects with every member of :class:`tenure.Lock`. Wire layout
+    the two sides, lock objects with every member of [`tenure.Lock`][tenure.Lock]. Wire layout
     ("Wire layout" in the docs): one hash with a ``mode`` field, a timeout key per read
     hold, channel ``redisson_rwlock:{<name>}``. Waiters sleep on the channel: a read
     release wakes one, a write release all. ``on_lost(side)`` is called with the side
     whose hold was lost.
 
-    Example::
-
+    Example:
+        ```python
         catalog = client.read_write_lock("catalog")
         async with catalog.read_lock():       # many readers at once
             ...
         async with catalog.write_lock():      # one writer, no readers
             ...
+        ```
     """
 
     def __init__(

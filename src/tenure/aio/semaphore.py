@@ -13,7 +13,7 @@ from tenure.core.semaphore import PermitCore, SemaphoreCore
 from tenure.errors import LockError, LockLostError, LockTimeout
 
 NO_OWNER = ""
-"""The owner :mod:`tenure.observe` sees for a permit request (permits have no owner; a
+"""The owner [`tenure.observe`][tenure.observe] sees for a permit request (permits have no owner; a
 granted permit is then known by its id)."""
 
 
@@ -22,22 +22,26 @@ class AsyncSemaphore:
 
     Made by ``client.semaphore(name)``. Permits have no owner: any caller on any client may
     release them, and nothing gives back the permits of a caller that crashed (use
-    :class:`tenure.PermitExpirableSemaphore` for that). Waiters sleep on the semaphore's
+    [`tenure.PermitExpirableSemaphore`][tenure.PermitExpirableSemaphore] for that). Waiters sleep on
+    the semaphore's
     pub/sub channel and wake when permits are released, never by polling. Every member is a
     coroutine in the asyncio API.
 
     A semaphore whose permits were never set has none: ``acquire`` waits (as in Redisson)
-    until someone calls :meth:`try_set_permits`, :meth:`set_permits`, :meth:`add_permits` or
-    :meth:`release`, and a non-blocking attempt returns False.
+    until someone calls [`try_set_permits()`][tenure.AsyncSemaphore.try_set_permits],
+    [`set_permits()`][tenure.AsyncSemaphore.set_permits],
+    [`add_permits()`][tenure.AsyncSemaphore.add_permits] or
+    [`release()`][tenure.AsyncSemaphore.release], and a non-blocking attempt returns False.
 
-    Example::
-
+    Example:
+        ```python
         sem = client.semaphore("gpu-pool")
         await sem.try_set_permits(3)          # only the first caller's count counts
         async with sem:                       # one permit, waiting as long as it takes
             ...
         async with sem(timeout=5):            # or LockTimeout after 5 s
             ...
+        ```
     """
 
     def __init__(self, runner: AsyncRunner, name: str) -> None:
@@ -121,7 +125,7 @@ class AsyncSemaphore:
 
     def __call__(self, timeout: float | None = None) -> AsyncPermitContext:
         """``sem(timeout=5)``: a context manager taking one permit, or raising
-        :class:`tenure.LockTimeout` when ``timeout`` seconds pass first."""
+        [`tenure.LockTimeout`][tenure.errors.LockTimeout] when ``timeout`` seconds pass first."""
         return AsyncPermitContext(self, timeout)
 
     async def __aenter__(self) -> AsyncSemaphore:
@@ -159,15 +163,17 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
     ``RPermitExpirableSemaphore``): a permit comes back on its own when its lease ends.
 
     Made by ``client.permit_expirable_semaphore(name, on_lost=...)``. ``acquire`` returns a
-    permit id (32 hex digits) that any caller may pass to :meth:`release`. A permit taken
+    permit id (32 hex digits) that any caller may pass to
+    [`release()`][tenure.AsyncPermitExpirableSemaphore.release]. A permit taken
     without ``lease_time`` is renewed by the client's watchdog like a lock hold, so the
     permit of a crashed holder comes back within one ``watchdog_timeout`` (Redisson's never
-    come back); a permit found gone is reported: :meth:`lost`, ``on_lost(semaphore,
+    come back); a permit found gone is reported:
+    [`lost()`][tenure.AsyncPermitExpirableSemaphore.lost], ``on_lost(semaphore,
     permit_id)`` from the renewal loop (or the releasing caller), LockLostError at release.
-    The permit-count members are :class:`tenure.Semaphore`'s.
+    The permit-count members are [`tenure.Semaphore`][tenure.Semaphore]'s.
 
-    Example::
-
+    Example:
+        ```python
         gpus = client.permit_expirable_semaphore("gpus")
         await gpus.try_set_permits(4)
         async with gpus(timeout=30, lease_time=600) as permit_id:
@@ -177,6 +183,7 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
             ...
         finally:
             await gpus.release(permit)
+        ```
     """
 
     core: PermitCore
@@ -227,15 +234,18 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
         Raises:
             TypeError, ValueError: ``permit_id`` is not 32 lower-case hex digits (no I/O).
             LockLostError: a permit this client took expired or was taken away (also
-                reported through :meth:`lost` and ``on_lost``).
+                reported through [`lost()`][tenure.AsyncPermitExpirableSemaphore.lost] and
+                ``on_lost``).
             NotOwnedError: no such permit is out.
             BackendError: the server failed.
         """
         return self.runner.release(self, permit_id, self.core.release_permit(permit_id))
 
     def try_release(self, permit_id: str) -> Awaitable[bool]:
-        """As :meth:`release`, but returns False instead of raising NotOwnedError or
-        LockLostError (a lost permit is still reported through :meth:`lost`/``on_lost``)."""
+        """As [`release()`][tenure.AsyncPermitExpirableSemaphore.release], but returns False instead
+        of raising NotOwnedError or
+        LockLostError (a lost permit is still reported through
+        [`lost()`][tenure.AsyncPermitExpirableSemaphore.lost]/``on_lost``)."""
         flow = self.core.try_release_permit(permit_id)
         return self.runner.release(self, permit_id, flow)
 
@@ -271,7 +281,8 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
         No I/O (a plain method in the asyncio API too).
 
         Raises:
-            LockLostError: the permit was lost, or :meth:`valid_for` is 0.
+            LockLostError: the permit was lost, or
+                [`valid_for()`][tenure.AsyncPermitExpirableSemaphore.valid_for] is 0.
             NotOwnedError: this client holds no such permit.
             TypeError, ValueError: a malformed id.
         """
@@ -285,7 +296,8 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
         cancel_on_loss: bool = True,
     ) -> AsyncPermitIdContext:
         """``psem(timeout=5, lease_time=60)``: a context manager whose ``as`` target is the
-        permit id; raises :class:`tenure.LockTimeout` when ``timeout`` passes first;
+        permit id; raises [`tenure.LockTimeout`][tenure.errors.LockTimeout] when ``timeout`` passes
+        first;
         releases the permit on exit. In asyncio code the body is cancelled when the permit
         is lost and the block raises LockLostError, as for locks (``cancel_on_loss=False``:
         the body runs on)."""

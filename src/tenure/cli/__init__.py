@@ -2,7 +2,7 @@
 
 ``tenure demo`` runs contending processes on an embedded server; ``tenure status``, ``list``,
 ``force-release``, ``run`` and ``doctor`` are for operators (docs/operations.md). The commands need
-click and rich, an extra of the package: without them, :func:`main` says how to install them
+click and rich, an extra of the package: without them, `main()` says how to install them
 instead of failing with a traceback. ``python -m tenure.cli`` runs the same command line.
 """
 

@@ -249,8 +249,8 @@ def _persistence(r: redis.Redis, info: dict[str, Any]) -> Check:
 
 
 def embedded(r: redis.Redis) -> bool:
-    """True for a demo/test server that :mod:`tenure.embedded` started (``tenure demo``,
-    ``tenure.testing``): its ``proc-title-template`` carries :data:`tenure.embedded.MARK`."""
+    """True for a demo/test server that `tenure.embedded` started (``tenure demo``,
+    ``tenure.testing``): its ``proc-title-template`` carries `tenure.embedded.MARK`."""
     return MARK in (_config(r, "proc-title-template") or "")
 
 

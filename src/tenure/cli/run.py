@@ -277,7 +277,7 @@ class Runner:
         return status
 
     def _acquire(self, lock: Any) -> Any:
-        """What :meth:`_take` returns (None when the wait ran out). On a TTY a
+        """What `_take()` returns (None when the wait ran out). On a TTY a
         spinner shows who holds the lock meanwhile (read with ``inspect`` each second)."""
         waited = threading.Event()
         spinner = self.err.status(f"waiting for {self.name!r}") if is_tty() else nullcontext()
@@ -312,7 +312,7 @@ class Runner:
         return env
 
     def _give(self, lock: Any, token: Any) -> None:
-        """Release what :meth:`_take` took (LockLostError/NotOwnedError when it is gone)."""
+        """Release what `_take()` took (LockLostError/NotOwnedError when it is gone)."""
         if self.permits is None:
             lock.release()
             return

@@ -14,7 +14,7 @@ below what ``PEXPIRE`` accepts, so no script can fail on a time after it has wri
 
 MIN_LEASE = 0.01
 """Shortest ``lease_time``: a grant is valid for its lease less the clock-drift allowance
-(0.01 x lease + 2 ms, :mod:`tenure.core.clock`) and the round trip; below 10 ms almost
+(0.01 x lease + 2 ms, `tenure.core.clock`) and the round trip; below 10 ms almost
 nothing would be left, and below about 2 ms no grant could ever be valid."""
 
 MIN_WATCHDOG_TIMEOUT = 0.1
@@ -47,7 +47,7 @@ def _number(value: Any, what: str) -> float:
 def check_wait(blocking: Any, timeout: Any) -> float:
     """Seconds an acquire may wait: ``math.inf`` (forever), ``0.0`` (one attempt) or more.
 
-    ``timeout`` None or -1 means forever, like :meth:`threading.Lock.acquire`.
+    ``timeout`` None or -1 means forever, like `threading.Lock.acquire()`.
     """
     if not isinstance(blocking, bool):
         raise TypeError(f"blocking must be a bool, not {type(blocking).__name__}")
@@ -66,7 +66,7 @@ def check_wait(blocking: Any, timeout: Any) -> float:
 
 
 def check_lease(lease_time: Any) -> float | None:
-    """A lease in seconds (finite, at least :data:`MIN_LEASE`), or None for a
+    """A lease in seconds (finite, at least `MIN_LEASE`), or None for a
     watchdog-renewed hold."""
     if lease_time is None:
         return None
@@ -77,7 +77,7 @@ def check_lease(lease_time: Any) -> float | None:
 
 
 def check_positive(value: Any, what: str, minimum: float = 0.0) -> float:
-    """A number of seconds > ``minimum`` (0) and at most :data:`MAX_SECONDS`."""
+    """A number of seconds > ``minimum`` (0) and at most `MAX_SECONDS`."""
     number = _number(value, what)
     if not math.isfinite(number) or number <= minimum or number > MAX_SECONDS:
         low = f"> {minimum}" if minimum else "> 0"

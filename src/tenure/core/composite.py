@@ -1,10 +1,10 @@
 """MultiLock and RedLock, sans I/O: every decision of both, as flows over member flows.
 
-A composite flow yields composite effects (:mod:`tenure.core.effects`): run a member's flow
-on that member's runner (:class:`OnMember`), run member flows side by side with their
-scripts sent together (:class:`Together`: N members cost about one round trip, with no
-thread or task per member), start one in the background (:class:`Spawn`), wait for them
-(:class:`Join`), sleep. The drivers only carry these out. Here: the rounds and member
+A composite flow yields composite effects (`tenure.core.effects`): run a member's flow
+on that member's runner (`OnMember`), run member flows side by side with their
+scripts sent together (`Together`: N members cost about one round trip, with no
+thread or task per member), start one in the background (`Spawn`), wait for them
+(`Join`), sleep. The drivers only carry these out. Here: the rounds and member
 leases of MultiLock, RedLock's concurrent attempts, quorum, clock drift and validity, the
 release of late grants, the retry delay, the verdict of a best-effort release, and the
 roll-up of member losses into a composite loss.
@@ -266,7 +266,7 @@ class CompositeCore:
     ) -> CompositeFlow[bool]:
         """Acquire the composite. Arguments are checked now, before any I/O. ``max_hold``:
         every member hold is renewed for at most that many seconds after its grant
-        (:meth:`LockCore.capped`)."""
+        (`LockCore.capped()`)."""
         flow = self._acquire(owners, check_wait(blocking, timeout), check_lease(lease_time))
         if max_hold is None:
             return flow
@@ -292,7 +292,7 @@ class CompositeCore:
 
     def extend(self, owners: Caller, additional_time: object) -> CompositeFlow[None]:
         """Add ``additional_time`` seconds to every member hold of the caller's latest
-        acquisition (each member as :meth:`LockCore.extend`). Checked now, before any I/O."""
+        acquisition (each member as `LockCore.extend()`). Checked now, before any I/O."""
         add = check_positive(additional_time, "additional_time")
         return self._extend(owners, add)
 

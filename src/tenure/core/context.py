@@ -24,7 +24,7 @@ class Context:
     """Options and state of one client, shared by all its lock objects.
 
     After ``os.fork()`` the child gets a new identity and an empty hold table: it owns
-    nothing its parent held (:meth:`forked` detects that).
+    nothing its parent held (`forked()` detects that).
     """
 
     def __init__(
@@ -42,7 +42,7 @@ class Context:
         self.identity = Identity()
         self.holds = HoldTable()
         self.dispatch: Callable[[Callable[[], None], str], None] = call_now
-        """How :meth:`deliver` runs a user callback; the runner sets one that runs it away
+        """How `deliver()` runs a user callback; the runner sets one that runs it away
         from its renewal loop, so a slow callback cannot delay the renewal of other holds."""
         self.subscriptions = Subscriptions()
         """The channel tables of this client's pub/sub connections."""
@@ -54,15 +54,15 @@ class Context:
         """True once a FencedLock checked the server's persistence (one warning per client)."""
         self.client_name: str | None = None
         """The name this client's owners are registered with (``Client(name=...)``); None:
-        ``"<hostname>:<pid>"`` (:func:`tenure.core.watchdog.registration`)."""
+        ``"<hostname>:<pid>"`` (`tenure.core.watchdog.registration()`)."""
         self.registered = False
         """True while this client's registration was written and not yet deleted."""
         self.reconciling: set[tuple[str, str]] = set()
         """(key, hash field) of each owner whose holds a background reconcile is bringing
-        back to the recorded count (:meth:`tenure.core.lock.LockCore.reconcile`)."""
+        back to the recorded count (`tenure.core.lock.LockCore.reconcile()`)."""
 
     def deliver(self, callback: Callable[[], None], what: str) -> None:
-        """Run user ``callback`` (an ``on_lost``) through :attr:`dispatch`; ``what`` names it
+        """Run user ``callback`` (an ``on_lost``) through `dispatch`; ``what`` names it
         in the log if it raises."""
         self.dispatch(callback, what)
 

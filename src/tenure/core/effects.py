@@ -1,9 +1,9 @@
 """What a flow asks its driver to do. The driver sends back the result of each effect.
 
 A flow is a generator ``Generator[Effect, Any, T]``: it yields an effect, the driver performs it
-(blocking in :mod:`tenure.sync`, awaiting in :mod:`tenure.aio`) and sends the result back, or
+(blocking in `tenure.sync`, awaiting in `tenure.aio`) and sends the result back, or
 throws the error into the flow so its cleanup can run. Redis errors arrive as
-:class:`~tenure.errors.BackendError`.
+[`BackendError`][tenure.errors.BackendError].
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ class Subscribe:
     """The channel shares its key's cluster slot (docs/wire.md), so a Redis >= 7 cluster carries
     it with sharded pub/sub. False for a channel that hashes elsewhere (Redisson's latch
     channel of a hash-tagged name): plain SUBSCRIBE, and its script publishes with an
-    upper-case ``redis.call('PUBLISH', ...)``, which :func:`tenure.scripts.sharded` keeps."""
+    upper-case ``redis.call('PUBLISH', ...)``, which `tenure.scripts.sharded()` keeps."""
     since: float | None = None
     """Monotonic time just before the caller's last attempt was sent: the reply is True
     when the subscription was already quiet then (confirmed, no message since), so an
     unlock after that attempt is sure to wake the caller, who need not try again first."""
     alias: str | None = None
     """This client's own channel for the same waiters (a Lock's client channel,
-    :func:`tenure.keys.lock_client_channel`): subscribed and let go with ``channel``; a
+    `tenure.keys.lock_client_channel()`): subscribed and let go with ``channel``; a
     message on it is one on ``channel``, meant for this client alone."""
     relay: Call | None = None
     """With ``alias``: the script that passes a wake-up received on it on to another client
@@ -147,7 +147,7 @@ class Background:
 
 
 class Handle(Protocol):
-    """Background work started by :class:`Spawn` (an asyncio task or a thread's future)."""
+    """Background work started by `Spawn` (an asyncio task or a thread's future)."""
 
     def done(self) -> bool: ...
     def exception(self) -> BaseException | None: ...
@@ -165,7 +165,7 @@ class OnMember:
 @dataclass(frozen=True, slots=True)
 class Spawn:
     """Start ``flow`` on member ``index``'s runner in the background; the result is a
-    :class:`Handle`."""
+    `Handle`."""
 
     index: int
     flow: Generator[Any, Any, Any]
@@ -202,7 +202,7 @@ class Together:
     Replies are awaited until ``seconds`` pass; once ``enough()`` is True (checked after each
     reply), only replies already there are read. A flow not finished by then (its reply late,
     or an effect that would wait) goes on in the background. The result: one
-    :class:`Handle` per flow, in order; those done have finished here.
+    `Handle` per flow, in order; those done have finished here.
     """
 
     flows: Sequence[tuple[int, Generator[Any, Any, Any]]]
@@ -211,7 +211,7 @@ class Together:
 
 
 class Finished:
-    """The :class:`Handle` of a flow that already ended: its result, or its error."""
+    """The `Handle` of a flow that already ended: its result, or its error."""
 
     __slots__ = ("_error", "_value")
 
@@ -282,7 +282,7 @@ def continued(
     through. Lets a driver hand a flow it began to another driver or to the background.
 
     ``seen(effect, value, error)``, when given, is told each effect's outcome before the
-    flow gets it (how :mod:`tenure.observe` watches a renewal pass; a fresh flow starts
+    flow gets it (how [`tenure.observe`][tenure.observe] watches a renewal pass; a fresh flow starts
     with ``value`` None)."""
     while True:
         try:

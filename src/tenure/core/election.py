@@ -9,7 +9,7 @@ tag, so one election lives in one cluster slot:
   by its client's watchdog as a lock hold is.
 - ``{n}:tenure_election_term``: STRING counter, INCR for every new leadership, no TTL: terms
   strictly increase across leaderships, crashes and restarts of a persisting server, and
-  serve as fencing tokens (:func:`tenure.fenced_write`).
+  serve as fencing tokens ([`tenure.fenced_write()`][tenure.fencing.fenced_write]).
 - ``{n}:tenure_election_queue``: LIST of candidates' owner fields in the order they started
   campaigning; ``{n}:tenure_election_deadlines``: ZSET owner -> server epoch ms after which
   that candidate counts as gone (its campaign refreshes it every ``watchdog_timeout / 3``);
@@ -27,7 +27,8 @@ candidate's own value and lease (``_election.lua``'s ``settle``): a resignation 
 inside the resign script itself, and the candidate learns it from the channel. A crashed
 leader's lease runs out; the first waiter to re-check at its end elects the next one.
 
-A candidate is the :class:`tenure.Election` object (not a thread or task): its owner field
+A candidate is the [`tenure.Election`][tenure.Election] object (not a thread or task): its owner
+field
 is drawn once per object and client, and lives while the object does.
 """
 
@@ -111,7 +112,7 @@ class Leader:
     Attributes:
         value: what the leader campaigned with or last proclaimed (str).
         term: the leadership's term (int), strictly increasing per election name; a fencing
-            token for the leader's writes (:func:`tenure.fenced_write`).
+            token for the leader's writes ([`tenure.fenced_write()`][tenure.fencing.fenced_write]).
         remaining_lease: seconds until the leadership expires unless renewed (float);
             ``math.inf`` without expiry; None if unknown.
         client_name: the leader's client name (``<hostname>:<pid>`` by default); None when
@@ -168,9 +169,9 @@ def parse_change(fields: Any) -> Leader | None:
 
 
 class ElectionCore(LockCore):
-    """One named election of one client: the flows behind :class:`tenure.Election`.
+    """One named election of one client: the flows behind [`tenure.Election`][tenure.Election].
 
-    Built on :class:`LockCore` for what a leadership shares with a lock hold: the hold
+    Built on `LockCore` for what a leadership shares with a lock hold: the hold
     table entry the watchdog renews, loss reports (``lost``, ``on_lost``, loss
     listeners). The leader HASH is the hold's key, the candidate's owner its field.
     """

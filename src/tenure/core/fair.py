@@ -3,7 +3,7 @@ request order, in a queue that Java Redisson clients may share.
 
 Wire layout (docs/wire.md): the lock hash as for Lock, a LIST of waiting owners (head
 first), a ZSET owner -> score as Redisson reads it, one channel per waiter, and tenure's
-addition, a HASH owner -> alive-until time of tenure's waiters (:func:`alive_key`). The
+addition, a HASH owner -> alive-until time of tenure's waiters (`alive_key()`). The
 rules (``scripts/_fair_queue.lua``):
 
 - Redisson's scripts chain a new waiter's score on the last one's (+ 5 minutes), take
@@ -20,7 +20,7 @@ rules (``scripts/_fair_queue.lua``):
   (its process killed) is dropped once its alive-until time has passed.
 - Only the head may take the lock; a release wakes the head alone (waiters are not told when
   they become the head). The client that freed the lock looks shortly after
-  (:meth:`FairLockCore.watch_turn`, one background watcher per lock; under contention the
+  (`FairLockCore.watch_turn()`, one background watcher per lock; under contention the
   next release comes first and it never looks): a head that has not come by then is woken
   again and its turn starts - its score and alive-until time are cut to at most one
   renewal period (the grace) - and once that has passed it is dropped as dead and the next
@@ -54,7 +54,7 @@ QUEUED = -1
 """The entry argument of an attempt by a waiter its client knows is queued."""
 PLACE = -3
 """The entry argument of a queued waiter's first attempt once subscribed: it reads its
-place (the head, or :data:`BEHIND`) without joining or checking re-entry."""
+place (the head, or `BEHIND`) without joining or checking re-entry."""
 BEHIND = -2
 """An attempt's reply for a waiter behind the head: wait until woken."""
 
@@ -90,7 +90,7 @@ is woken again. Releases closer together than this cost no look at all."""
 
 
 class FairLockCore(LockCore):
-    """One named fair lock of one client: :class:`LockCore` with a FIFO queue of waiters."""
+    """One named fair lock of one client: `LockCore` with a FIFO queue of waiters."""
 
     acquire_script = scripts.get("fair_acquire")
     release_script = scripts.get("fair_release")
@@ -246,7 +246,7 @@ class FairLockCore(LockCore):
 
     def reconcile(self, owner: str) -> Flow[None]:
         """After an acquire whose outcome is unknown (its reply lost: timeout, cancellation,
-        interrupt): undo the holds as :meth:`LockCore.reconcile` does, then leave the queue
+        interrupt): undo the holds as `LockCore.reconcile()` does, then leave the queue
         again. The lost acquire script may reach the server after this flow's give-up (it
         went on another connection, not ordered with it) and queue the owner anew, an entry
         nobody waits on; once the server has answered (the holds' reconcile settled), a
@@ -282,7 +282,7 @@ class FairLockCore(LockCore):
         surely run out (others then drop it), or until the same owner queues again (its new
         entry is its own). ``sent``: when the attempt that failed was sent.
 
-        Attempts start at most every :data:`GIVE_UP_PAUSE` seconds (growing from its first
+        Attempts start at most every `GIVE_UP_PAUSE` seconds (growing from its first
         to its last value) but never wait beyond that: an attempt that hung until the
         socket timeout (a paused server) is followed by the next at once, so one is always
         on its way when the server answers again and the entry goes within a round trip of
@@ -340,7 +340,7 @@ class FairLockCore(LockCore):
         """Look at the queue's head in ``delay`` seconds (one background watcher per lock
         object: each call replaces the plan, as the lock changed hands).
 
-        After a release (:data:`FIRST_LOOK`): a head that has not come is woken again and
+        After a release (`FIRST_LOOK`): a head that has not come is woken again and
         its turn starts; the watcher looks again after growing pauses (it expects the head
         to take the lock) and, once the head's grace has passed, drops it as dead and wakes
         the next. After a grant with a lease: at its end, in case no release comes. While

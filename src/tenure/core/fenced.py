@@ -28,7 +28,7 @@ demo server, say), and the persistence warning of fenced locks is logged at DEBU
 
 
 class FencedLockCore(LockCore):
-    """:class:`LockCore` whose acquire script also increments the lock's token counter."""
+    """`LockCore` whose acquire script also increments the lock's token counter."""
 
     acquire_script: ClassVar[scripts.Script] = scripts.get("fenced_acquire")
 
@@ -102,7 +102,7 @@ class FencedLockCore(LockCore):
     def acquire_token(
         self, owner: str, blocking: object, timeout: object, lease_time: object
     ) -> Flow[int | None]:
-        """:meth:`acquire`, then the new token (None when the wait ran out)."""
+        """`acquire()`, then the new token (None when the wait ran out)."""
         acquiring = self.acquire(owner, blocking, timeout, lease_time)  # checks arguments now
         return self._token_after(owner, acquiring)
 

@@ -31,7 +31,7 @@ class Identity:
 
     Numbers come from one counter and are never reused, so a new thread or task never
     inherits the holds of a finished one (thread idents and task ids are recycled). The
-    identity also knows whether an owner's thread or task is still running (:meth:`alive`).
+    identity also knows whether an owner's thread or task is still running (`alive()`).
     """
 
     def __init__(self) -> None:
@@ -80,7 +80,7 @@ class Identity:
 
 class LossListener(Protocol):
     """What a hold reports its loss to: the lock object that took it. It also names the keys
-    the watchdog renews, as :mod:`tenure.keys` builds them."""
+    the watchdog renews, as `tenure.keys` builds them."""
 
     def hold_lost(self, owner: str) -> None: ...
 
@@ -93,7 +93,7 @@ class LossListener(Protocol):
 
 class LossScope(Protocol):
     """What watches a hold for its loss: the body running under it (``async with lock:``),
-    which :meth:`lost` cancels. Registered with :meth:`HoldTable.watch`."""
+    which `lost()` cancels. Registered with `HoldTable.watch()`."""
 
     def lost(self) -> None: ...
 
@@ -112,7 +112,7 @@ class Hold:
     lease: float = 0.0
     """Seconds of the lease the server last applied (a grant's own, or the watchdog's)."""
     confirmed: float = dataclass_field(default_factory=time.monotonic)
-    """Monotonic time just before the command that last applied :attr:`lease` was sent."""
+    """Monotonic time just before the command that last applied `lease` was sent."""
     cap: float = math.inf
     """Monotonic time after which the watchdog no longer renews it (``max_hold``)."""
     doubted: bool = False
@@ -156,12 +156,12 @@ class Hold:
 
 DOUBT_SLACK = 0.5
 """Share of a renewal period a renewal pass may take to be confirmed before the holds it
-renews are counted in doubt (:meth:`Hold.in_doubt`)."""
+renews are counted in doubt (`Hold.in_doubt()`)."""
 
 
 class QueuedWaiter(Protocol):
     """A lock with waiters in a server-side queue (FairLock): what the renewal pass needs to
-    keep their entries alive (:func:`tenure.core.watchdog.refresh_waiters`)."""
+    keep their entries alive (`tenure.core.watchdog.refresh_waiters()`)."""
 
     key: str
     waiter_prefix: str
@@ -202,10 +202,10 @@ class WaiterTable:
 
 
 class HoldTable:
-    """Thread-safe table (key, field) -> :class:`Hold` of one client.
+    """Thread-safe table (key, field) -> `Hold` of one client.
 
     It also tells its keeper (the runner's renewal loop) when a hold expires before the
-    moment the keeper planned to look next (:attr:`poke`), so a loss is noticed on time.
+    moment the keeper planned to look next (`poke`), so a loss is noticed on time.
     """
 
     def __init__(self) -> None:
@@ -219,12 +219,12 @@ class HoldTable:
         """This client's queued fair-lock waiters, refreshed by the same keeper."""
         self.doubt_period: float | None = None
         """The renewal period, once the keeper looks for holds in doubt on its clock
-        (:meth:`doubtful`); None before."""
+        (`doubtful()`); None before."""
         self._unreported: dict[tuple[str, str], bool] = {}
-        """(key, field) of each hold removed as lost (:meth:`renewed`, :meth:`expired`)
+        """(key, field) of each hold removed as lost (`renewed()`, `expired()`)
         whose loss the keeper has not reported yet -> True once a release raised it. The
         keeper reports after the rest of its renewal pass, or when its thread runs again: a
-        release in between must still see the loss (:meth:`loss_at_release`)."""
+        release in between must still see the loss (`loss_at_release()`)."""
 
     def push(
         self,
@@ -327,7 +327,7 @@ class HoldTable:
 
     # ------------------------------------------------------------ loss scopes
     def watch(self, key: str, field: str, scope: LossScope) -> bool:
-        """Have ``scope`` told (:meth:`LossScope.lost`) when the hold on (key, field) is
+        """Have ``scope`` told (`LossScope.lost()`) when the hold on (key, field) is
         reported lost; False (nothing registered) when no such hold is recorded."""
         with self._mutex:
             if (key, field) not in self._holds:
@@ -373,7 +373,7 @@ class HoldTable:
         return lost
 
     def expired(self, now: float) -> list[Hold]:
-        """The holds whose lease surely ran out by ``now`` (:attr:`Hold.valid_until`),
+        """The holds whose lease surely ran out by ``now`` (`Hold.valid_until`),
         now removed as lost: no renewal confirmed them in time, whatever the reason."""
         with self._mutex:
             lost = [hold for hold in self._holds.values() if hold.valid_until <= now]
@@ -385,7 +385,7 @@ class HoldTable:
     def loss_at_release(self, key: str, field: str) -> bool:
         """A release of (key, field) found no hold: True if the keeper removed it as lost
         and has not reported it yet. The release raises LockLostError for it, and the
-        report that follows (:meth:`loss_reported`) adds no second error."""
+        report that follows (`loss_reported()`) adds no second error."""
         with self._mutex:
             if self._unreported.get((key, field)) is False:
                 self._unreported[key, field] = True
@@ -394,7 +394,7 @@ class HoldTable:
 
     def loss_reported(self, key: str, field: str) -> bool:
         """The loss of (key, field) is being reported: True if a release already raised it
-        (:meth:`loss_at_release`)."""
+        (`loss_at_release()`)."""
         with self._mutex:
             return self._unreported.pop((key, field), False)
 
@@ -409,7 +409,7 @@ class HoldTable:
 
     def doubtful(self, now: float) -> list[Hold]:
         """The holds that went in doubt by ``now`` on the clock (no renewal confirmed for a
-        period and a half, :meth:`Hold.in_doubt`), now marked so: each episode once."""
+        period and a half, `Hold.in_doubt()`), now marked so: each episode once."""
         period = self.doubt_period
         if period is None:
             return []
@@ -434,7 +434,7 @@ class HoldTable:
     def plan(self, renewal_at: float) -> float:
         """The keeper's next look: the next renewal, the earliest lease end or the earliest
         moment a hold goes in doubt, whichever comes first. Holds pushed afterwards that end
-        sooner call :attr:`poke`."""
+        sooner call `poke`."""
         with self._mutex:
             ends = (
                 min(hold.valid_until, self._doubt_at(hold)) for hold in self._holds.values()

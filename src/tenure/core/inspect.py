@@ -50,7 +50,7 @@ KINDS = (
     "free",
     "unknown",
 )
-"""Every value of :attr:`LockInfo.kind`."""
+"""Every value of `LockInfo.kind`."""
 
 INSPECT_SCRIPT = scripts.get("inspect")
 OWNER = re.compile(r"^([0-9a-fA-F-]{36}):(\d+)(:write)?$")
@@ -93,12 +93,12 @@ class QueuedWaiter:
     """One entry of a fair lock's queue, head first.
 
     Attributes:
-        owner, client_id, number: as in :class:`Holder`.
+        owner, client_id, number: as in `Holder`.
         deadline: server epoch seconds at which the waiter's queue entry runs out and it
             is dropped as dead, unless its client (alive) pushes it forward first (every
             renewal period) or it takes the lock; None if it has no entry.
         remaining: seconds from the read until that deadline (negative once passed).
-        client_name, host, pid: who waits, as in :class:`Holder`.
+        client_name, host, pid: who waits, as in `Holder`.
     """
 
     owner: str
@@ -130,7 +130,7 @@ class LockInfo:
 
     Attributes:
         name: the name as given; ``key``: the key on the wire (with the client's prefix).
-        kind: one of :data:`KINDS`: ``lock``, ``fair``, ``rw``, ``fenced``, ``semaphore``,
+        kind: one of `KINDS`: ``lock``, ``fair``, ``rw``, ``fenced``, ``semaphore``,
             ``permit_expirable_semaphore``, ``latch``, ``free`` (no key) or ``unknown``
             (a key tenure did not write).
         exists: True if the name's own key exists (a free fenced or fair lock may keep its
@@ -211,7 +211,7 @@ def _text(value: Any) -> str:
 
 
 def decode(reply: Any) -> Snapshot:
-    """The script's reply as a :class:`Snapshot`."""
+    """The script's reply as a `Snapshot`."""
     now, kind, pttl, content, token, queue, deadlines, permits, ttls = reply
     kind = _text(kind)
     flat = [_text(v) for v in content] if kind == "hash" and content else []
@@ -281,7 +281,7 @@ def channels(key: str, snapshot: Snapshot) -> list[str]:
 
 
 def inspect(ctx: Context, name: str) -> Flow[LockInfo]:
-    """The flow behind ``client.inspect(name)``: reads, then :func:`build`.
+    """The flow behind ``client.inspect(name)``: reads, then `build()`.
 
     Raises TypeError/ValueError for a bad name (before I/O); BackendError from the server.
     """
@@ -325,7 +325,7 @@ def inspect(ctx: Context, name: str) -> Flow[LockInfo]:
 
 
 def named(reply: Any) -> dict[str, Any] | None:
-    """A registration's value (:func:`tenure.core.watchdog.register`), or None when there
+    """A registration's value (`tenure.core.watchdog.register()`), or None when there
     is none or it is not one."""
     if reply is None:
         return None
@@ -390,7 +390,7 @@ def _integer(text: str | None) -> int | None:
 def build(
     name: str, key: str, snap: Snapshot, subscribers: dict[str, int], notes: list[str]
 ) -> LockInfo:
-    """Decide the kind and fill a :class:`LockInfo` from one read (see the module rules)."""
+    """Decide the kind and fill a `LockInfo` from one read (see the module rules)."""
     now = snap.now_ms
 
     def waiting(*channel: str) -> int:

@@ -1,7 +1,7 @@
 """The decisions of one shared pub/sub connection, sans I/O (docs/internals.md, "Waiting").
 
 One client has one pub/sub connection per server (per shard in a cluster), shared by every
-waiting thread or task. :mod:`tenure.core.parking` decides whom a message wakes; this module
+waiting thread or task. `tenure.core.parking` decides whom a message wakes; this module
 decides everything else the connection's driver (``tenure.aio.listener`` and its generated
 sync twin) does, as plain data in and actions out. The driver keeps only the socket, the
 mutex and one condition per waiter; it calls these methods under its mutex, then does the
@@ -12,22 +12,22 @@ Rules:
 - **The waiters read the socket themselves** (leader/follower): one waiter at a time is the
   reader; the others sleep on their own condition, the longest asleep first in line. A
   waiter that stops waiting hands the socket to the longest-sleeping waiter
-  (:meth:`Listening.hand_on`). While the connection is down nobody reads: the janitor (a
+  (`Listening.hand_on()`). While the connection is down nobody reads: the janitor (a
   background thread or task) makes it again and then hands the socket on.
 - A notify for the reader blocked on the socket (a wake-up, or the lease-end re-check
-  handed to it) is sent as a PING whose reply ends its read (:meth:`Listening.poke`).
+  handed to it) is sent as a PING whose reply ends its read (`Listening.poke()`).
 - **Questions and answers:** each SUBSCRIBE sent is remembered in order; an error reply is
   the answer to the oldest. ``-NOPERM`` is an answer for those channels' waiters only (no
   reconnect); any other refusal (MOVED, CROSSSLOT) marks every unconfirmed channel dropped,
   its waiters re-check and move it where the refreshed topology says.
-- **Health:** after :data:`HEALTH_INTERVAL` seconds of silence the reader PINGs; if that
+- **Health:** after `HEALTH_INTERVAL` seconds of silence the reader PINGs; if that
   PING goes unanswered for the driver's timeout, the connection is given up.
 - **Reconnect:** after a loss the janitor connects again after a pause that grows from
-  :data:`FIRST_RETRY` to :data:`MAX_RETRY`; the new connection subscribes every channel
+  `FIRST_RETRY` to `MAX_RETRY`; the new connection subscribes every channel
   still waited on (one per SSUBSCRIBE when sharded: one slot per command), and each
   channel's waiters re-check once its new SUBSCRIBE is confirmed, never before
-  (:meth:`tenure.core.parking.Parking.disconnected`).
-- **Lingering:** a channel stays subscribed :data:`LINGER` seconds after its last waiter
+  (`tenure.core.parking.Parking.disconnected()`).
+- **Lingering:** a channel stays subscribed `LINGER` seconds after its last waiter
   left; the reader (or the janitor while nobody reads) sends its UNSUBSCRIBE once that
   time is up.
 """
@@ -47,7 +47,7 @@ HEALTH_INTERVAL = 30.0
 LINGER = 0.5
 """Seconds a channel stays subscribed after its last waiter left: a lock taken again and
 again (contention) costs no SUBSCRIBE/UNSUBSCRIBE per acquisition, and a waiter who joins a
-quiet subscription need not try twice (:meth:`tenure.core.parking.Parked.fresh`)."""
+quiet subscription need not try twice (`tenure.core.parking.Parked.fresh()`)."""
 FIRST_RETRY = 0.05
 """Seconds before the first reconnection attempt after a loss; doubled per failure."""
 MAX_RETRY = 1.0
@@ -56,7 +56,7 @@ JANITOR = "janitor"
 """The reader's key of the janitor."""
 IDLE_MARGIN = 0.1
 """Seconds before a lingering channel is let go during which a release counts it as a
-listener again (:meth:`Listening.idle_listener`)."""
+listener again (`Listening.idle_listener()`)."""
 MIN_JANITOR_NAP = 0.01
 """The janitor's shortest sleep (seconds): a due time already past is looked at this soon."""
 
@@ -100,7 +100,7 @@ class Listening:
         """The last connection attempt failed (the server may be gone)."""
         self.closed = False
         self.reader: Hashable | None = None
-        """Who reads the socket now: a waiter's key, :data:`JANITOR`, or None (nobody)."""
+        """Who reads the socket now: a waiter's key, `JANITOR`, or None (nobody)."""
         self.sleepers: dict[Hashable, Any] = {}
         """Waiters asleep while another reads (key -> its condition), the longest asleep
         first: the next reader is the first of them."""
@@ -121,7 +121,7 @@ class Listening:
     # ------------------------------------------------------------ the reader's role
     def role(self, key: Hashable) -> Literal["read", "sleep"]:
         """``key`` waits now: it reads the socket if nobody else does and the connection is
-        up, else it sleeps (and is counted as a sleeper by :meth:`sleeping`)."""
+        up, else it sleeps (and is counted as a sleeper by `sleeping()`)."""
         if self.reader is None and self.connected and not self.closed:
             self.reader = key
         if self.reader == key:
@@ -252,7 +252,7 @@ class Listening:
     # ------------------------------------------------------------- the connection
     def lost(self) -> list[Ticket]:
         """The connection failed (or could not be made): the janitor tries again after a
-        pause growing from :data:`FIRST_RETRY` to :data:`MAX_RETRY`; the tickets to notify
+        pause growing from `FIRST_RETRY` to `MAX_RETRY`; the tickets to notify
         (none: waiters re-check once their channel is subscribed again)."""
         self.connected = False
         self.poked = False
@@ -342,7 +342,7 @@ class Listening:
         """True if this connection listens on ``channel`` (it lingers) while none of its
         waiters waits there nor listens on the channel's alias: a release need not count it
         among the listeners to wake (docs/wire.md, "One client woken per unlock"). Not in
-        the last :data:`IDLE_MARGIN` seconds of its lingering, when its UNSUBSCRIBE may reach
+        the last `IDLE_MARGIN` seconds of its lingering, when its UNSUBSCRIBE may reach
         the server before the release does (the release would then count one listener
         too few, and might not wake a Redisson waiter)."""
         entry = self.parking.channels.get(channel)
@@ -397,5 +397,5 @@ class Subscriptions:
 
     def idle_listener(self, channel: str) -> bool:
         """True if one of the client's connections listens on ``channel`` with nobody of the
-        client waiting there (:meth:`Listening.idle_listener`)."""
+        client waiting there (`Listening.idle_listener()`)."""
         return any(table.idle_listener(channel) for table in list(self._tables))

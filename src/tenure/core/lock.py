@@ -88,8 +88,8 @@ class LateGrant(Exception):
 class LockCore:
     """One named lock of one client: the flows behind every public lock method.
 
-    Subclasses change the hooks (:meth:`attempt`, :meth:`field`, :meth:`wait_channel`,
-    :meth:`give_up`, the scripts), never the waiting loop.
+    Subclasses change the hooks (`attempt()`, `field()`, `wait_channel()`,
+    `give_up()`, the scripts), never the waiting loop.
     """
 
     acquire_script: ClassVar[scripts.Script] = scripts.get("lock_acquire")
@@ -121,10 +121,10 @@ class LockCore:
         """Called with no argument when a hold goes in doubt (the front binds itself)."""
         self._doubt_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
         self._caps: dict[str, float] = {}
-        """Owner -> ``max_hold`` of its acquire under way (:meth:`capped`)."""
+        """Owner -> ``max_hold`` of its acquire under way (`capped()`)."""
         self._yield_until = 0.0
         """Monotonic time until which a new acquire through this object waits for the
-        waiters its last release woke before it tries (see :data:`YIELD_GRACE`)."""
+        waiters its last release woke before it tries (see `YIELD_GRACE`)."""
         self._registering: dict[str, bool] = {}
         """Owner -> its attempts are made while it listens on this client's channel (a
         refusal registers the client in the wake queue)."""
@@ -170,15 +170,15 @@ class LockCore:
         return None
 
     def acquire_call(self, owner: str, call: Call, lease: float | None) -> Flow[Any]:
-        """Send an acquire script; its reply. Every :meth:`attempt` sends through here.
+        """Send an acquire script; its reply. Every `attempt()` sends through here.
 
         The grant's lease counts from just before the script is sent (monotonic clock). A
         grant whose reply came too late to leave any validity (elapsed + clock drift reaches
         the lease, e.g. a server or process paused meanwhile) may already belong to someone
-        else: it is undone and raises :class:`LateGrant`, and the caller goes on waiting.
+        else: it is undone and raises `LateGrant`, and the caller goes on waiting.
         With ``wait_for_replicas``, a grant that too few replicas acknowledged is undone
         (one hold released again, Redisson's ``checkLockSyncedSlaves``) before the
-        :class:`ReplicationError` goes on to the caller; an attempt that granted nothing
+        `ReplicationError` goes on to the caller; an attempt that granted nothing
         does not wait for replicas.
         """
         until = self._until.get(owner)
@@ -221,7 +221,7 @@ class LockCore:
         beyond the count recorded here; a new grant landing between its read of that count
         and its script would be taken for an orphan and undone under its holder.
 
-        Raises BackendError when it has not ended after :data:`RECONCILE_WAIT` seconds (the
+        Raises BackendError when it has not ended after `RECONCILE_WAIT` seconds (the
         server has not answered since the failed attempt)."""
         pending = (self.key, self.field(owner))
         waited = 0.0
@@ -256,7 +256,7 @@ class LockCore:
     def reconcile(self, owner: str) -> Flow[None]:
         """After an acquire whose outcome is unknown: release holds of ``owner`` that the
         server has beyond the count its client recorded (issue: orphan holds), atomically
-        (:func:`tenure.scripts.guarded`), until the server says there are none.
+        (`tenure.scripts.guarded()`), until the server says there are none.
 
         Runs in the background: retried with a growing pause (up to 1 s) while the server
         does not answer, until the client closes. Once the server answered "nothing to
@@ -293,7 +293,7 @@ class LockCore:
 
     def granted(self, owner: str, lease: float | None) -> Hold:
         """Record a hold the server just granted to ``owner`` (its script went through
-        :meth:`acquire_call`, which noted when it was sent)."""
+        `acquire_call()`, which noted when it was sent)."""
         self._lost.discard(owner)
         self._lost_unreported.discard(owner)
         sent = self._sent.pop(owner, None)
@@ -391,15 +391,15 @@ class LockCore:
     def send_release(
         self, owner: str, lease: float | None, recorded: int | None = None
     ) -> Flow[Any]:
-        """Send :meth:`release_call`; its reply (a ReadWriteLock side may send it again).
+        """Send `release_call()`; its reply (a ReadWriteLock side may send it again).
 
         ``recorded``: release only if ``owner`` holds more than that on the server (see
-        :meth:`reconcile`); the reply is then nil when it does not.
+        `reconcile()`); the reply is then nil when it does not.
         """
         return (yield guard(self.release_call(owner, lease), self.field(owner), recorded))
 
     def send_force_release(self) -> Flow[Any]:
-        """Send :meth:`force_release_call`; its reply (as :meth:`send_release`)."""
+        """Send `force_release_call()`; its reply (as `send_release()`)."""
         return (yield self.force_release_call())
 
     def renewal_keys(self, owner: str, holds: int) -> list[str]:
@@ -511,7 +511,7 @@ class LockCore:
         again: bool = False,
         until: float | None = None,
     ) -> Flow[int | None]:
-        """:meth:`attempt`, with a late grant (undone) counted as a refusal to retry at once.
+        """`attempt()`, with a late grant (undone) counted as a refusal to retry at once.
 
         ``until``: the end of the caller's wait (monotonic); up to then the attempt's script
         is sent again when it surely did not reach a server (``Call.until``: a failover)."""
@@ -546,14 +546,14 @@ class LockCore:
             yield Background(self.reconcile(owner))
 
     def _give_up_quietly(self, owner: str) -> Flow[None]:
-        """:meth:`give_up` on an error path: a second failure must not hide the first."""
+        """`give_up()` on an error path: a second failure must not hide the first."""
         try:
             yield from self.give_up(owner)
         except (BackendError, ServerError) as error:
             log.warning("lock %r: cleanup after a failed acquire failed: %s", self.name, error)
 
     def release(self, owner: str) -> Flow[None]:
-        """Release one hold of ``owner``; see :meth:`tenure.Lock.release`."""
+        """Release one hold of ``owner``; see [`tenure.Lock.release()`][tenure.Lock.release]."""
         field = self.field(owner)
         # Forget the hold first: the watchdog must not renew it or take its deletion for a
         # loss. If the script then fails, the server's hold simply expires with its lease.
@@ -682,7 +682,7 @@ class LockCore:
             )
 
     def in_doubt(self, owner: str) -> bool:
-        """Jeopardy of ``owner``'s hold (:meth:`tenure.core.holds.Hold.in_doubt`)."""
+        """Jeopardy of ``owner``'s hold (`tenure.core.holds.Hold.in_doubt()`)."""
         hold = self.ctx.holds.get(self.key, self.field(owner))
         period = self.ctx.watchdog_timeout / 3
         return hold is not None and hold.in_doubt(time.monotonic(), period)
@@ -774,7 +774,8 @@ class LockCore:
 
     def extend(self, owner: str, additional_time: object) -> Flow[None]:
         """Add ``additional_time`` seconds to ``owner``'s leased hold; see
-        :meth:`tenure.Lock.extend`. The argument is checked now, before any I/O."""
+        [`tenure.Lock.extend()`][tenure.Lock.extend]. The argument is checked now, before any
+        I/O."""
         add = check_positive(additional_time, "additional_time")
         return self._extend(owner, to_ms(add))
 
@@ -813,7 +814,7 @@ GUARDED_EXECUTE = scripts.get("guarded_execute")
 
 
 def check_command(command: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A Redis command for :meth:`LockCore.execute_if_held`: a name and its arguments, each
+    """A Redis command for `LockCore.execute_if_held()`: a name and its arguments, each
     a str, bytes, int or float (TypeError otherwise, ValueError when empty)."""
     if not command:
         raise ValueError("execute_if_held needs a command, e.g. ('SET', key, value)")

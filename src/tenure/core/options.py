@@ -1,4 +1,5 @@
-"""Client options shared by :class:`tenure.Client` and :class:`tenure.AsyncClient`."""
+"""Client options shared by [`tenure.Client`][tenure.Client] and
+[`tenure.AsyncClient`][tenure.AsyncClient]."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def replica_wait(ctx: Context, call: Call, reply: object) -> tuple[int, int] | N
 
 
 def check_replicas(ctx: Context, call: Call, reply: object, acknowledged: int) -> None:
-    """Raise :class:`ReplicationError` when ``WAIT`` saw fewer replicas than required.
+    """Raise `ReplicationError` when ``WAIT`` saw fewer replicas than required.
 
     (Redisson's ``checkLockSyncedSlaves``.) The error carries the script's ``reply`` so the
     flow that sent the script can undo what it changed (see ``LockCore.acquire_call``).

@@ -15,7 +15,7 @@ Rules:
   each sleep (``Wait.patience``); only the head ticket (the oldest) sleeps until that
   lease ends to try again; the others sleep until a permit or their own deadline. When the
   head leaves, the next ticket is woken to take the duty over. A renewal message
-  (``-<lease ms>``, :data:`tenure.keys.RENEWED_PREFIX`) wakes nobody and moves that lease
+  (``-<lease ms>``, `tenure.keys.RENEWED_PREFIX`) wakes nobody and moves that lease
   end: while the holder's watchdog renews, the head sleeps on and sends nothing.
 - A ticket that leaves with an unused permit, or abnormally (error, cancellation: it may
   have taken a wake-up it will not use), passes one on to the oldest ticket without one.
@@ -25,7 +25,7 @@ Rules:
   waiter would sleep to the holder's lease end). Nobody is woken by the loss itself.
 - With ``linger``, a channel stays subscribed for ``linger`` seconds after its last waiter
   left (a lock taken in a loop costs no SUBSCRIBE/UNSUBSCRIBE per acquisition); the driver
-  sends UNSUBSCRIBE for the channels :meth:`Parking.expired` names.
+  sends UNSUBSCRIBE for the channels `Parking.expired()` names.
 - A subscription is **fresh** for an attempt sent at ``since`` when it was confirmed before
   ``since`` and no message (nor a reconnect) came after: an unlock published after that
   attempt is then sure to wake a waiter who joins now, so the waiter need not try again
@@ -44,7 +44,7 @@ Rules:
   on it is one on the channel. It was sent to this client alone (the unlock woke one
   client), so a wake-up on it that no waiter here can use (nobody waits any more, or the one
   woken left without using it) is passed on to another client: its ``relay`` is named in
-  :attr:`Parking.relays`, for the driver to run.
+  `Parking.relays`, for the driver to run.
 
 The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
 and the wake-up objects (one condition per ticket); it asks this table what to send and
@@ -324,7 +324,7 @@ class Parking:
         relay: Any = None,
     ) -> tuple[Parked, Ticket, bool]:
         """Count waiter ``key`` on ``channel``: (entry, its ticket, True if SUBSCRIBE must be
-        sent, for :meth:`names`). ``alias`` and ``relay``: see the module's rules."""
+        sent, for `names()`). ``alias`` and ``relay``: see the module's rules."""
         entry = self.channels.get(channel)
         first = entry is None
         if entry is None:
@@ -498,7 +498,7 @@ class Parking:
     def disconnected(self) -> list[Ticket]:
         """The connection dropped: every waiter may have missed a message. Each channel
         waits for its new SUBSCRIBE's answer, which wakes all its waiters to re-check
-        (:meth:`_subscribed`); nobody is woken now (the tickets to notify: none)."""
+        (`_subscribed()`); nobody is woken now (the tickets to notify: none)."""
         self.in_flight.clear()
         self.leaving.clear()
         self.alias_off.clear()

@@ -9,7 +9,8 @@ releasing its last write hold while it holds reads leaves the lock in read mode 
 A read release publishes ``0`` (wake one waiter), a write release ``1`` (wake all).
 
 Differences from Redisson: a caller holding only read holds that asks for the write lock
-gets :class:`~tenure.errors.LockUpgradeError` at once (Redisson waits on itself forever);
+gets [`LockUpgradeError`][tenure.errors.LockUpgradeError] at once (Redisson waits on itself
+forever);
 the watchdog renews only the caller's own read holds (Redisson renews every reader's); lock
 expiries are only ever extended by renewals and read acquisitions, never shortened; a
 downgrade wakes waiting readers.

@@ -9,7 +9,7 @@ Rules (docs/internals.md, "Semaphores and latches"):
 - Waiting is the locks' waiting: try, subscribe, try again (closing the race with a release
   published before the subscription), then sleep until a message or, for expirable permits,
   the earliest permit expiry, and loop. No polling. Every message wakes every waiter of this
-  client on the channel (:data:`~tenure.core.parking.WAKE_ANY`): a release of n permits may
+  client on the channel (`WAKE_ANY`): a release of n permits may
   serve several of them, each wanting its own number.
 - Expirable permits have ids (16 random bytes, 32 hex digits for callers) in a ZSET scored by
   expiry epoch-ms, on the server's clock. Every operation first returns expired permits to the
@@ -20,7 +20,7 @@ Rules (docs/internals.md, "Semaphores and latches"):
   id it sent (releasing an id that was never taken is a no-op), so nothing stays taken.
   A plain Semaphore has no ids: permits its reply said were taken for a caller that then
   stopped waiting (or that too few replicas acknowledged) are released again in the
-  background (:meth:`SemaphoreCore.give_back`; the asyncio front reads the reply of a
+  background (`SemaphoreCore.give_back()`; the asyncio front reads the reply of a
   script in flight when its caller is cancelled, tenure/_settle.py); a reply that never
   came (a timeout, a sync caller interrupted in flight) leaves the outcome unknown and
   nothing is given back (docs/primitives/semaphore.md).
@@ -73,7 +73,7 @@ def check_count(value: Any, what: str, minimum: int | None) -> int:
 
 
 def check_permit_id(value: Any) -> str:
-    """A permit id as :meth:`PermitCore.acquire` returns it: 32 lower-case hex digits."""
+    """A permit id as `PermitCore.acquire()` returns it: 32 lower-case hex digits."""
     if not isinstance(value, str):
         raise TypeError(f"permit_id must be a str, not {type(value).__name__}")
     if not PERMIT_ID.fullmatch(value):
@@ -226,7 +226,7 @@ class PermitCore(SemaphoreCore):
     """One named PermitExpirableSemaphore of one client."""
 
     KIND = "PermitExpirableSemaphore"
-    """Its kind in logs and metrics (:func:`tenure.observe.kind_of`)."""
+    """Its kind in logs and metrics ([`tenure.observe.kind_of()`][tenure.observe.kind_of])."""
 
     def __init__(self, ctx: Context, name: str, on_lost: LostCallback | None = None) -> None:
         super().__init__(ctx, name)
@@ -250,7 +250,7 @@ class PermitCore(SemaphoreCore):
         return ""
 
     def hold_lost(self, permit_id: str) -> None:
-        """Report ``permit_id`` lost: :meth:`is_lost`, then the ``on_lost`` callback."""
+        """Report ``permit_id`` lost: `is_lost()`, then the ``on_lost`` callback."""
         self.ctx.holds.loss_reported(self.timeout_key, permit_id)
         self._lost.add(permit_id)
         for scope in self.ctx.holds.scopes_lost(self.timeout_key, permit_id):
@@ -266,7 +266,7 @@ class PermitCore(SemaphoreCore):
 
     def hold_in_doubt(self, permit_id: str) -> None:
         """A renewal of the permit failed while it is still valid (no callback for permits:
-        :meth:`valid_for` says how long it surely lasts)."""
+        `valid_for()` says how long it surely lasts)."""
 
     def valid_for(self, permit_id: object) -> float:
         """Seconds permit ``permit_id`` (taken by this client) is surely still valid on the

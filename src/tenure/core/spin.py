@@ -4,7 +4,7 @@ The hash, owner field, lease and watchdog are the Lock's (``lock_acquire.lua``);
 is the waiting. A refused waiter subscribes to nothing: it sleeps on an exponential back-off
 and tries again, as Redisson's default ``LockOptions.ExponentialBackOff`` does — 1 ms first,
 each pause twice the last plus a random 0..n-1 ms after the n-th refusal, capped at 128 ms
-(:class:`BackOff`). A release and a forced release publish nothing (nobody listens), and the
+(`BackOff`). A release and a forced release publish nothing (nobody listens), and the
 watchdog's renewal tells no channel. For deployments where pub/sub is unwanted (a large
 cluster, where every PUBLISH reaches every node, or an ACL without channels).
 
@@ -55,7 +55,7 @@ class BackOff:
 
 
 class SpinLockCore(LockCore):
-    """:class:`LockCore` whose waiters retry on :class:`BackOff` instead of a channel."""
+    """`LockCore` whose waiters retry on `BackOff` instead of a channel."""
 
     release_script: ClassVar[scripts.Script] = scripts.get("spin_release")
     force_release_script: ClassVar[scripts.Script] = scripts.get("spin_force_release")

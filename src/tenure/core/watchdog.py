@@ -1,6 +1,6 @@
 """The watchdog's renewal pass (docs/internals.md), sans I/O.
 
-Every ``watchdog_timeout / 3`` a driver runs :func:`renew` over the client's watchdog holds:
+Every ``watchdog_timeout / 3`` a driver runs `renew()` over the client's watchdog holds:
 one script call re-applies the lease to a batch of keys whose owner field still exists and
 reports the ones that are gone. A gone hold is lost. A failed call is retried on the next
 tick; once a hold's lease has surely run out without a confirmed renewal, its keeper (the
@@ -46,7 +46,7 @@ block the server for long."""
 
 
 def batches(holds: list[Hold], *, by_slot: bool = False) -> Iterator[tuple[Script, list[Hold]]]:
-    """``holds`` in renewal batches: one script per batch, at most :data:`BATCH` holds.
+    """``holds`` in renewal batches: one script per batch, at most `BATCH` holds.
 
     With ``by_slot`` a batch never mixes cluster hash slots (a cluster runs one script on one
     slot); every key of one hold shares its lock's hash tag (docs/wire.md), so a hold's slot is
@@ -74,7 +74,7 @@ def renewal_call(script: Script, batch: list[Hold], lease_ms: int) -> Call:
 def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
     """Renew every watchdog hold of ``ctx``; returns the holds found lost (already removed).
 
-    ``by_slot``: keep each batch within one cluster slot (see :func:`batches`).
+    ``by_slot``: keep each batch within one cluster slot (see `batches()`).
     """
     lease_ms = to_ms(ctx.watchdog_timeout)
     lost: list[Hold] = []
@@ -103,7 +103,7 @@ def report_doubts(ctx: Context, now: float) -> None:
 def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
     """Push forward the queue entries of every queued fair-lock waiter of ``ctx``
     (docs/internals.md, "Waiter liveness"): one script call per batch of at most
-    :data:`BATCH` waiters, the batches of one lock together (``by_slot``: never mixing
+    `BATCH` waiters, the batches of one lock together (``by_slot``: never mixing
     cluster slots). The same call drops the dead heads of a free lock and wakes the live
     one. Returns the number of waiters whose entry was gone (the script woke them: they join
     again). A failed call is retried on the next pass: an entry lasts ``watchdog_timeout``,
@@ -155,7 +155,7 @@ def registration(ctx: Context) -> dict[str, Any]:
 
 def register(ctx: Context) -> Flow[None]:
     """Name this client's owners on the server for ``inspect()`` and ``tenure status``: one
-    SET of :func:`registration_key` with a lease of ``watchdog_timeout``, written at the end
+    SET of `registration_key()` with a lease of ``watchdog_timeout``, written at the end
     of each renewal pass while the client holds or queues, and deleted (one DEL) at the
     first pass after it holds and queues nothing. So it costs nothing on the
     acquire/release path, a hold is named within one renewal period, and a client that

@@ -3,7 +3,7 @@
 Scripts are sent with EVALSHA; a server that does not know one yet answers NOSCRIPT and gets the
 source once with EVAL (which also caches it), so each script crosses the wire once per server.
 
-Every key a script touches arrives in ``KEYS``, named by :mod:`tenure.keys`; scripts never
+Every key a script touches arrives in ``KEYS``, named by `tenure.keys`; scripts never
 build key names. Channels are not keys: a script may build a channel name (FairLock's
 per-waiter channels) from an argument.
 

@@ -7,8 +7,8 @@ gets ``with lock:``, ``with lock(timeout=5, lease_time=10):``, ``@lock`` and
 
 In asyncio code the block is a cancel scope (docs/stopping-work.md): a loss of the hold
 reported while the body runs cancels the body's task, and the block raises
-:class:`tenure.LockLostError` with the body's ``CancelledError`` chained
-(:class:`tenure._scope.LossScope`). Sync bodies cannot be cancelled: they call
+[`tenure.LockLostError`][tenure.errors.LockLostError] with the body's ``CancelledError`` chained
+(`tenure._scope.LossScope`). Sync bodies cannot be cancelled: they call
 ``lock.checkpoint()`` between steps.
 """
 
@@ -120,10 +120,12 @@ def release_after(lock: LockContext, error: BaseException | None) -> None:
 class Acquiring:
     """The context manager (and decorator) that ``lock(timeout=..., lease_time=...)`` returns.
 
-    Entering acquires with those arguments and raises :class:`tenure.LockTimeout` when the
+    Entering acquires with those arguments and raises
+    [`tenure.LockTimeout`][tenure.errors.LockTimeout] when the
     wait runs out, so the block never runs without the lock; leaving releases. In asyncio
     code the body is cancelled when the hold is lost (unless ``cancel_on_loss=False``) and
-    the block raises :class:`tenure.LockLostError` from the body's ``CancelledError``.
+    the block raises [`tenure.LockLostError`][tenure.errors.LockLostError] from the body's
+    ``CancelledError``.
     One context may be entered by several tasks or threads at once, and nested.
     """
 

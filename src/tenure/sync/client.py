@@ -35,12 +35,12 @@ from tenure.core.watchdog import registration
 class Client:
     """Entry point: makes lock objects bound to one Redis/Valkey deployment.
 
-    ``tenure.Client`` (sync, owners are threads) and ``tenure.Client`` (asyncio, owners
-    are tasks; its methods are coroutines) take the same arguments.
+    The sync client (``tenure.Client``: owners are threads) and the asyncio one (owners are
+    tasks; its methods are coroutines) take the same arguments.
 
     Args:
         url_or_redis: a ``redis://`` / ``rediss://`` / ``unix://`` URL, or a redis-py client
-            (``redis.Redis`` for ``Client``, ``redis.asyncio.Redis`` for ``Client``, a
+            (``redis.Redis`` for the sync client, ``redis.asyncio.Redis`` for the asyncio one, a
             Sentinel-managed one from ``Sentinel.master_for(...)`` too) whose connection pool
             tenure borrows; its own timeouts and retries then apply (see below to turn its
             connect retries off). A cluster client
@@ -86,11 +86,12 @@ class Client:
     Raises:
         TypeError, ValueError: for a bad argument, before any I/O.
 
-    Example::
-
+    Example:
+        ```python
         with tenure.Client("redis://127.0.0.1:6379/0") as client:
             with client.lock("orders:42"):
                 ...
+        ```
     """
 
     def __init__(
@@ -142,7 +143,7 @@ class Client:
     def lock(
         self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
     ) -> Lock:
-        """A reentrant :class:`tenure.Lock` named ``name`` (Redisson ``getLock``).
+        """A reentrant [`tenure.Lock`][tenure.Lock] named ``name`` (Redisson ``getLock``).
 
         ``on_lost(lock)`` is called when a hold of this lock is found lost: by a renewal
         that found it gone, or on the client's monotonic clock at the moment its lease
@@ -159,35 +160,40 @@ class Client:
     def fenced_lock(
         self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
     ) -> FencedLock:
-        """A :class:`tenure.FencedLock` named ``name`` (Redisson ``getFencedLock``).
+        """A [`tenure.FencedLock`][tenure.FencedLock] named ``name`` (Redisson ``getFencedLock``).
 
-        Arguments and errors as :meth:`lock`. Fencing tokens go backwards after a restart
+        Arguments and errors as [`lock()`][tenure.Client.lock]. Fencing tokens go backwards
+        after a restart
         of a server without persistence (no RDB save points, AOF off): the first fenced
-        acquire of this client logs a WARNING then (see :class:`tenure.FencedLock`).
+        acquire of this client logs a WARNING then (see [`tenure.FencedLock`][tenure.FencedLock]).
         """
         return FencedLock(self._runner, name, on_lost, on_doubt)
 
     def fair_lock(
         self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
     ) -> FairLock:
-        """A reentrant lock granted in request order: :class:`tenure.FairLock` named ``name``
-        (Redisson ``getFairLock``). Arguments and errors as :meth:`lock`."""
+        """A reentrant lock granted in request order: [`tenure.FairLock`][tenure.FairLock] named
+        ``name``
+        (Redisson ``getFairLock``). Arguments and errors as [`lock()`][tenure.Client.lock]."""
         return FairLock(self._runner, name, on_lost, on_doubt)
 
     def spin_lock(
         self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
     ) -> SpinLock:
         """A reentrant lock whose waiters retry on a back-off instead of pub/sub:
-        :class:`tenure.SpinLock` named ``name`` (Redisson ``getSpinLock``). Arguments and
-        errors as :meth:`lock`."""
+        [`tenure.SpinLock`][tenure.SpinLock] named ``name`` (Redisson ``getSpinLock``). Arguments
+        and
+        errors as [`lock()`][tenure.Client.lock]."""
         return SpinLock(self._runner, name, on_lost, on_doubt)
 
     def read_write_lock(
         self, name: str, *, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
     ) -> ReadWriteLock:
-        """Many readers or one writer: :class:`tenure.ReadWriteLock` named ``name`` (Redisson
+        """Many readers or one writer: [`tenure.ReadWriteLock`][tenure.ReadWriteLock] named ``name``
+        (Redisson
         ``getReadWriteLock``); ``.read_lock()`` / ``.write_lock()`` are its lock objects.
-        ``on_lost(side)`` as for :meth:`lock`, called with the side whose hold was lost.
+        ``on_lost(side)`` as for [`lock()`][tenure.Client.lock], called with the side whose
+        hold was lost.
 
         Raises TypeError/ValueError for a bad name or ``on_lost``.
         """
@@ -196,7 +202,7 @@ class Client:
     def multi_lock(
         self, *locks: Lock, on_lost: OnLost | None = None, on_doubt: OnLost | None = None
     ) -> MultiLock:
-        """A :class:`tenure.MultiLock` over ``locks`` (Redisson ``getMultiLock``).
+        """A [`tenure.MultiLock`][tenure.MultiLock] over ``locks`` (Redisson ``getMultiLock``).
 
         Members may come from any clients. Raises ValueError with no member, TypeError for a
         member that is not a lock object of this API (sync or asyncio).
@@ -210,7 +216,7 @@ class Client:
         on_lost: OnLost | None = None,
         on_doubt: OnLost | None = None,
     ) -> RedLock:
-        """A :class:`tenure.RedLock` over ``locks``, each on an independent master.
+        """A [`tenure.RedLock`][tenure.RedLock] over ``locks``, each on an independent master.
 
         ``node_timeout``: seconds to wait for each member's answer in an attempt (default
         0.1; keep it small next to the lease). Raises ValueError with no member or a bad
@@ -219,16 +225,19 @@ class Client:
         return RedLock(locks, node_timeout=node_timeout, on_lost=on_lost, on_doubt=on_doubt)
 
     def election(self, name: str, *, on_lost: OnLost | None = None) -> Election:
-        """A leader :class:`tenure.Election` named ``name`` (etcd ``concurrency.Election``;
+        """A leader [`tenure.Election`][tenure.Election] named ``name`` (etcd
+        ``concurrency.Election``;
         Redisson has none): campaign, lead, resign, observe.
 
-        ``on_lost(election)`` is called, as for :meth:`lock`, when this candidate's
+        ``on_lost(election)`` is called, as for [`lock()`][tenure.Client.lock], when this
+        candidate's
         leadership is found lost. Raises TypeError/ValueError for a bad name or ``on_lost``.
         """
         return Election(self._runner, name, on_lost)
 
     def semaphore(self, name: str) -> Semaphore:
-        """A counting :class:`tenure.Semaphore` named ``name`` (Redisson ``getSemaphore``).
+        """A counting [`tenure.Semaphore`][tenure.Semaphore] named ``name`` (Redisson
+        ``getSemaphore``).
 
         Raises TypeError/ValueError for a bad name.
         """
@@ -237,7 +246,8 @@ class Client:
     def permit_expirable_semaphore(
         self, name: str, *, on_lost: OnPermitLost | None = None
     ) -> PermitExpirableSemaphore:
-        """A :class:`tenure.PermitExpirableSemaphore` named ``name`` (Redisson
+        """A [`tenure.PermitExpirableSemaphore`][tenure.PermitExpirableSemaphore] named ``name``
+        (Redisson
         ``getPermitExpirableSemaphore``): permits with ids and leases.
 
         ``on_lost(semaphore, permit_id)`` is called from the renewal loop (or the releasing
@@ -247,7 +257,8 @@ class Client:
         return PermitExpirableSemaphore(self._runner, name, on_lost)
 
     def count_down_latch(self, name: str) -> CountDownLatch:
-        """A :class:`tenure.CountDownLatch` named ``name`` (Redisson ``getCountDownLatch``).
+        """A [`tenure.CountDownLatch`][tenure.CountDownLatch] named ``name`` (Redisson
+        ``getCountDownLatch``).
 
         Raises TypeError/ValueError for a bad name.
         """
@@ -261,11 +272,11 @@ class Client:
                 ``name_prefix`` is prepended on the wire).
 
         Returns:
-            A :class:`tenure.LockInfo`: kind (``lock``, ``fair``, ``rw``, ``fenced``,
-            ``semaphore``, ``permit_expirable_semaphore``, ``latch``, ``free``, ``unknown``),
-            holders with owner field, client id, thread/task number and hold count, remaining
-            lease, fair queue with deadlines, read-write mode, fencing token, permits, latch
-            count and the number of waiting clients.
+            A `tenure.LockInfo`: kind (``lock``, ``fair``, ``rw``, ``fenced``,
+                ``semaphore``, ``permit_expirable_semaphore``, ``latch``, ``free``, ``unknown``),
+                holders with owner field, client id, thread/task number and hold count, remaining
+                lease, fair queue with deadlines, read-write mode, fencing token, permits, latch
+                count and the number of waiting clients.
 
         Raises:
             TypeError, ValueError: a bad name, before any I/O.

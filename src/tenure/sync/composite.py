@@ -3,7 +3,7 @@
 
 Each member is taken for the caller's owner on that member's client. Every decision (rounds,
 leases, quorum, validity, late grants, retries, release verdicts, loss roll-up) is
-:mod:`tenure.core.composite`'s; these fronts only run its flows.
+`tenure.core.composite`'s; these fronts only run its flows.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class _AsyncComposite(LockContext):
 
     def extend(self, additional_time: float) -> None:
         """Add ``additional_time`` seconds to every member hold of the caller's latest
-        acquisition (each as :meth:`tenure.Lock.extend`, so members taken with
+        acquisition (each as [`tenure.Lock.extend()`][tenure.Lock.extend], so members taken with
         ``lease_time`` only). A MultiLock extends each member in order and raises the first
         failure (others as notes); a RedLock extends its held members concurrently and
         raises LockLostError when fewer than a quorum were extended (``validity`` keeps
@@ -81,7 +81,7 @@ class _AsyncComposite(LockContext):
             TypeError, ValueError: a bad ``additional_time``, before any I/O.
             NotOwnedError: the caller holds no acquisition (LockLostError once it was
                 reported lost).
-            LockError, LockLostError, BackendError: as :meth:`tenure.Lock.extend`.
+            LockError, LockLostError, BackendError: as [`tenure.Lock.extend()`][tenure.Lock.extend].
         """
         runner = self.runner
         return runner.run(self.core.extend(runner.owners(), additional_time))
@@ -97,7 +97,7 @@ class _AsyncComposite(LockContext):
         return self.core.valid_for(self.runner.owners())
 
     def checkpoint(self) -> None:
-        """Raise LockLostError when the caller's acquisition was lost or :meth:`valid_for`
+        """Raise LockLostError when the caller's acquisition was lost or `valid_for()`
         is 0; NotOwnedError when it holds none. No I/O (a plain method in asyncio too)."""
         self.core.checkpoint(self.runner.owners())
 
@@ -141,11 +141,12 @@ class MultiLock(_AsyncComposite):
 
     ``lost`` / ``on_lost(multi_lock)``: any member's hold reported lost loses the composite.
 
-    Example::
-
+    Example:
+        ```python
         both = client.multi_lock(client.lock("account:1"), client.lock("account:2"))
         with both(timeout=10):          # both accounts, or LockTimeout
             ...
+        ```
     """
 
     kind = "MultiLock"
@@ -172,7 +173,8 @@ class MultiLock(_AsyncComposite):
         """Take every member, or none.
 
         Args:
-            blocking, timeout, lease_time, max_hold: as :meth:`tenure.Lock.acquire`;
+            blocking, timeout, lease_time, max_hold: as
+                [`tenure.Lock.acquire()`][tenure.Lock.acquire];
                 ``timeout`` bounds the whole composite. ``timeout=0`` makes one attempt per
                 member. ``max_hold`` caps every member hold.
 
@@ -221,17 +223,18 @@ class RedLock(_AsyncComposite):
     jump on a node (its keys expire early), or a node that restarts without persistence (it
     forgets grants; the Redlock page asks for fsync'ed AOF or a restart delay of one max TTL)
     can each let two clients believe they hold the lock. When correctness matters, make the
-    resource check a :class:`tenure.FencedLock` token; RedLock is for efficiency-grade
+    resource check a [`tenure.FencedLock`][tenure.FencedLock] token; RedLock is for efficiency-grade
     exclusion that survives a minority of node failures.
 
-    Example::
-
+    Example:
+        ```python
         red = client.red_lock(*(c.lock("job") for c in clients_on_five_masters))
         if red.acquire(timeout=2, lease_time=10):
             try:
                 ...                           # for at most red.validity seconds
             finally:
                 red.release()
+        ```
     """
 
     kind = "RedLock"
@@ -266,17 +269,19 @@ class RedLock(_AsyncComposite):
         """Take a majority of the members within the wait.
 
         Args:
-            blocking, timeout, lease_time, max_hold: as :meth:`tenure.Lock.acquire`;
+            blocking, timeout, lease_time, max_hold: as
+                [`tenure.Lock.acquire()`][tenure.Lock.acquire];
                 ``timeout`` bounds the whole acquisition, ``timeout=0`` makes one attempt.
                 ``max_hold`` caps every member hold.
 
         Returns:
-            True with a quorum held and positive :attr:`validity`; False if no attempt reached
-            a quorum in time (nothing is left held then).
+            True with a quorum held and positive [`validity`][tenure.RedLock.validity]; False
+                if no attempt reached
+                a quorum in time (nothing is left held then).
 
         Raises:
             TypeError, ValueError: a bad argument, before any I/O. Server failures are never
-            raised here: a failing member simply counts as not acquired.
+                raised here: a failing member simply counts as not acquired.
         """
         return super().acquire(blocking, timeout, lease_time, max_hold=max_hold)
 

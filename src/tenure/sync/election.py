@@ -28,24 +28,27 @@ class Election:
     campaigns for itself (its owner field is drawn once per object), whichever thread or
     task calls it. Leadership is a lease of ``watchdog_timeout`` seconds renewed by the
     client's watchdog, and is lost as a lock hold is: a renewal that finds it gone, or its
-    lease running out on the local clock, sets :attr:`lost` and calls ``on_lost``.
+    lease running out on the local clock, sets [`lost`][tenure.Election.lost] and calls
+    ``on_lost``.
 
     Every new leadership draws a **term** that strictly increases per name (a counter with
     no TTL: across leaderships, crashes, and restarts of a server that persists), usable as
-    a fencing token with :func:`tenure.fenced_write`. A resigning leader hands over inside
+    a fencing token with [`tenure.fenced_write()`][tenure.fencing.fenced_write]. A resigning leader
+    hands over inside
     its resign script (the next live candidate is elected at once and told on the
     election's channel); a crashed leader is replaced when its lease ends. A candidate
     whose process died is dropped within ``watchdog_timeout`` of its last refresh.
 
     Wire layout: docs/wire.md, "Election".
 
-    Example::
-
+    Example:
+        ```python
         election = client.election("scheduler")
         with election.leadership("host-a:42") as term:
             ...                               # cancelled if the leadership is lost
         for leader in election.observe():
             print(leader)                     # Leader(...) or None when vacant
+        ```
     """
 
     def __init__(
@@ -58,7 +61,7 @@ class Election:
         self.runner = runner
         """The client's runner (what carries out the election's flows)."""
         self.core = ElectionCore(runner.ctx, name, bind_callback(on_lost, self), client_name)
-        """The election's algorithm (:mod:`tenure.core.election`)."""
+        """The election's algorithm (`tenure.core.election`)."""
         self._identity: object = None
         self._owner_id = ""
         self._scopes: list[LossScope] = []
@@ -135,7 +138,7 @@ class Election:
         return self.runner.run(self.core.proclaim(self._owner(), value))
 
     def leader(self) -> Leader | None:
-        """The current leader (:class:`tenure.Leader`), or None when vacant.
+        """The current leader ([`tenure.Leader`][tenure.Leader]), or None when vacant.
 
         Raises:
             LockKindError: a key of the election holds another type.
@@ -174,7 +177,8 @@ class Election:
         return self.core.is_lost(self._owner())
 
     def observe(self) -> Iterator[Leader | None]:
-        """Leader changes, current leader first: a :class:`tenure.Leader`, or None when the
+        """Leader changes, current leader first: a [`tenure.Leader`][tenure.Leader], or None when
+        the
         leadership is vacant (``for`` in asyncio, ``for`` in sync code).
 
         Every change is seen, in order: each election, new value and vacancy is logged on
@@ -206,13 +210,16 @@ class Election:
         """A context manager: campaign, run the body while leading, resign at the end.
 
         ``with election.leadership("host-a") as term:`` (``with`` in sync code)
-        enters with the term once elected; raises :class:`tenure.LockTimeout` when
+        enters with the term once elected; raises [`tenure.LockTimeout`][tenure.errors.LockTimeout]
+        when
         ``timeout`` (seconds; None waits forever) runs out first. In asyncio code the body
         runs as a cancel scope: when the leadership is reported lost, its task is
-        cancelled and the block raises :class:`tenure.LockLostError` (the body's
+        cancelled and the block raises [`tenure.LockLostError`][tenure.errors.LockLostError] (the
+        body's
         ``CancelledError`` chained); ``cancel_on_loss=False`` lets the body run on and
         raises LockLostError at exit. A sync body cannot be cancelled: it checks
-        :attr:`lost` between steps, and the block raises LockLostError at exit.
+        [`lost`][tenure.Election.lost] between steps, and the block raises LockLostError at
+        exit.
 
         Raises:
             TypeError, ValueError: a bad argument, before any I/O.
@@ -232,7 +239,8 @@ class Election:
 
 
 class Leadership:
-    """What :meth:`Election.leadership` returns: campaign on entry, resign on exit."""
+    """What [`Election.leadership()`][tenure.Election.leadership] returns: campaign on
+    entry, resign on exit."""
 
     def __init__(
         self, election: Election, value: str, timeout: float | None, cancel: bool

@@ -4,7 +4,7 @@
 A URL client finds out on first use whether the server runs in cluster mode (INFO cluster)
 and then builds a cluster client for the same URL by itself. The topology is refreshed after
 a connection failure (a master may have died) and on MOVED. What differs between redis-py's
-asyncio and sync cluster clients is behind twin helpers of :mod:`tenure._redis` (an
+asyncio and sync cluster clients is behind twin helpers of `tenure._redis` (an
 ``async_`` name and its plain twin, as for every redis-py call of the drivers).
 """
 
@@ -50,7 +50,7 @@ class Route:
         self._ready = False
         self._stale = False
         self.built: Any = None
-        """The cluster client this route built from a URL (closed by :meth:`close`)."""
+        """The cluster client this route built from a URL (closed by `close()`)."""
         self._mutex = Mutex()
         """One topology refresh at a time."""
         self._gates: dict[str, Any] = {}
@@ -98,7 +98,7 @@ class Route:
 
     @property
     def ready(self) -> bool:
-        """True once :meth:`prepare` ran (cluster mode known)."""
+        """True once `prepare()` ran (cluster mode known)."""
         return self._ready
 
     def _info(self, pool: Any, section: str) -> dict[str, str]:

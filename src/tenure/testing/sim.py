@@ -1,14 +1,14 @@
 """A deterministic simulator of tenure (FoundationDB / TigerBeetle VOPR style; docs/testing.md).
 
 One seeded process, one discrete-event scheduler, one virtual clock: no real time, no threads,
-no asyncio. Simulated clients run tenure's **real** sans-I/O flows (:mod:`tenure.core`) and a
-simulated server runs the **real** Lua scripts (:mod:`tenure.scripts`, with their ``_*.lua``
+no asyncio. Simulated clients run tenure's **real** sans-I/O flows (`tenure.core`) and a
+simulated server runs the **real** Lua scripts (`tenure.scripts`, with their ``_*.lua``
 includes spliced as the backend loads them) in Lua 5.1 through ``lupa``, over a small in-memory
 keyspace whose expiry and ``TIME`` follow the virtual clock. Each client's pub/sub table is
-tenure's own :class:`tenure.core.parking.Parking`, which decides whom a message wakes as it
+tenure's own `tenure.core.parking.Parking`, which decides whom a message wakes as it
 does in the real listener.
 
-Faults (seeded, each switchable in :class:`Faults`): message delay (every message), reordering
+Faults (seeded, each switchable in `Faults`): message delay (every message), reordering
 across connections (independent delays; one connection stays FIFO), pub/sub connection resets
 (a lost pub/sub message is a reset: TCP does not drop one message and go on), server pauses,
 client pauses, cancellation of an acquire at any step, client clock drift within the
@@ -94,7 +94,7 @@ RULES = frozenset(
         "loss reported for no loss",
     }
 )
-"""What the checkers check, by the names a :class:`Violation` gives (``Options.skip``)."""
+"""What the checkers check, by the names a `Violation` gives (``Options.skip``)."""
 PLANTS = (
     "release_without_owner_check",
     "recheck_before_resubscribed",
@@ -105,7 +105,7 @@ PLANTS = (
 
 
 class Violation(AssertionError):
-    """A checked rule broke; the message names it, :attr:`history` says what led to it."""
+    """A checked rule broke; the message names it, `history` says what led to it."""
 
     def __init__(self, rule: str, detail: str, history: str = "") -> None:
         super().__init__(f"{rule}: {detail}")
@@ -114,7 +114,7 @@ class Violation(AssertionError):
 
 # ------------------------------------------------------------------ the virtual clock
 class _Clock:
-    """Stands in for the ``time`` module inside :mod:`tenure.core` during a run: the flows
+    """Stands in for the ``time`` module inside `tenure.core` during a run: the flows
     read ``time.monotonic()`` of the client whose step runs now (each its own rate/offset)."""
 
     def __init__(self, sim: Sim) -> None:
@@ -704,9 +704,9 @@ class Cancelled(BaseException):
 
 class Listener:
     """A client's pub/sub connection, driven as tenure/aio/listener.py drives it: every
-    decision is the real core table's (:class:`Listening`: the reader's role and its
-    hand-on, the janitor, reconnecting; its :class:`Parking`: whom a message wakes). Replies
-    wait in the socket (:attr:`inbox`) until the reader, the janitor or a Drain reads them;
+    decision is the real core table's (`Listening`: the reader's role and its
+    hand-on, the janitor, reconnecting; its `Parking`: whom a message wakes). Replies
+    wait in the socket (`inbox`) until the reader, the janitor or a Drain reads them;
     a notify for the reader blocked on the socket reaches it at once (the real one's PING)."""
 
     def __init__(self, client: SimClient) -> None:
@@ -855,7 +855,7 @@ class Listener:
         """The pub/sub connection drops (and with it what it had not read); the janitor
         connects again after the table's back-off. The table says whom that wakes: nobody
         until the new SUBSCRIBE is confirmed; the plant ``recheck_before_resubscribed``
-        swaps in the rule of 14107aa (:func:`_wake_at_drop`)."""
+        swaps in the rule of 14107aa (`_wake_at_drop()`)."""
         if self.conn is None:
             return
         self.conn.alive = False
@@ -928,7 +928,7 @@ def _wake_at_drop(table: Parking) -> list[Ticket]:
 
 # ------------------------------------------------------------------ clients
 class SimClient:
-    """One simulated client: a :class:`Context`, its lock objects, its workers, its driver."""
+    """One simulated client: a `Context`, its lock objects, its workers, its driver."""
 
     def __init__(self, sim: Sim, index: int) -> None:
         self.sim = sim
@@ -1326,8 +1326,8 @@ class Worker:
 
 # ------------------------------------------------------------------ the simulation
 class Sim:
-    """One run: ``Sim(seed, options).run()`` returns its :class:`Result` or raises
-    :class:`Violation`."""
+    """One run: ``Sim(seed, options).run()`` returns its `Result` or raises
+    `Violation`."""
 
     def __init__(self, seed: int, options: Options | None = None) -> None:
         self.seed = seed
@@ -1685,7 +1685,7 @@ class Sim:
         return base
 
     def _probe(self) -> None:
-        """Every 10 ms: a free lock with live waiters is taken within :meth:`bound` (counted
+        """Every 10 ms: a free lock with live waiters is taken within `bound()` (counted
         from when it was free, its oldest waiter began and the last fault ended)."""
         for name in self.locks:
             bound = self.bound(name)
@@ -1737,7 +1737,7 @@ class Sim:
     def _woken(self, name: str, waiters: list[Worker], bound: float) -> None:
         """An unlock wakes a waiter in every client it was for (the lock's channel reaches
         each client, a client's own channel that client; its table gives the wake-up to one
-        of its waiters), who tries again within :meth:`bound`, even when another client's
+        of its waiters), who tries again within `bound()`, even when another client's
         waiter takes the lock first."""
         if name not in self.unlocked:
             return
@@ -1786,7 +1786,7 @@ def _quiet_log(sim: Sim) -> Iterator[None]:
 
 
 def run(seed: int, options: Options | None = None) -> Result:
-    """Run one seed; raises :class:`Violation` with the history when a rule broke."""
+    """Run one seed; raises `Violation` with the history when a rule broke."""
     return Sim(seed, options).run()
 
 
