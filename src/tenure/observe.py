@@ -369,7 +369,7 @@ def lost(name: str, kind: str, owner: str | tuple[str, ...], at_release: bool = 
             otel.losses.add(1, {"tenure.lock.kind": kind})
 
 
-_never_set: set[str] = set()
+_never_set: set[tuple[str, str]] = set()
 _never_set_mutex = threading.Lock()
 
 
@@ -379,10 +379,10 @@ def permits_never_set(kind: str, name: str) -> None:
     name and process at WARNING (such a wait ends only when someone sets, adds or releases
     permits), then at DEBUG."""
     with _never_set_mutex:
-        first = name not in _never_set
+        first = (kind, name) not in _never_set
         if len(_never_set) >= _REPORTED_CAP:  # bounded: a name may be said again
             _never_set.clear()
-        _never_set.add(name)
+        _never_set.add((kind, name))
     log.log(
         logging.WARNING if first else logging.DEBUG,
         "%s %r: its permits were never set, so acquire waits until someone calls "

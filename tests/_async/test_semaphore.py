@@ -4,7 +4,9 @@ raw redis-py, wake-up latency, and waiting that sends no command."""
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 
 import pytest
 
@@ -60,6 +62,25 @@ async def test_acquire_without_permits_set_waits(async_client, r):
     await sem.release()  # any caller may add permits by releasing
     assert await job.result(10) is True
     assert await sem.available_permits() == 0
+
+
+async def test_a_wait_on_permits_never_set_is_said_once(async_client, caplog):
+    # issue 26 item 8: `with sem:` on a count nobody set blocks; the first wait says why.
+    caplog.set_level(logging.WARNING, logger="tenure")
+    name = f"never-{uuid.uuid4().hex[:8]}"  # said once per name and process
+    sem = async_client.semaphore(name)
+    assert not await sem.acquire(blocking=False)  # no wait: nothing to say
+    assert not await sem.acquire(timeout=0.2)
+    assert not await sem.acquire(timeout=0.2)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1, said
+    assert name in said[0] and "never set" in said[0]
+    caplog.clear()
+    other = async_client.semaphore(f"set-{name}")
+    await other.set_permits(1)
+    assert await other.acquire()
+    assert not await other.acquire(timeout=0.2)  # too few, but set: no word
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_try_set_permits_only_once(async_client):

@@ -4,8 +4,10 @@ scenarios, the wire layout read with raw redis-py, expiry, watchdog renewal and 
 
 from __future__ import annotations
 
+import logging
 import math
 import time
+import uuid
 
 import pytest
 
@@ -241,3 +243,22 @@ def test_concurrency_never_exceeds_permits(make_client):
         job.result(60)
     assert len(spans) == 45 and max_concurrency(spans) == 2
     assert clients[0].permit_expirable_semaphore("conc").available_permits() == 2
+
+
+def test_a_wait_on_permits_never_set_is_said_once(client, caplog):
+    # issue 26 item 8, for expirable permits: the first wait on a count never set says so.
+    caplog.set_level(logging.WARNING, logger="tenure")
+    name = f"never-{uuid.uuid4().hex[:8]}"
+    sem = client.permit_expirable_semaphore(name)
+    assert sem.acquire(blocking=False) is None  # no wait: nothing to say
+    assert sem.acquire(timeout=0.2) is None
+    assert sem.acquire(timeout=0.2) is None
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1, said
+    assert name in said[0] and "PermitExpirableSemaphore" in said[0]
+    caplog.clear()
+    sem.try_set_permits(1)
+    permit = sem.acquire()
+    assert sem.acquire(timeout=0.2) is None  # none left, but set: no word
+    sem.release(permit)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -4,7 +4,9 @@ raw redis-py, wake-up latency, and waiting that sends no command."""
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 
 import pytest
 
@@ -60,6 +62,25 @@ def test_acquire_without_permits_set_waits(client, r):
     sem.release()  # any caller may add permits by releasing
     assert job.result(10) is True
     assert sem.available_permits() == 0
+
+
+def test_a_wait_on_permits_never_set_is_said_once(client, caplog):
+    # issue 26 item 8: `with sem:` on a count nobody set blocks; the first wait says why.
+    caplog.set_level(logging.WARNING, logger="tenure")
+    name = f"never-{uuid.uuid4().hex[:8]}"  # said once per name and process
+    sem = client.semaphore(name)
+    assert not sem.acquire(blocking=False)  # no wait: nothing to say
+    assert not sem.acquire(timeout=0.2)
+    assert not sem.acquire(timeout=0.2)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1, said
+    assert name in said[0] and "never set" in said[0]
+    caplog.clear()
+    other = client.semaphore(f"set-{name}")
+    other.set_permits(1)
+    assert other.acquire()
+    assert not other.acquire(timeout=0.2)  # too few, but set: no word
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_try_set_permits_only_once(client):

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tenure import keys, scripts
+from tenure import keys, observe, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
@@ -175,15 +175,19 @@ class SemaphoreCore:
             until=deadline.end,  # sent again within the wait when it surely did not arrive
         )
         taken = False
+        said = False
 
         def attempt() -> Flow[int | None]:
-            nonlocal taken
+            nonlocal taken, said
             try:
                 reply = yield call
             except ReplicationError as error:  # it ran on the primary: taken if it says so
                 taken = error.reply == 1
                 raise
             taken = int(reply) == 1
+            if int(reply) == -1 and not said and deadline.remaining() > 0:  # it will wait
+                said = True
+                observe.permits_never_set("Semaphore", self.name)
             return None if taken else -1
 
         try:
@@ -315,12 +319,20 @@ class PermitCore(SemaphoreCore):
         )
 
         sent = 0.0
+        said = False
 
         def attempt() -> Flow[int | None]:
-            nonlocal sent
+            nonlocal sent, said
             sent = time.monotonic()  # the permit's lease counts from here
             reply = yield call
-            return None if reply is None else int(reply)
+            if reply is None:
+                return None
+            if int(reply) == -2:  # no permit out and the count never set
+                if not said and deadline.remaining() > 0:  # it will wait: say so once
+                    said = True
+                    observe.permits_never_set(self.KIND, self.name)
+                return -1
+            return int(reply)
 
         try:
             granted = yield from wait_granted(attempt, self.channel, deadline)
