@@ -51,7 +51,7 @@ from tenure.core.effects import (
     resumed,
 )
 from tenure.core.holds import Hold
-from tenure.core.watchdog import refresh_waiters, register, renew, report_doubts
+from tenure.core.watchdog import refresh_waiters, register, renew, report_doubts, report_lost
 from tenure.errors import BackendError, LockLostError
 
 T = TypeVar("T")
@@ -251,7 +251,7 @@ class AsyncRunner(AsyncDriver):
     def _report(self, lost: list[Hold]) -> None:
         for hold in lost:
             observe.hold_lost(hold)  # logged (WARNING) and counted
-            hold.lock.hold_lost(hold.owner)
+        report_lost(lost)  # the core tells each hold's lock (docs/internals.md, "Watchdog")
 
     def _dispatch(self, callback: Callable[[], None], what: str) -> None:
         """Run a user callback away from the keeper: its own thread (sync) or task."""

@@ -78,9 +78,13 @@ class Identity:
         return running()
 
 
-class LossListener(Protocol):
-    """What a hold reports its loss to: the lock object that took it. It also names the keys
-    the watchdog renews, as `tenure.keys` builds them."""
+class LossSink(Protocol):
+    """Where a hold's loss and doubt are reported: the lock core that granted it, registered
+    with the hold at the grant (:meth:`HoldTable.push`). It also names the keys the watchdog
+    renews, as :mod:`tenure.keys` builds them; the table asks when the number of holds
+    changes, never during a renewal pass. Only the core calls it
+    (:func:`tenure.core.watchdog.report_lost`, :func:`~tenure.core.watchdog.renew`): a
+    driver never calls into a lock object."""
 
     def hold_lost(self, owner: str) -> None: ...
 
@@ -102,7 +106,8 @@ class LossScope(Protocol):
 class Hold:
     """One owner's holds on one key, as this client took them (the server has the truth)."""
 
-    lock: LossListener
+    sink: LossSink
+    """Where its loss and doubt are reported (the lock core that granted it)."""
     key: str
     owner: str
     field: str
@@ -117,6 +122,11 @@ class Hold:
     """Monotonic time after which the watchdog no longer renews it (``max_hold``)."""
     doubted: bool = False
     """True once a renewal of it failed, until one is confirmed (jeopardy)."""
+    keys: list[str] = dataclass_field(default_factory=list)
+    """The KEYS of this hold in a renewal batch, the lock hash first: set by the table
+    whenever the number of holds changes (a read lock has a timeout key per hold)."""
+    channel: str = ""
+    """The channel a renewal announces the new lease on ('' for none), set at the grant."""
 
     @property
     def watchdog(self) -> bool:
@@ -146,12 +156,22 @@ class Hold:
         return self.watchdog and self.cap > due and now > due + DOUBT_SLACK * period
 
     def renewal_keys(self) -> list[str]:
-        """The KEYS of this hold in a renewal batch, the lock hash first."""
-        return self.lock.renewal_keys(self.owner, len(self.leases))
+        """The KEYS of this hold in a renewal batch, the lock hash first (:attr:`keys`)."""
+        return self.keys
 
     def renewal_channel(self) -> str:
         """The channel the renewal announces the new lease on ('' for none)."""
-        return self.lock.renewal_channel()
+        return self.channel
+
+    @property
+    def lock(self) -> LossSink:
+        """Transitional name of :attr:`sink` (removed once no caller uses it)."""
+        return self.sink
+
+    def counted(self) -> None:
+        """The number of holds changed: name the renewal keys for the new count."""
+        if self.leases:
+            self.keys = self.sink.renewal_keys(self.owner, len(self.leases))
 
 
 DOUBT_SLACK = 0.5
@@ -228,7 +248,7 @@ class HoldTable:
 
     def push(
         self,
-        lock: LossListener,
+        lock: LossSink,
         key: str,
         owner: str,
         field: str,
@@ -239,7 +259,8 @@ class HoldTable:
         sent: float,
         cap: float | None = None,
     ) -> Hold:
-        """Record one more hold after the server granted it.
+        """Record one more hold after the server granted it; ``lock`` (the core that granted
+        it) is where its loss will be reported, if the hold is new.
 
         ``applied``: seconds of lease the grant set on the server; ``sent``: monotonic time
         just before the grant's script was sent; ``cap``: seconds after ``sent`` past which
@@ -250,7 +271,9 @@ class HoldTable:
             hold = self._holds.get((key, field))
             if hold is None:
                 hold = self._holds[key, field] = Hold(lock, key, owner, field, renewal, [])
+                hold.channel = lock.renewal_channel()
             hold.leases.append(lease)
+            hold.counted()
             hold.lease, hold.confirmed = applied, sent
             if cap is not None:
                 hold.cap = min(hold.cap, sent + cap)
@@ -287,6 +310,7 @@ class HoldTable:
             hold.leases.pop()
             if not hold.leases:
                 del self._holds[key, field]
+            hold.counted()
             return hold
 
     def extended(self, hold: Hold, lease: float, at: float) -> None:

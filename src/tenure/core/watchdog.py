@@ -84,7 +84,7 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
             reply = yield renewal_call(script, batch, lease_ms)
         except (BackendError, ServerError):  # not confirmed: retried next tick, or expires
             for hold in ctx.holds.unconfirmed(batch):  # jeopardy, once per episode
-                hold.lock.hold_in_doubt(hold.owner)
+                hold.sink.hold_in_doubt(hold.owner)
             continue
         present = [int(r) == 1 for r in reply]
         lost += ctx.holds.renewed(batch, present, sent, ctx.watchdog_timeout)
@@ -97,7 +97,17 @@ def report_doubts(ctx: Context, now: float) -> None:
     once per episode), also while the pass that renews it still waits for its reply."""
     ctx.holds.doubt_period = ctx.watchdog_timeout / 3
     for hold in ctx.holds.doubtful(now):
-        hold.lock.hold_in_doubt(hold.owner)
+        hold.sink.hold_in_doubt(hold.owner)
+
+
+def report_lost(lost: list[Hold]) -> None:
+    """Report each of ``lost`` (holds the table already removed as lost: found gone by
+    :func:`renew`, or run out on the keeper's clock) to the core that granted it, which
+    sets its ``lost`` flag, cancels the bodies it guards and has ``on_lost`` delivered
+    (apart from the renewal loop). A driver calls this with what a pass or its clock
+    returned; it never calls into a lock object itself."""
+    for hold in lost:
+        hold.sink.hold_lost(hold.owner)
 
 
 def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:
