@@ -394,7 +394,7 @@ def permits_never_set(kind: str, name: str) -> None:
 
 def hold_lost(hold: Any) -> None:
     """The watchdog found ``hold`` (a `tenure.core.holds.Hold`) lost."""
-    core = hold.lock
+    core = hold.sink
     lost(getattr(core, "name", hold.key), kind_of(core), hold.owner)
 
 
