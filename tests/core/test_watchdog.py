@@ -128,7 +128,7 @@ def test_a_hold_reported_gone_is_lost_and_removed(ctx: Context, owner: str) -> N
     run = drive(renew(ctx), [(RENEW, Do(lambda c: [int(k == "a") for k in c.keys]))])
     assert run.effects[0].keys == ["a", "b"]
     (lost,) = run.result
-    assert lost.key == "b" and lost.lock is b and lost.owner == owner
+    assert lost.key == "b" and lost.sink is b and lost.owner == owner
     assert ctx.holds.get("b", owner) is None
     assert ctx.holds.get("a", owner) is not None
     # the driver then reports it: LockLostError at release
