@@ -132,7 +132,7 @@ def test_a_hold_reported_gone_is_lost_and_removed(ctx: Context, owner: str) -> N
     assert ctx.holds.get("b", owner) is None
     assert ctx.holds.get("a", owner) is not None
     # the driver then reports it: LockLostError at release
-    lost.lock.hold_lost(lost.owner)
+    lost.sink.hold_lost(lost.owner)
     assert b.is_lost(owner) and not a.is_lost(owner)
 
 
