@@ -401,7 +401,7 @@ def test_member_loss_found_by_the_watchdog_rolls_up() -> None:
     held(red, owners, [0, 1, 2], valid=1.0)
     for ctx in contexts[:2]:
         (lost,) = drive(renew(ctx), [("lock_renew", [0])]).result
-        lost.lock.hold_lost(lost.owner)  # what the driver does with a lost hold
+        lost.sink.hold_lost(lost.owner)  # what the driver does with a lost hold
     assert red.is_lost(owners)
 
 
