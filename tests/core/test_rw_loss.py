@@ -43,7 +43,7 @@ def test_lost_by_a_renewal_not_yet_reported(ctx: Context, owner: str, side) -> N
     assert [hold.owner for hold in found] == [owner]
     run = fails(lock.release(owner), [])  # known lost: raised with no I/O
     assert isinstance(run.error, LockLostError), run.error
-    found[0].lock.hold_lost(owner)  # the report comes now: it must not count twice
+    found[0].sink.hold_lost(owner)  # the report comes now: it must not count twice
     with pytest.raises(NotOwnedError):
         drive(lock.release(owner), [(release_script(lock), None)])
 
