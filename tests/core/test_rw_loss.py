@@ -56,7 +56,7 @@ def test_lost_on_the_clock_not_yet_reported(ctx: Context, owner: str, side) -> N
     assert hold.owner == owner
     run = fails(lock.release(owner), [])  # known lost: raised with no I/O
     assert isinstance(run.error, LockLostError), run.error
-    hold.lock.hold_lost(owner)
+    hold.sink.hold_lost(owner)
     with pytest.raises(NotOwnedError):
         drive(lock.release(owner), [(release_script(lock), None)])
 
