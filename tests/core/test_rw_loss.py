@@ -66,7 +66,7 @@ def test_reported_loss_raises_once_then_not_owned(ctx: Context, owner: str, side
     lock = side(ctx, "rw")
     take(lock, owner)
     (hold,) = ctx.holds.expired(time.monotonic() + 3600)
-    hold.lock.hold_lost(owner)  # the report came first: no I/O at release
+    hold.sink.hold_lost(owner)  # the report came first: no I/O at release
     with pytest.raises(LockLostError):
         drive(lock.release(owner), [])
     with pytest.raises(NotOwnedError):
