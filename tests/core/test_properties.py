@@ -114,7 +114,7 @@ def test_reentrancy_matches_a_model_server(ops: list[tuple[str, int, float | Non
             run = drive(renew(ctx), [("lock_renew", Do(renew_reply))] if renewing else [])
             for hold in run.result:
                 event("renewal found a hold lost")
-                hold.lock.hold_lost(hold.owner)
+                hold.sink.hold_lost(hold.owner)
                 model.leases[hold.owner].clear()
                 model.unreported.add(hold.owner)
         for o in owners:
