@@ -47,7 +47,7 @@ def test_granted_at_once_sends_one_script_and_records_a_watchdog_hold(
     assert hold is not None
     assert hold.leases == [None] and hold.watchdog
     assert hold.renewal.name == "lock_renew"
-    assert hold.lock is lock
+    assert hold.sink is lock
 
 
 def test_lease_time_goes_on_the_wire_in_ms_and_is_not_renewed(ctx: Context, owner: str) -> None:
