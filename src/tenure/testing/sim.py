@@ -64,7 +64,7 @@ from tenure.core.holds import Hold, HoldTable
 from tenure.core.listening import JANITOR, MAX_RETRY, Listening
 from tenure.core.lock import LockCore
 from tenure.core.parking import Parking, Ticket
-from tenure.core.watchdog import refresh_waiters, renew
+from tenure.core.watchdog import refresh_waiters, renew, report_lost
 from tenure.errors import BackendError, LockLostError, NotOwnedError
 
 log = logging.getLogger("tenure")
