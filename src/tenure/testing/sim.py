@@ -1164,7 +1164,7 @@ class SimClient:
     def report(self, lost: list[Hold]) -> None:
         for hold in lost:
             self.sim.note(self, "hold lost", _short(hold.owner), hold.key)
-            hold.lock.hold_lost(hold.owner)
+        report_lost(lost)  # the core tells each hold's lock
 
     def lost(self, core: LockCore, owner: str) -> None:
         worker = self.owners.get(owner)
