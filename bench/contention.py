@@ -1,4 +1,10 @@
-"""Path 4: one lock, P processes (each its own client) acquiring and releasing in a loop."""
+"""One lock, P processes (each its own client) taking it in a loop; each hold does real work.
+
+Every contender, tenure's and every peer's alike, runs the same critical section while it
+holds the lock: a GET and a SET of a counter on its own redis-py connection (not an empty
+section, which would reward a lock that lets one process re-take it at once). The counter's
+final value is checked against the acquisitions: a lost update means two holders at once.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +15,46 @@ from typing import Any
 import redis
 
 from bench import peers
-from bench.common import Results, calls_delta, command_calls, jain
+from bench.common import Results, calls_delta, command_calls, jain, p
 
 
 def _worker(
     subject: str, url: str, name: str, seconds: float, ready: Any, go: Any, start: Any, out: Any
 ) -> None:
-    acquire, release, close = peers.FACTORIES[subject](url, name)
+    try:
+        acquire, release, close = peers.FACTORIES[subject](url, name)
+    except Exception as error:  # the parent skips the subject, it does not wait forever
+        ready.put(repr(error))
+        return
+    work = redis.Redis.from_url(url)
+    counter = f"{name}:counter"
     try:
         acquire()  # scripts loaded, connections made: not part of the measured run
         release()
+        work.get(counter)
         ready.put(True)
         go.wait()
         end = start.value + seconds
-        count = 0
-        while time.time() < end:
+        waits: list[float] = []
+        cpu = time.process_time()
+        while (called := time.time()) < end:
             acquire()
-            count += 1
+            waits.append(time.time() - called)
+            value = work.get(counter)  # the critical section: GET + SET of a counter
+            work.set(counter, int(value or 0) + 1)
             release()
-        out.put(count)
+        out.put((len(waits), waits, time.process_time() - cpu))
     finally:
+        work.close()
         close()
 
 
-def contend(url: str, subject: str, procs: int, seconds: float) -> dict[str, Any]:
-    """Run ``procs`` processes of ``subject`` for ``seconds``: acquisitions/s, Jain's index,
-    per-process counts, and server commands (INFO commandstats, script-inner calls included)
-    per acquisition over the run."""
+def contend(url: str, subject: str, procs: int, seconds: float) -> dict[str, Any] | None:
+    """Run ``procs`` processes of ``subject`` for ``seconds``: acquisitions/s, Jain's index over
+    the per-process counts, wait (acquire call to return) median, p99 and worst, server commands
+    per acquisition (INFO commandstats, script-inner calls included; the critical section's GET
+    and SET counted out), client CPU per acquisition and lost updates. None when the subject
+    cannot run here (its factory failed: a library version without what it needs)."""
     ctx = multiprocessing.get_context("spawn")
     ready, out, go, start = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0)
     name = f"bench:c:{subject}:{procs}:{time.time_ns()}"
@@ -47,36 +66,64 @@ def contend(url: str, subject: str, procs: int, seconds: float) -> dict[str, Any
     ]
     for proc in ps:
         proc.start()
-    for _ in ps:
-        ready.get(timeout=120)
+    answers = [ready.get(timeout=120) for _ in ps]
+    if any(a is not True for a in answers):
+        for proc in ps:
+            proc.kill()
+            proc.join(10)
+        print(f"  skipped {subject}: {next(a for a in answers if a is not True)}")
+        return None
     raw = redis.Redis.from_url(url)
     before = command_calls(raw)
     start.value = time.time()
     go.set()
     time.sleep(seconds)
+    reports = [out.get(timeout=300) for _ in ps]
     after = command_calls(raw)
-    counts = [out.get(timeout=300) for _ in ps]
+    counter = int(raw.get(f"{name}:counter") or 0)
     for proc in ps:
         proc.join(30)
     raw.close()
     delta = calls_delta(before, after)
+    counts = [r[0] for r in reports]
+    waits = [w for r in reports for w in r[1]]
     total = sum(counts)
+    work = 2 * total  # the critical section's own GET + SET
     return {
         "acq_per_s": total / seconds,
         "jain": jain(counts),
-        "cmds_per_acq": sum(delta.values()) / total if total else float("inf"),
+        "wait_median_ms": p(waits, 0.5) * 1e3 if waits else float("nan"),
+        "wait_p99_ms": p(waits, 0.99) * 1e3 if waits else float("nan"),
+        "wait_max_ms": max(waits) * 1e3 if waits else float("nan"),
+        "cmds_per_acq": (sum(delta.values()) - work) / total if total else float("inf"),
+        "cpu_us_per_acq": sum(r[2] for r in reports) / total * 1e6 if total else float("inf"),
+        "lost_updates": total - counter,
         "counts": counts,
         "commands": delta,
     }
 
 
+METRICS = (
+    "acq_per_s",
+    "jain",
+    "wait_median_ms",
+    "wait_p99_ms",
+    "wait_max_ms",
+    "cmds_per_acq",
+    "cpu_us_per_acq",
+    "lost_updates",
+)
+
+PEERS = ("python-redis-lock", "redis-py Lock", "sherlock")
+
+
 def contention(results: Results, url: str, seconds: float, procs: tuple[int, ...]) -> None:
-    names = list(peers.TENURE) + peers.available("python-redis-lock", "redis-py Lock", "sherlock")
-    names += list(peers.FLOORS)
-    for p in procs:
+    names = list(peers.TENURE) + peers.available(*PEERS) + list(peers.FLOORS)
+    for n in procs:
         for name in names:
-            r = contend(url, name, p, seconds)
-            role = "tenure" if name in peers.TENURE else "floor" if name in peers.FLOORS else "peer"
-            extra = {"procs": p, "counts": r["counts"], "commands": r["commands"]}
-            for metric in ("acq_per_s", "jain", "cmds_per_acq"):
-                results.add("contended", name, role, metric, r[metric], **extra)
+            r = contend(url, name, n, seconds)
+            if r is None:
+                continue
+            extra = {"procs": n, "counts": r["counts"], "commands": r["commands"]}
+            for metric in METRICS:
+                results.add("contended", name, peers.role(name), metric, r[metric], **extra)

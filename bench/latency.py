@@ -16,6 +16,7 @@ import redis.asyncio
 import tenure
 from bench import peers
 from bench.common import Pair, Results, ainterleave, cycle_us, interleave, p
+from bench.common import rounds as rounds_of
 
 # The hand-written floor: the least a lock can send, two scripts of one round trip each.
 FLOOR_ACQUIRE = """
@@ -126,50 +127,72 @@ def uncontended_async(results: Results, url: str, n: int) -> None:
 
 
 # ---------------------------------------------------------------- handoff
-def _handoff_gaps(factory: peers.Factory, url: str, name: str, rounds: int) -> list[float]:
-    """Seconds from the holder's release call to the waiter (another thread, its own
-    connection) holding, ``rounds`` times."""
-    holder_acquire, holder_release, holder_close = factory(url, name)
-    waiter_acquire, waiter_release, waiter_close = factory(url, name)
-    gaps = []
-    try:
-        for _ in range(rounds):
-            holder_acquire()
-            started = threading.Event()
-            stamp: list[float] = []
+class _Handoff:
+    """A holder and a waiter (another thread, its own client or connection) of one lock."""
 
-            def wait(started: threading.Event = started, stamp: list[float] = stamp) -> None:
-                started.set()
-                waiter_acquire()
-                stamp.append(time.perf_counter())
-                waiter_release()
+    def __init__(self, factory: peers.Factory, url: str, name: str) -> None:
+        self.holder = factory(url, name)
+        self.waiter = factory(url, name)
 
-            t = threading.Thread(target=wait)
-            t.start()
-            started.wait()
-            # The waiter must be asleep in its wait, not still trying: nothing observable says
-            # so for every library, so give its first attempt and subscription time.
-            time.sleep(0.02)
-            released = time.perf_counter()
-            holder_release()
-            t.join(30)
-            gaps.append(stamp[0] - released)
-    finally:
-        holder_close()
-        waiter_close()
-    return gaps
+    def once(self) -> tuple[float, float]:
+        """One handoff: seconds from the holder's release() call, and from its return, to the
+        waiter's acquire() returning."""
+        holder_acquire, holder_release, _ = self.holder
+        waiter_acquire, waiter_release, _ = self.waiter
+        holder_acquire()
+        started = threading.Event()
+        stamp: list[float] = []
+
+        def wait() -> None:
+            started.set()
+            waiter_acquire()
+            stamp.append(time.perf_counter())
+            waiter_release()
+
+        t = threading.Thread(target=wait)
+        t.start()
+        started.wait()
+        # The waiter must be asleep in its wait, not still trying: nothing observable says
+        # so for every library, so give its first attempt and subscription time.
+        time.sleep(0.02)
+        called = time.perf_counter()
+        holder_release()
+        returned = time.perf_counter()
+        t.join(30)
+        return stamp[0] - called, stamp[0] - returned
+
+    def close(self) -> None:
+        self.holder[2]()
+        self.waiter[2]()
+
+
+POLLING = {"redis-py Lock", "sherlock"}  # a 0.1 s poll: every fifth round says enough
 
 
 def handoff(results: Results, url: str, rounds: int) -> None:
-    """Path 3: median and p90 ms from release to the next holder."""
-    polling = {"redis-py Lock", "sherlock"}  # a 0.1 s poll: fewer rounds say enough
+    """Path 3: ms from the holder's release() (its return, and its call) to the waiter's
+    acquire() returning: median, p99 and worst. Every subject takes one turn per round, in an
+    order shuffled afresh each round (the same load for all)."""
     names = list(peers.TENURE) + peers.available("python-redis-lock", "redis-py Lock", "sherlock")
-    for name in names:
-        n = max(5, rounds // 5) if name in polling else rounds
-        gaps = _handoff_gaps(peers.FACTORIES[name], url, f"bench:h:{name}", n)
-        role = "tenure" if name in peers.TENURE else "peer"
-        results.add("handoff", name, role, "median_ms", statistics.median(gaps) * 1e3, n=n)
-        results.add("handoff", name, role, "p90_ms", p(gaps, 0.9) * 1e3, n=n)
+    cases = {name: _Handoff(peers.FACTORIES[name], url, f"bench:h:{name}") for name in names}
+    gaps: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    try:
+        for i, order in rounds_of(names, rounds):
+            for name in order:
+                if name in POLLING and i % 5:
+                    continue
+                gaps[name].append(cases[name].once())
+    finally:
+        for case in cases.values():
+            case.close()
+    for name, pairs in gaps.items():
+        from_call = [a for a, _ in pairs]
+        from_return = [b for _, b in pairs]
+        role, n = peers.role(name), len(pairs)
+        for label, values in (("", from_return), ("call_", from_call)):
+            results.add("handoff", name, role, f"{label}median_ms", p(values, 0.5) * 1e3, n=n)
+            results.add("handoff", name, role, f"{label}p99_ms", p(values, 0.99) * 1e3, n=n)
+            results.add("handoff", name, role, f"{label}max_ms", max(values) * 1e3, n=n)
 
 
 def crash_handoff(results: Results, url: str, rounds: int) -> None:

@@ -22,8 +22,6 @@ import redis
 
 import tenure
 from tenure import keys, scripts
-from tenure.core.fair import alive_key
-from tenure.core.lock import YIELD_GRACE
 
 Participant = tuple[Callable[[], object], Callable[[], object], Callable[[], object]]
 Factory = Callable[[str, str], Participant]
@@ -86,6 +84,9 @@ def raw_handoff(url: str, name: str) -> Participant:
     lock (as tenure's does): the releaser's next acquire waits for the next unlock, or for
     tenure's grace. One participant is one client, subscribed for the whole run (as tenure's
     lingering subscription is under contention)."""
+    from tenure.core.lock import YIELD_GRACE  # imported here: an older tenure lacks the floors
+
+    queue, prefix = keys.lock_wake_queue(name), keys.lock_client_channel_prefix(name)
     r = redis.Redis.from_url(url)
     acquire_script, release_script = scripts.get("lock_acquire"), scripts.get("lock_release")
     for script in (acquire_script, release_script):
@@ -115,7 +116,6 @@ def raw_handoff(url: str, name: str) -> Participant:
 
     def release() -> None:
         # Not registered in the wake queue: every unlock goes to the channel (Redisson's way).
-        queue, prefix = keys.lock_wake_queue(name), keys.lock_client_channel_prefix(name)
         heard = r.evalsha(
             release_script.sha, 3, name, channel, queue, "0", 30000, owner, prefix, owner
         )
@@ -139,6 +139,8 @@ def raw_fair_handoff(url: str, name: str, *, reader_thread: bool = False) -> Par
     ``reader_thread``: a thread reads the socket and sets an event the waiter sleeps on, as
     tenure's sync listener did before its waiters read the socket themselves
     (bench/hop_probe.py prices that hop)."""
+    from tenure.core.fair import alive_key  # imported here: an older tenure lacks the floors
+
     r = redis.Redis.from_url(url)
     acquire_script, release_script = scripts.get("fair_acquire"), scripts.get("fair_release")
     for script in (acquire_script, release_script):
@@ -219,6 +221,11 @@ FACTORIES: dict[str, Factory] = {
     **{k: f for k, (_, f) in PEERS.items()},
     **FLOORS,
 }
+
+
+def role(name: str) -> str:
+    """ "tenure", "floor" or "peer": how a subject is drawn and which column it fills."""
+    return "tenure" if name.startswith("tenure") else "floor" if name in FLOORS else "peer"
 
 
 def installed(module: str | None) -> bool:

@@ -1,322 +1,375 @@
-"""The one summary table: each tenure figure beside its floor, its best peer and its target.
+"""The tables of a bench run: each figure as its range over the runs, and the goals.
 
-Ratios are tenure ÷ other. An arrow says which way is better for that row: ``↓`` lower is
-better (latency, commands), ``↑`` higher is better (throughput).
+Each run is summarised on its own (every ratio is tenure ÷ another subject measured in that
+same run, on the same load), then the runs are merged: a cell shows ``min-max`` over the runs,
+or one value when every run rounds alike. :func:`markdown` renders the tables for
+docs/benchmarks.md, :func:`print_tables` for a terminal.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as RichTable
 
-from bench.common import Results, Row
+from bench.common import Results
+
+PRL = "python-redis-lock"
+TIMES, DASH = "\u00d7", "\u2013"  # the multiplication sign and the en dash
 
 
-def _best(values: dict[str, float], higher: bool = False) -> tuple[str, float] | None:
-    finite = {k: v for k, v in values.items() if math.isfinite(v)}
-    if not finite:
+@dataclass
+class Table:
+    """One table of one run: a row per subject, a value (or None) per column."""
+
+    key: str
+    title: str
+    columns: list[tuple[str, str]]  # (header, format spec of a value)
+    rows: dict[str, tuple[str, list[float | None]]] = field(default_factory=dict)
+    note: str = ""
+
+    def add(self, subject: str, role: str, *values: float | None) -> None:
+        self.rows[subject] = (role, list(values))
+
+
+@dataclass
+class Goal:
+    """One goal of one run: named measured parts, each with its bound, and whether all hold."""
+
+    name: str
+    parts: list[tuple[str, float, str, bool]]  # (label, value, bound text, held)
+
+    @property
+    def met(self) -> bool:
+        return all(held for *_, held in self.parts)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not b or not math.isfinite(a) or not math.isfinite(b):
         return None
-    name = (max if higher else min)(finite, key=finite.__getitem__)
-    return name, finite[name]
+    return a / b
 
 
-def _uncontended(res: Results, rows: list[Row]) -> None:
-    path = "uncontended"
-    ping = res.get(path, "2xPING", "us")
-    floor = res.get(path, "two-script floor", "us")
-    if ping is None or floor is None:
-        return
-    best = _best(res.of(path, "us", "peer"))
-    for subject, target in (("tenure Lock", 1.10), ("tenure FairLock", None)):
-        us = res.get(path, subject, "us")
-        if us is None:
+# ---------------------------------------------------------------- one run
+def tables(res: Results) -> list[Table]:
+    out: list[Table] = []
+    get = res.get
+
+    for path, title, ping, floor in (
+        ("uncontended", "Uncontended acquire + release, sync", "2xPING", "two-script floor"),
+        (
+            "uncontended-async",
+            "Uncontended acquire + release, asyncio",
+            "2xPING (redis.asyncio)",
+            "two-script floor (redis.asyncio)",
+        ),
+    ):
+        subjects = [m for m in res.measurements if m.path == path and m.metric == "us"]
+        if not subjects:
             continue
-        row = Row(
-            "1 uncontended sync",
-            subject,
-            f"{us:.0f} µs = {us / ping:.2f}x 2·PING",
-            f"2 scripts {floor:.0f} µs ({floor / ping:.2f}x 2·PING)",
-            us / floor,
+        t = Table(path, title, [("median µs", ",.0f"), (TIMES + " 2·PING", ".2f"),
+                                (TIMES + " two-script floor", ".2f")])  # fmt: skip
+        for m in subjects:
+            t.add(m.subject, m.role, m.value, _ratio(m.value, get(path, ping, "us")),
+                  _ratio(m.value, get(path, floor, "us")))  # fmt: skip
+        out.append(t)
+
+    if any(m.path == "handoff" for m in res.measurements):
+        t = Table(
+            "handoff",
+            "Handoff: holder's release() to the waiter's acquire() returning",
+            [
+                ("median ms", ".3f"),
+                ("p99 ms", ".2f"),
+                ("worst ms", ".1f"),
+                ("median ÷ " + PRL, ".2f"),
+                ("p99 ÷ " + PRL, ".2f"),
+                ("median ms from the call", ".3f"),
+            ],
+            note="From release() returning; the last column from the release() call.",
         )
-        if best:
-            row.peer = f"{best[0]} {best[1]:.0f} µs ({best[1] / ping:.2f}x)"
-            row.vs_peer = us / best[1]
-        if target:
-            row.target = f"≤ {target:.2f}x floor"
-            row.met = us / floor <= target
-        rows.append(row)
+        prl_med, prl_p99 = get("handoff", PRL, "median_ms"), get("handoff", PRL, "p99_ms")
+        for subject, role in dict.fromkeys((m.subject, m.role) for m in res.measurements
+                                           if m.path == "handoff"):  # fmt: skip
+            med, p99 = get("handoff", subject, "median_ms"), get("handoff", subject, "p99_ms")
+            t.add(subject, role, med, p99, get("handoff", subject, "max_ms"),
+                  _ratio(med, prl_med), _ratio(p99, prl_p99),
+                  get("handoff", subject, "call_median_ms"))  # fmt: skip
+        out.append(t)
 
+    crash = [m for m in res.measurements if m.path == "crash-handoff"]
+    if crash:
+        t = Table("crash-handoff", "Handoff after the holder crashed (lease end to next holder)",
+                  [("median ms", ".2f")])  # fmt: skip
+        for m in crash:
+            t.add(m.subject, m.role, m.value)
+        out.append(t)
 
-def _uncontended_async(res: Results, rows: list[Row]) -> None:
-    path = "uncontended-async"
-    ping = res.get(path, "2xPING (redis.asyncio)", "us")
-    sync_ping = res.get(path, "2xPING (sync redis-py)", "us")
-    floor = res.get(path, "two-script floor (redis.asyncio)", "us")
-    peer = res.get(path, "redis.asyncio Lock", "us")
-    if ping is None or floor is None or sync_ping is None:
-        return
-    for subject in ("tenure AsyncLock", "tenure AsyncFairLock"):
-        us = res.get(path, subject, "us")
-        if us is None:
-            continue
-        row = Row(
-            "2 uncontended asyncio",
-            subject,
-            f"{us:.0f} µs = {us / ping:.2f}x 2·PING (asyncio), {us / sync_ping:.2f}x (sync)",
-            f"2 scripts {floor:.0f} µs ({floor / ping:.2f}x)",
-            us / floor,
-        )
-        if peer:
-            row.peer = f"redis.asyncio Lock {peer:.0f} µs ({peer / ping:.2f}x)"
-            row.vs_peer = us / peer
-        if subject == "tenure AsyncLock":
-            row.target = "≤ 1.10x floor, ≤ 0.80x redis.asyncio Lock"
-            row.met = us / floor <= 1.10 and (peer is None or us / peer <= 0.80)
-        rows.append(row)
-
-
-def _handoff(res: Results, rows: list[Row]) -> None:
-    medians = res.of("handoff", "median_ms", "peer")
-    best = _best(medians)
-    prl = medians.get("python-redis-lock")
-    for subject in ("tenure Lock", "tenure FairLock"):
-        med = res.get("handoff", subject, "median_ms")
-        p90 = res.get("handoff", subject, "p90_ms")
-        if med is None or p90 is None:
-            continue
-        row = Row("3 handoff after release", subject, f"median {med:.2f} ms, p90 {p90:.2f} ms")
-        if best:
-            bp90 = res.get("handoff", best[0], "p90_ms") or math.nan
-            row.peer = f"{best[0]} {best[1]:.2f} ms, p90 {bp90:.2f} ms"
-            row.vs_peer = med / best[1]
-        if prl:
-            row.target = "median ≤ 1.2x python-redis-lock"
-            row.met = med <= 1.2 * prl
-        rows.append(row)
-    med = res.get("crash-handoff", "tenure Lock", "median_ms")
-    if med is not None:
-        row = Row("3 handoff after holder crash", "tenure Lock", f"median {med:.2f} ms")
-        best = _best(res.of("crash-handoff", "median_ms", "peer"))
-        if best:
-            row.peer = f"{best[0]} {best[1]:.2f} ms"
-            row.vs_peer = med / best[1]
-        row.target, row.met = "≤ 5 ms after lease end", med <= 5
-        rows.append(row)
-
-
-CONTENDED_FLOORS = {"tenure Lock": "raw handoff floor", "tenure FairLock": "raw fair handoff floor"}
-"""Each tenure lock's floor under contention (bench/peers.py): its own scripts, bare redis-py."""
-
-
-def _contended(res: Results, rows: list[Row]) -> None:
     procs = sorted({m.extra["procs"] for m in res.measurements if m.path == "contended"})
-    for p in procs:
-        rates = res.of("contended", "acq_per_s", "peer", procs=p)
-        best = _best(rates, higher=True)
-        for subject in ("tenure Lock", "tenure FairLock"):
-            rate = res.get("contended", subject, "acq_per_s", procs=p)
-            j = res.get("contended", subject, "jain", procs=p)
-            cmds = res.get("contended", subject, "cmds_per_acq", procs=p)
-            if rate is None or j is None or cmds is None:
-                continue
-            row = Row(
-                f"4 contended P={p}",
-                subject,
-                f"{rate:,.0f} acq/s, Jain {j:.2f}, {cmds:.1f} cmd/acq",
-            )
-            floor_name = CONTENDED_FLOORS[subject]
-            floor = res.get("contended", floor_name, "acq_per_s", procs=p)
-            if floor:
-                floor_cmds = res.get("contended", floor_name, "cmds_per_acq", procs=p)
-                label = floor_name.removesuffix(" floor")
-                row.floor = f"{label} {floor:,.0f}/s, {floor_cmds or math.nan:.1f} cmd"
-                row.vs_floor = rate / floor
-            if best:
-                row.peer = "; ".join(
-                    f"{peer} {rates[peer]:,.0f}/s, Jain "
-                    f"{res.get('contended', peer, 'jain', procs=p) or math.nan:.2f}, "
-                    f"{res.get('contended', peer, 'cmds_per_acq', procs=p) or math.nan:.1f} cmd"
-                    # the best, and python-redis-lock (the issue's reference) when it is not
-                    for peer in dict.fromkeys((best[0], "python-redis-lock"))
-                    if peer in rates
-                )
-                row.vs_peer = rate / best[1]
-            if subject == "tenure Lock":
-                row.target = "≥ best peer acq/s, Jain ≥ 0.95, ≤ 12 cmd/acq"
-                row.met = (best is None or rate >= best[1]) and j >= 0.95 and cmds <= 12
-            else:
-                prl = rates.get("python-redis-lock")
-                if prl:
-                    row.target = "≥ python-redis-lock acq/s"
-                    row.met = rate >= prl
-            rows.append(row)
-
-
-def _async_tasks(res: Results, rows: list[Row]) -> None:
-    for subject in ("tenure AsyncFairLock", "tenure AsyncLock"):
-        cmds = res.get("async-tasks", subject, "cmds_per_acq")
-        secs = res.get("async-tasks", subject, "drain_s")
-        if cmds is None or secs is None:
-            continue
-        m = next(x for x in res.measurements if x.path == "async-tasks" and x.subject == subject)
-        tasks, done = m.extra["tasks"], m.extra["done"]
-        note = "" if done == tasks else f" (only {done} within {m.extra['limit']:.0f} s)"
-        row = Row(
-            f"5 asyncio {tasks:,} tasks, one lock",
-            subject,
-            f"{cmds:,.1f} cmd/acq, drained in {secs:.2f} s{note}",
+    for n in procs:
+        t = Table(
+            f"contended-{n}",
+            f"One lock, {n} processes, a GET + SET in each hold",
+            [
+                ("acq/s", ",.0f"),
+                ("÷ " + PRL, ".2f"),
+                ("Jain", ".2f"),
+                ("wait median ms", ".2f"),
+                ("wait p99 ms", ".1f"),
+                ("worst wait ms", ",.0f"),
+                ("cmd/acq", ".1f"),
+                ("client CPU µs/acq", ",.0f"),
+            ],
         )
-        if subject == "tenure AsyncFairLock":
-            row.target, row.met = "≤ 20 cmd/acq", cmds <= 20 and done == tasks
-        rows.append(row)
+        prl = get("contended", PRL, "acq_per_s", procs=n)
+        here = [m for m in res.measurements if m.path == "contended" and m.extra["procs"] == n]
+        for subject, role in dict.fromkeys((m.subject, m.role) for m in here):
 
+            def v(metric: str, subject: str = subject, n: int = n) -> float | None:
+                return get("contended", subject, metric, procs=n)
 
-def _idle(res: Results, rows: list[Row]) -> None:
-    path = "idle-waiters"
-    idle = res.get(path, "tenure Lock", "idle_cmds")
-    if idle is None:
-        return
-    m = next(x for x in res.measurements if x.path == path and x.subject == "tenure Lock")
-    n, window = m.extra["waiters"], m.extra["window_s"]
-    label = f"6 {n} idle waiters"
-    prl = "python-redis-lock"
-    row = Row(label, "tenure Lock", f"{idle:.0f} commands in {window:.0f} s of holder renewals")
-    p_idle = res.get(path, prl, "idle_cmds")
-    if p_idle is not None:
-        row.peer = f"{prl} {p_idle:.0f}"
-    row.target, row.met = "0", idle == 0
-    rows.append(row)
-    conns = res.get(path, "tenure Lock", "connections") or 0
-    subs = res.get(path, "tenure Lock", "pubsub_connections") or 0
-    row = Row(label, "tenure Lock", f"{conns:.0f} pooled + {subs:.0f} pub/sub connections")
-    p_conns = res.get(path, prl, "connections")
-    if p_conns is not None:
-        row.peer = f"{prl} {p_conns:.0f} connections"
-    row.target = "no pooled connection per idle waiter; 1 pub/sub"
-    row.met = subs <= 1 and conns < n / 10
-    rows.append(row)
-    drain = res.get(path, "tenure Lock", "drain_s")
-    if drain is not None:
-        row = Row(label, "tenure Lock", f"drain (each acquires once) {drain:.2f} s")
-        p_drain = res.get(path, prl, "drain_s")
-        row.target = f"≤ {prl}"
-        if p_drain is not None and math.isfinite(p_drain):
-            row.peer = f"{prl} {p_drain:.2f} s"
-            row.vs_peer = drain / p_drain
-            row.met = drain <= p_drain
-        elif p_drain is not None:
-            row.peer = f"{prl}: not every waiter acquired"
-        rows.append(row)
+            t.add(subject, role, v("acq_per_s"), _ratio(v("acq_per_s"), prl), v("jain"),
+                  v("wait_median_ms"), v("wait_p99_ms"), v("wait_max_ms"), v("cmds_per_acq"),
+                  v("cpu_us_per_acq"))  # fmt: skip
+        out.append(t)
 
+    sem = [m for m in res.measurements if m.path == "semaphore-drain" and m.metric == "all_ms"]
+    if sem:
+        t = Table("semaphore-drain", "1 permit, 100 waiting threads in one client: the drain",
+                  [("first grant ms", ".2f"), ("all done ms", ",.0f"),
+                   ("÷ redis-semaphore", ".2f"), ("cmd/acq", ".1f")])  # fmt: skip
+        peer = get("semaphore-drain", "redis-semaphore", "all_ms")
+        for m in sem:
+            first = get("semaphore-drain", m.subject, "first_ms")
+            cmds = get("semaphore-drain", m.subject, "cmds_per_acq")
+            t.add(m.subject, m.role, first, m.value, _ratio(m.value, peer), cmds)
+        out.append(t)
 
-def _redlock(res: Results, rows: list[Row]) -> None:
-    for path, single, raw_one, floor_name, subjects in (
-        (
-            "redlock",
-            "tenure Lock (1 master)",
-            "raw SET NX PX (1 master)",
-            "raw fan-out SET NX PX (5 masters)",
-            ("tenure RedLock (5 masters)", "tenure MultiLock (5 masters)"),
-        ),
-        (
-            "redlock-async",
-            "tenure AsyncLock (1 master)",
-            "raw asyncio SET NX PX (1 master)",
-            "raw asyncio fan-out SET NX PX (5 masters)",
-            ("tenure AsyncRedLock (5 masters)",),
-        ),
-    ):
-        one = res.get(path, single, "acquire_ms")
-        raw = res.get(path, raw_one, "acquire_ms")
-        floor = res.get(path, floor_name, "acquire_ms")
-        if one is None or raw is None or floor is None:
+    latch = [m for m in res.measurements if m.path == "latch" and m.metric == "last_ms"]
+    if latch:
+        t = Table("latch", "100 threads of one client waiting on a latch: count_down() to wake-up",
+                  [("first wait() returns, ms", ".2f"), ("last wait() returns, ms", ".1f"),
+                   ("last ÷ floor", ".1f")])  # fmt: skip
+        floor = get("latch", "pub/sub reader + Event floor", "last_ms")
+        for m in latch:
+            t.add(m.subject, m.role, get("latch", m.subject, "first_ms"), m.value,
+                  _ratio(m.value, floor))  # fmt: skip
+        out.append(t)
+
+    tasks = [m for m in res.measurements if m.path == "async-tasks" and m.metric == "drain_s"]
+    if tasks:
+        n = tasks[0].extra["tasks"]
+        t = Table("async-tasks", f"{n:,} asyncio tasks of one client take one lock once each",
+                  [("cmd/acq", ".1f"), ("drained in s", ".2f")])  # fmt: skip
+        for m in tasks:
+            done = m.value if m.extra["done"] == m.extra["tasks"] else math.inf
+            t.add(m.subject, m.role, get("async-tasks", m.subject, "cmds_per_acq"), done)
+        out.append(t)
+
+    idle = [m for m in res.measurements if m.path == "idle-waiters" and m.metric == "drain_s"]
+    if idle:
+        n = idle[0].extra["waiters"]
+        t = Table("idle-waiters", f"{n} threads of one client waiting on a renewed lock",
+                  [("commands while waiting", ",.0f"), ("pooled connections", ",.0f"),
+                   ("pub/sub connections", ",.0f"), ("drain s", ".2f")])  # fmt: skip
+        for m in idle:
+            t.add(m.subject, m.role, get("idle-waiters", m.subject, "idle_cmds"),
+                  get("idle-waiters", m.subject, "connections"),
+                  get("idle-waiters", m.subject, "pubsub_connections"), m.value)  # fmt: skip
+        out.append(t)
+
+    for path, title, single, raw1, raw5 in (
+        ("redlock", "RedLock over 5 masters, sync acquire", "tenure Lock (1 master)",
+         "raw SET NX PX (1 master)", "raw fan-out SET NX PX (5 masters)"),
+        ("redlock-async", "RedLock over 5 masters, asyncio acquire", "tenure AsyncLock (1 master)",
+         "raw asyncio SET NX PX (1 master)", "raw asyncio fan-out SET NX PX (5 masters)"),
+    ):  # fmt: skip
+        ms = [m for m in res.measurements if m.path == path and m.metric == "acquire_ms"]
+        if not ms:
             continue
-        # The physical floor of the ratio: what five masters cost a hand-written
-        # write-all-then-read-all SET NX over one master, on the same client library.
-        fan = floor / raw
-        best = _best(res.of(path, "acquire_ms", "peer"))
-        for subject in subjects:
-            ms = res.get(path, subject, "acquire_ms")
-            if ms is None:
-                continue
-            row = Row(
-                "7 fan-out, 5 masters, acquire",
-                subject,
-                f"{ms:.3f} ms = {ms / one:.2f}x 1-master Lock",
-                f"raw fan-out {floor:.3f} ms = {fan:.2f}x raw 1 master",
-                (ms / one) / fan,
-            )
-            if best:
-                row.peer = f"{best[0]} {best[1]:.3f} ms ({best[1] / one:.2f}x)"
-                row.vs_peer = ms / best[1]
-            if "RedLock" in subject:
-                row.target, row.met = "≤ 1.5x 1-master Lock", ms / one <= 1.5
-            rows.append(row)
+        one, r1, r5 = (get(path, s, "acquire_ms") for s in (single, raw1, raw5))
+        like = one + (r5 - r1) if one is not None and r1 is not None and r5 is not None else None
+        t = Table(path, title, [("median acquire ms", ".3f"), (TIMES + " 1-master Lock", ".2f"),
+                                ("÷ like-for-like floor", ".2f")])  # fmt: skip
+        for m in ms:
+            t.add(m.subject, m.role, m.value, _ratio(m.value, one), _ratio(m.value, like))
+        if like is not None:
+            t.add(LIKE_FOR_LIKE, "floor", like, _ratio(like, one), 1.0)
+        out.append(t)
 
-
-def _footprint(res: Results, rows: list[Row]) -> None:
-    size = res.get("footprint", "tenure Lock", "bytes_per_lock")
+    size = get("footprint", "tenure Lock", "bytes_per_lock")
     if size is not None:
-        rows.append(Row("footprint", "tenure Lock", f"{size:.0f} B per held lock (MEMORY USAGE)"))
+        t = Table("footprint", "Server memory of one held Lock", [("bytes", ",.0f")])
+        t.add("tenure Lock", "tenure", size)
+        out.append(t)
+    return out
 
 
-# Which way is better, per path prefix, for the ratio columns.
-HIGHER_IS_BETTER = ("4 ",)
+LIKE_FOR_LIKE = "like-for-like floor: 1-master Lock + fan-out's extra"
 
 
-def summarize(res: Results) -> list[Row]:
-    rows: list[Row] = []
-    for part in (
-        _uncontended,
-        _uncontended_async,
-        _handoff,
-        _contended,
-        _async_tasks,
-        _idle,
-        _redlock,
-        _footprint,
-    ):
-        part(res, rows)
-    return rows
+def goals(res: Results) -> list[Goal]:
+    """The goals of the waiting work, each from this run's figures alone."""
+    out: list[Goal] = []
+    get = res.get
+    procs = sorted({m.extra["procs"] for m in res.measurements if m.path == "contended"})
+    for subject in ("tenure Lock", "tenure FairLock"):
+        for n in procs:
+            rate = get("contended", subject, "acq_per_s", procs=n)
+            prl = get("contended", PRL, "acq_per_s", procs=n)
+            j = get("contended", subject, "jain", procs=n)
+            med = get("contended", subject, "wait_median_ms", procs=n)
+            p99 = get("contended", subject, "wait_p99_ms", procs=n)
+            ratio, spread = _ratio(rate, prl), _ratio(p99, med)
+            if ratio is None or j is None or spread is None:
+                continue
+            out.append(Goal(f"contended {subject.removeprefix('tenure ')}, P={n}", [
+                ("÷ " + PRL, ratio, "≥ 1.0", ratio >= 1.0),
+                ("Jain", j, "≥ 0.95", j >= 0.95),
+                ("wait p99 ÷ median", spread, "≤ 10", spread <= 10),
+            ]))  # fmt: skip
+    for subject in ("tenure Lock", "tenure FairLock"):
+        med = _ratio(get("handoff", subject, "median_ms"), get("handoff", PRL, "median_ms"))
+        p99 = _ratio(get("handoff", subject, "p99_ms"), get("handoff", PRL, "p99_ms"))
+        if med is not None and p99 is not None:
+            out.append(Goal(f"handoff {subject.removeprefix('tenure ')} ÷ {PRL}", [
+                ("median", med, "≤ 1.2", med <= 1.2), ("p99", p99, "≤ 2", p99 <= 2)]))  # fmt: skip
+    sem = _ratio(get("semaphore-drain", "tenure Semaphore", "all_ms"),
+                 get("semaphore-drain", "redis-semaphore", "all_ms"))  # fmt: skip
+    if sem is not None:
+        out.append(Goal("semaphore drain ÷ redis-semaphore", [("all done", sem, "≤ 2", sem <= 2)]))
+    last = get("latch", "tenure CountDownLatch", "last_ms")
+    if last is not None and math.isfinite(last):
+        out.append(Goal("latch, 100 waiters", [("last woken, ms", last, "≤ 15", last <= 15)]))
+    lock = get("uncontended", "tenure Lock", "us")
+    sherlock = get("uncontended", "sherlock", "us")
+    if lock is not None and sherlock is not None:
+        r = lock / sherlock
+        out.append(Goal("uncontended sync Lock ÷ sherlock", [("", r, "≤ 0.82", r <= 0.82)]))
+    alock = get("uncontended-async", "tenure AsyncLock", "us")
+    apeer = get("uncontended-async", "redis.asyncio Lock", "us")
+    if alock is not None and apeer is not None:
+        r = alock / apeer
+        out.append(Goal("uncontended AsyncLock ÷ redis.asyncio Lock",
+                        [("", r, "≤ 0.76", r <= 0.76)]))  # fmt: skip
+    return out
 
 
-def _ratio(value: float | None, path: str) -> str:
-    if value is None:
+# ---------------------------------------------------------------- runs merged
+def _fmt(value: float, spec: str) -> str:
+    if math.isnan(value):
+        return DASH
+    if math.isinf(value):
+        return "did not finish"
+    return format(value, spec)
+
+
+def span(values: Sequence[float | None], spec: str) -> str:
+    """``min-max`` (an en dash) of ``values`` as ``spec`` formats them; one value when both
+    ends agree."""
+    present = [v for v in values if v is not None]
+    if not present:
         return ""
-    arrow = "↑" if path.startswith(HIGHER_IS_BETTER) else "↓"
-    return f"{value:.2f} {arrow}"
+    finite = [v for v in present if math.isfinite(v)]
+    if len(finite) < len(present):
+        return _fmt(math.inf, spec) if not finite else f"{_fmt(min(finite), spec)}{DASH}never"
+    lo, hi = _fmt(min(finite), spec), _fmt(max(finite), spec)
+    return lo if lo == hi else f"{lo}{DASH}{hi}"
 
 
-def table(rows: list[Row], title: str) -> Table:
-    t = Table(title=title, show_lines=False)
-    for col, justify in (
-        ("path", "left"),
-        ("tenure", "left"),
-        ("figure", "left"),
-        ("floor", "left"),
-        ("÷ floor", "right"),
-        ("best peer (same run)", "left"),
-        ("÷ peer", "right"),
-        ("target", "left"),
-        ("met", "center"),
-    ):
-        t.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        t.add_row(
-            r.path,
-            r.subject,
-            r.figure,
-            r.floor,
-            _ratio(r.vs_floor, r.path),
-            r.peer,
-            _ratio(r.vs_peer, r.path),
-            r.target,
-            {None: "", True: "yes", False: "no"}[r.met],
-        )
-    return t
+@dataclass
+class Merged:
+    key: str
+    title: str
+    headers: list[str]
+    rows: list[tuple[str, str, list[str]]]  # (subject, role, cells)
+    note: str = ""
 
 
-def print_table(rows: list[Row], title: str, console: Console | None = None) -> None:
-    (console or Console(width=250)).print(table(rows, title))
+def merge(runs: list[list[Table]]) -> list[Merged]:
+    """One table per key, each cell the span of that cell over the runs that measured it."""
+    order: dict[str, Table] = {}
+    for run in runs:
+        for t in run:
+            order.setdefault(t.key, t)
+    merged = []
+    for key, first in order.items():
+        same = [t for run in runs for t in run if t.key == key]
+        subjects = dict.fromkeys(s for t in same for s in t.rows)
+        rows = []
+        for subject in subjects:
+            role = next(t.rows[subject][0] for t in same if subject in t.rows)
+            cells = []
+            for i, (_, spec) in enumerate(first.columns):
+                cells.append(span([t.rows[subject][1][i] for t in same if subject in t.rows], spec))
+            rows.append((subject, role, cells))
+        merged.append(Merged(key, first.title, [h for h, _ in first.columns], rows, first.note))
+    return merged
+
+
+def merge_goals(runs: list[list[Goal]]) -> list[tuple[str, str, str, str]]:
+    """(goal, measured spans, bounds, met in k of n runs) per goal."""
+    names = dict.fromkeys(g.name for run in runs for g in run)
+    out = []
+    for name in names:
+        same = [g for run in runs for g in run if g.name == name]
+        labels = [label for label, *_ in same[0].parts]
+        measured, bounds = [], []
+        for i, label in enumerate(labels):
+            values = [g.parts[i][1] for g in same]
+            text = span(values, ".2f")
+            measured.append(f"{label} {text}" if label else text)
+            bounds.append(f"{label} {same[0].parts[i][2]}" if label else same[0].parts[i][2])
+        met = sum(g.met for g in same)
+        out.append((name, "; ".join(measured), "; ".join(bounds), f"{met} of {len(same)}"))
+    return out
+
+
+# ---------------------------------------------------------------- rendering
+ROLE_MARK = {"tenure": "**", "floor": "*", "peer": ""}
+
+
+def markdown(merged: list[Merged], goal_rows: list[tuple[str, str, str, str]]) -> str:
+    """Markdown tables: tenure's subjects in bold, floors in italics, peers plain."""
+    lines: list[str] = []
+    if goal_rows:
+        lines += ["#### Goals", "", "| goal | measured (range over runs) | target | met |",
+                  "|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in goal_rows]
+        lines.append("")
+    for t in merged:
+        lines += [f"#### {t.title}", ""]
+        if t.note:
+            lines += [t.note, ""]
+        lines.append("| | " + " | ".join(t.headers) + " |")
+        lines.append("|---|" + "---:|" * len(t.headers))
+        for subject, role, cells in t.rows:
+            mark = ROLE_MARK[role]
+            lines.append(f"| {mark}{subject}{mark} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def print_tables(
+    merged: list[Merged], goal_rows: list[tuple[str, str, str, str]], console: Console
+) -> None:
+    style = {"tenure": "bold", "floor": "dim", "peer": ""}
+    for t in merged:
+        rt = RichTable(title=t.title, title_justify="left")
+        rt.add_column("")
+        for h in t.headers:
+            rt.add_column(h, justify="right")
+        for subject, role, cells in t.rows:
+            rt.add_row(subject, *cells, style=style[role])
+        console.print(rt)
+    if goal_rows:
+        rt = RichTable(title="Goals (each ratio within one run; range over runs)",
+                       title_justify="left")  # fmt: skip
+        for h in ("goal", "measured", "target", "met"):
+            rt.add_column(h)
+        for row in goal_rows:
+            rt.add_row(*row)
+        console.print(rt)
