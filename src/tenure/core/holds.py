@@ -163,11 +163,6 @@ class Hold:
         """The channel the renewal announces the new lease on ('' for none)."""
         return self.channel
 
-    @property
-    def lock(self) -> LossSink:
-        """Transitional name of :attr:`sink` (removed once no caller uses it)."""
-        return self.sink
-
     def counted(self) -> None:
         """The number of holds changed: name the renewal keys for the new count."""
         if self.leases:
