@@ -134,6 +134,11 @@ def tables(res: Results) -> list[Table]:
             t.add(subject, role, v("acq_per_s"), _ratio(v("acq_per_s"), prl), v("jain"),
                   v("wait_median_ms"), v("wait_p99_ms"), v("wait_max_ms"), v("cmds_per_acq"),
                   v("cpu_us_per_acq"))  # fmt: skip
+        lost = {m.subject: m.value for m in here if m.metric == "lost_updates" and m.value}
+        if lost:
+            t.note = "Lost updates (two holders at once): " + ", ".join(
+                f"{s} {v:.0f}" for s, v in lost.items()
+            )
         out.append(t)
 
     sem = [m for m in res.measurements if m.path == "semaphore-drain" and m.metric == "all_ms"]
@@ -226,10 +231,10 @@ def goals(res: Results) -> list[Goal]:
             ratio, spread = _ratio(rate, prl), _ratio(p99, med)
             if ratio is None or j is None or spread is None:
                 continue
-            out.append(Goal(f"contended {subject.removeprefix('tenure ')}, P={n}", [
-                ("÷ " + PRL, ratio, "≥ 1.0", ratio >= 1.0),
+            out.append(Goal(f"contended {subject.removeprefix('tenure ')}, P={n}: acq/s ÷ {PRL}", [
+                ("", ratio, "≥ 1.0", ratio >= 1.0),
                 ("Jain", j, "≥ 0.95", j >= 0.95),
-                ("wait p99 ÷ median", spread, "≤ 10", spread <= 10),
+                ("wait p99/median", spread, "≤ 10", spread <= 10),
             ]))  # fmt: skip
     for subject in ("tenure Lock", "tenure FairLock"):
         med = _ratio(get("handoff", subject, "median_ms"), get("handoff", PRL, "median_ms"))
@@ -240,10 +245,12 @@ def goals(res: Results) -> list[Goal]:
     sem = _ratio(get("semaphore-drain", "tenure Semaphore", "all_ms"),
                  get("semaphore-drain", "redis-semaphore", "all_ms"))  # fmt: skip
     if sem is not None:
-        out.append(Goal("semaphore drain ÷ redis-semaphore", [("all done", sem, "≤ 2", sem <= 2)]))
+        name = "semaphore, 100 waiters: drain ÷ redis-semaphore"
+        out.append(Goal(name, [("", sem, "≤ 2", sem <= 2)]))
     last = get("latch", "tenure CountDownLatch", "last_ms")
     if last is not None and math.isfinite(last):
-        out.append(Goal("latch, 100 waiters", [("last woken, ms", last, "≤ 15", last <= 15)]))
+        name = "latch, 100 waiters: ms to the last wake-up"
+        out.append(Goal(name, [("", last, "≤ 15", last <= 15)]))
     lock = get("uncontended", "tenure Lock", "us")
     sherlock = get("uncontended", "sherlock", "us")
     if lock is not None and sherlock is not None:
@@ -322,9 +329,9 @@ def merge_goals(runs: list[list[Goal]]) -> list[tuple[str, str, str, str]]:
             values = [g.parts[i][1] for g in same]
             text = span(values, ".2f")
             measured.append(f"{label} {text}" if label else text)
-            bounds.append(f"{label} {same[0].parts[i][2]}" if label else same[0].parts[i][2])
+            bounds.append(same[0].parts[i][2])
         met = sum(g.met for g in same)
-        out.append((name, "; ".join(measured), "; ".join(bounds), f"{met} of {len(same)}"))
+        out.append((name, " · ".join(measured), " · ".join(bounds), f"{met} of {len(same)}"))
     return out
 
 
@@ -332,8 +339,31 @@ def merge_goals(runs: list[list[Goal]]) -> list[tuple[str, str, str, str]]:
 ROLE_MARK = {"tenure": "**", "floor": "*", "peer": ""}
 
 
-def markdown(merged: list[Merged], goal_rows: list[tuple[str, str, str, str]]) -> str:
-    """Markdown tables: tenure's subjects in bold, floors in italics, peers plain."""
+PLOTS = (
+    (("uncontended", "uncontended-async"), "bench-uncontended.png", "Uncontended"),
+    (("handoff", "crash-handoff"), "bench-handoff.png", "Handoff to a waiting client"),
+    (("contended-2", "contended-4", "contended-8"), "bench-contended.png", "One lock, P processes"),
+    (
+        ("semaphore-drain", "latch", "async-tasks", "idle-waiters"),
+        "bench-waiters.png",
+        "Many waiters",
+    ),
+    (("redlock", "redlock-async"), "bench-redlock.png", "RedLock over five masters"),
+)
+"""Each plot (bench/plot.py) and the tables it goes after in :func:`markdown`."""
+
+
+def markdown(
+    merged: list[Merged], goal_rows: list[tuple[str, str, str, str]], images: str | None = None
+) -> str:
+    """Markdown tables: tenure's subjects in bold, floors in italics, peers plain. With
+    ``images`` (a directory as the page links it), each plot follows the last of its tables."""
+    after: dict[str, str] = {}
+    present = {t.key for t in merged}
+    for keys, png, alt in PLOTS:
+        last = [k for k in keys if k in present]
+        if images is not None and last:
+            after[last[-1]] = f"![{alt}]({images}/{png})"
     lines: list[str] = []
     if goal_rows:
         lines += ["#### Goals", "", "| goal | measured (range over runs) | target | met |",
@@ -350,6 +380,8 @@ def markdown(merged: list[Merged], goal_rows: list[tuple[str, str, str, str]]) -
             mark = ROLE_MARK[role]
             lines.append(f"| {mark}{subject}{mark} | " + " | ".join(cells) + " |")
         lines.append("")
+        if t.key in after:
+            lines += [after[t.key], ""]
     return "\n".join(lines)
 
 

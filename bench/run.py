@@ -139,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(PATHS)}")
     parser.add_argument("--json", type=Path, help="write every measurement and the tables here")
     parser.add_argument("--markdown", type=Path, help="write the tables here as markdown")
+    parser.add_argument(
+        "--images", default="img", help="where --markdown links the plots from (default img)"
+    )
     parser.add_argument("--plots", default="docs/img", help="directory for the PNGs ('' = none)")
     parser.add_argument(
         "--from-json", type=Path, help="run nothing: tables and plots of an earlier --json"
@@ -190,7 +193,7 @@ def _report(runs: list[Results], meta: dict[str, Any], args: Any, console: Conso
     goal_rows = report.merge_goals([report.goals(r) for r in runs])
     report.print_tables(merged, goal_rows, console)
     if args.markdown:
-        args.markdown.write_text(report.markdown(merged, goal_rows))
+        args.markdown.write_text(report.markdown(merged, goal_rows, args.images or None))
     data = {
         "meta": meta,
         "runs": [r.to_json()["measurements"] for r in runs],

@@ -58,7 +58,8 @@ def test_quick_uncontended_run_writes_tables_markdown_and_a_plot(tmp_path: Path)
     rows = {subject: cells for subject, _, cells in table["rows"]}
     assert float(rows["tenure Lock"][0].replace(",", "")) > 0
     text = md.read_text()
-    assert "| **tenure Lock** |" in text and "| *two-script floor* |" in text
+    assert "| **tenure Lock** |" in text
+    assert "| *two-script floor* |" in text
     assert (tmp_path / "img" / "bench-uncontended.png").stat().st_size > 0
 
 
@@ -90,6 +91,6 @@ def test_runs_merge_into_ranges_and_goals_count_the_runs_that_met_them() -> None
     assert rows["tenure Lock"][1] == "0.90\u20132.00"  # ÷ python-redis-lock, per run
     assert rows["python-redis-lock"][0] == "1,000"  # every run alike: one value
     (goal,) = report.merge_goals([report.goals(r) for r in runs])
-    assert goal[0] == "contended Lock, P=8"
+    assert goal[0] == "contended Lock, P=8: acq/s ÷ python-redis-lock"
     assert goal[3] == "2 of 3"  # the second run: 0.9x the peer and p99 20x the median
     assert report.span([1.0, float("inf")], ".1f") == "1.0\u2013never"
