@@ -60,8 +60,10 @@ PRUNE_FIRST = 64
 """Per-owner entries a lock object keeps before it first looks for owners that ended."""
 
 
-RECONCILE_PAUSE = (0.05, 1.0)
-"""First and longest pause (seconds) between reconcile attempts while the server is away."""
+RECONCILE_PAUSE = (0.05, 0.25)
+"""First and longest pause (seconds) between reconcile attempts while the server is away:
+at most 0.25 s, so an orphan hold goes within 0.5 s of the server answering again (the
+bound of a fair waiter's give-up, `tenure.core.fair.GIVE_UP_PAUSE`)."""
 RECONCILE_RECHECK = 0.1
 """Pause before the second "nothing to undo" check of a reconcile."""
 RECONCILE_WAIT = 1.5
