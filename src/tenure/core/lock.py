@@ -260,7 +260,7 @@ class LockCore:
         server has beyond the count its client recorded (issue: orphan holds), atomically
         (`tenure.scripts.guarded()`), until the server says there are none.
 
-        Runs in the background: retried with a growing pause (up to 1 s) while the server
+        Runs in the background: retried with a growing pause (up to 0.25 s) while the server
         does not answer, until the client closes. Once the server answered "nothing to
         undo", it checks once more a moment later: a script still queued on the broken
         connection may run just after the first check.
