@@ -1,0 +1,151 @@
+"""Two runs of bench/run.py side by side (``--json`` files): the headline figures as ranges.
+
+    python bench/compare.py BEFORE.json AFTER.json [--labels before,after]
+
+Prints a markdown table: each figure's range over the runs of each file. Ratios to a peer are
+taken within one run, so they compare across files even when the machine's load differed;
+absolute times compare only under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import Measurement, Results
+from bench.report import PRL, span
+
+Figure = tuple[str, str, Callable[[Results], float | None]]
+
+
+def _ratio(res: Results, path: str, a: str, b: str, metric: str, **match: Any) -> float | None:
+    x, y = res.get(path, a, metric, **match), res.get(path, b, metric, **match)
+    return x / y if x is not None and y else None
+
+
+def figures() -> list[Figure]:
+    out: list[Figure] = [
+        ("uncontended sync Lock, µs", ",.0f", lambda r: r.get("uncontended", "tenure Lock", "us")),
+        (
+            "  ÷ sherlock",
+            ".2f",
+            lambda r: _ratio(r, "uncontended", "tenure Lock", "sherlock", "us"),
+        ),
+        (
+            "uncontended AsyncLock, µs",
+            ",.0f",
+            lambda r: r.get("uncontended-async", "tenure AsyncLock", "us"),
+        ),
+        (
+            "  ÷ redis.asyncio Lock",
+            ".2f",
+            lambda r: _ratio(
+                r, "uncontended-async", "tenure AsyncLock", "redis.asyncio Lock", "us"
+            ),
+        ),
+        ("handoff Lock, median ms", ".3f", lambda r: r.get("handoff", "tenure Lock", "median_ms")),
+        (
+            "  median ÷ " + PRL,
+            ".2f",
+            lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "median_ms"),
+        ),
+        ("  p99 ÷ " + PRL, ".2f", lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "p99_ms")),
+    ]
+    for subject in ("tenure Lock", "tenure FairLock"):
+        for n in (2, 4, 8):
+            short = subject.removeprefix("tenure ")
+
+            def rate(r: Results, s: str = subject, n: int = n) -> float | None:
+                return r.get("contended", s, "acq_per_s", procs=n)
+
+            def vs(r: Results, s: str = subject, n: int = n) -> float | None:
+                return _ratio(r, "contended", s, PRL, "acq_per_s", procs=n)
+
+            def get(metric: str, s: str = subject, n: int = n) -> Callable[[Results], Any]:
+                return lambda r: r.get("contended", s, metric, procs=n)
+
+            out += [
+                (f"contended {short} P={n}, acq/s", ",.0f", rate),
+                ("  ÷ " + PRL, ".2f", vs),
+                ("  Jain", ".2f", get("jain")),
+                ("  wait p99 ms", ".1f", get("wait_p99_ms")),
+                ("  worst wait ms", ",.0f", get("wait_max_ms")),
+                ("  commands per acquisition", ".1f", get("cmds_per_acq")),
+            ]
+    out += [
+        (
+            "semaphore drain, 100 waiters, ms",
+            ",.0f",
+            lambda r: r.get("semaphore-drain", "tenure Semaphore", "all_ms"),
+        ),
+        (
+            "  ÷ redis-semaphore",
+            ".2f",
+            lambda r: _ratio(r, "semaphore-drain", "tenure Semaphore", "redis-semaphore", "all_ms"),
+        ),
+        (
+            "  commands per acquisition",
+            ".1f",
+            lambda r: r.get("semaphore-drain", "tenure Semaphore", "cmds_per_acq"),
+        ),
+        (
+            "PermitExpirableSemaphore drain, ms",
+            ",.0f",
+            lambda r: r.get("semaphore-drain", "tenure PermitExpirableSemaphore", "all_ms"),
+        ),
+        (
+            "latch, 100 waiters, ms to the last",
+            ".1f",
+            lambda r: r.get("latch", "tenure CountDownLatch", "last_ms"),
+        ),
+        (
+            "RedLock acquire ÷ 1-master Lock",
+            ".2f",
+            lambda r: _ratio(
+                r, "redlock", "tenure RedLock (5 masters)", "tenure Lock (1 master)", "acquire_ms"
+            ),
+        ),
+        (
+            "asyncio 1,000 tasks: AsyncLock commands per acquisition",
+            ".1f",
+            lambda r: r.get("async-tasks", "tenure AsyncLock", "cmds_per_acq"),
+        ),
+        (
+            "500 idle waiters: drain s",
+            ".2f",
+            lambda r: r.get("idle-waiters", "tenure Lock", "drain_s"),
+        ),
+    ]
+    return out
+
+
+def load(path: Path) -> list[Results]:
+    data = json.loads(path.read_text())
+    return [Results([Measurement(**m) for m in run]) for run in data["runs"]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--labels", default="before,after")
+    args = parser.parse_args()
+    a, b = load(args.before), load(args.after)
+    la, lb = args.labels.split(",")
+    print(f"| figure | {la} | {lb} |")
+    print("|---|---:|---:|")
+    for label, spec, fn in figures():
+        x, y = span([fn(r) for r in a], spec), span([fn(r) for r in b], spec)
+        if x or y:
+            print(f"| {label.replace('  ', '&nbsp;&nbsp;')} | {x or 'n/a'} | {y or 'n/a'} |")
+
+
+if __name__ == "__main__":
+    main()
