@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from tenure.core.context import Context
-from tenure.core.effects import Background, Subscribe, Unsubscribe
-from tenure.core.lock import LockCore
+from tenure.core.effects import Background, Sleep, Subscribe, Unsubscribe
+from tenure.core.lock import RECONCILE_RECHECK, LockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
+from tenure.errors import BackendError
 
 from .scripted import drive
 
@@ -82,3 +83,31 @@ def test_an_interrupt_before_any_grant_records_nothing(ctx: Context, owner: str)
     )
     assert isinstance(run.error, Interrupt)
     assert ctx.holds.get("l", owner) is None and not ctx.reconciling
+
+
+def test_a_reconcile_never_pauses_past_the_give_up_bound(ctx: Context, owner: str) -> None:
+    """While the server does not answer, the background reconcile of an interrupted grant
+    retries with a growing pause; once the server answers again, the orphan hold goes
+    within one pause and a round trip. So the pause stays at most 0.25 s, as a fair
+    waiter's give-up (the bound for both: gone within 0.5 s of the server answering)."""
+    lock = LockCore(ctx, "l")
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [
+            ("lock_acquire", 5000),
+            (Subscribe, None),
+            ("lock_acquire", None),
+            (Unsubscribe, Interrupt()),
+            (Unsubscribe, None),
+        ],
+        raises=True,
+    )
+    (reconcile,) = [e for e in run.extra if isinstance(e, Background)]
+    down = [("lock_release+guard", BackendError("server paused"))] * 8
+    up = [("lock_release+guard", 1), ("lock_release+guard", None), ("lock_release+guard", None)]
+    undo = drive(reconcile.flow, [*down, *up])
+    *pauses, recheck = [s.seconds for s in undo.of(Sleep)]  # one after each failure
+    assert recheck == RECONCILE_RECHECK and len(pauses) == 8
+    assert pauses[:3] == [0.05, 0.1, 0.2]  # growing, as before
+    assert max(pauses) <= 0.25, pauses
+    assert (lock.key, lock.field(owner)) not in ctx.reconciling
