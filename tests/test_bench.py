@@ -85,7 +85,8 @@ def _run(lock_rate: float, prl_rate: float, p99: float) -> Results:
 
 def test_runs_merge_into_ranges_and_goals_count_the_runs_that_met_them() -> None:
     runs = [_run(2000.0, 1000.0, 5.0), _run(900.0, 1000.0, 20.0), _run(1500.0, 1000.0, 5.0)]
-    (table,) = report.merge([report.tables(r) for r in runs])
+    table, cost = report.merge([report.tables(r) for r in runs])
+    assert cost.key == "contended-cost"
     rows = {subject: cells for subject, _, cells in table.rows}
     assert rows["tenure Lock"][0] == "900\u20132,000"  # acq/s, min-max over the runs
     assert rows["tenure Lock"][1] == "0.90\u20132.00"  # ÷ python-redis-lock, per run
