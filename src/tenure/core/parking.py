@@ -66,6 +66,13 @@ WAKE_ANY = "*"
 it: a release of n permits may serve several waiters, each wanting its own number of permits,
 so waking one could leave a satisfiable waiter asleep."""
 
+WAKE_COUNT = "#"
+"""In a channel's ``wake_all``: a message is the count now available (a semaphore's channel)
+and wakes that many of this client's waiters, the oldest first (at least one; every one for
+a payload that is no count). For waiters that each want one permit: a waiter woken that
+finds none left sleeps on (a later release publishes again). A waiter wanting more joins
+with :data:`WAKE_ANY`, which then rules the channel until it has no waiter."""
+
 
 @dataclass(eq=False)
 class Ticket:
@@ -131,6 +138,22 @@ class Parked:
                 ticket.permit = True
                 return [ticket]
         return []
+
+    def give_count(self, payload: str) -> list[Ticket]:
+        """A permit to as many of the oldest tickets without one as the count ``payload``
+        says (:data:`WAKE_COUNT`); the tickets to notify."""
+        try:
+            count = max(1, int(payload))
+        except ValueError:
+            return self.give_all()
+        woken: list[Ticket] = []
+        for ticket in self.tickets.values():
+            if len(woken) == count:
+                break
+            if not ticket.permit:
+                ticket.permit = True
+                woken.append(ticket)
+        return woken
 
     def give_all(self) -> list[Ticket]:
         """A permit to every ticket; the tickets to notify (all of them). Used when messages
@@ -342,6 +365,8 @@ class Parking:
                 first = True
             if entry.alias is not None and not entry.alias_on:
                 entry.alias_on = first = True  # the alias again (the channel: harmless)
+        elif WAKE_ANY in wake_all:  # a waiter every message must reach: so it is for all
+            entry.wake_all = entry.wake_all | wake_all
         ticket = entry.tickets.get(key)
         if ticket is None:
             ticket = entry.tickets[key] = Ticket(make_cond())
@@ -428,6 +453,8 @@ class Parking:
             live = math.isfinite(entry.quiet_since)
             if payload in entry.wake_all or WAKE_ANY in entry.wake_all:
                 notify = entry.give_all()
+            elif WAKE_COUNT in entry.wake_all:
+                notify = entry.give_count(payload)
             else:
                 notify = entry.give_one()
             if live:  # a message is no loss: still subscribed, quiet from now on
