@@ -20,6 +20,26 @@ def listeners(r, channel: str) -> int:
     return int(r.pubsub_numsub(channel)[0][1])
 
 
+def asleep(client: tenure.AsyncClient, channel: str) -> int:
+    """Waiters of ``client`` asleep on ``channel`` with no wake-up pending, as the client's
+    own parking table says: each past its last attempt, sleeping or reading the socket."""
+    count = 0
+    for listener in list(client._runner._listener._by_node.values()):
+        entry = listener._parking.channels.get(channel)
+        if entry is None:
+            continue
+        idle = [key for key, ticket in list(entry.tickets.items()) if not ticket.permit]
+        table = listener._table
+        count += sum(1 for key in idle if key in table.sleepers or table.reader == key)
+    return count
+
+
+def script_runs(r) -> int:
+    """Scripts the server ran (EVAL/EVALSHA calls, not the commands inside them)."""
+    stats = r.info("commandstats")
+    return sum(int(v["calls"]) for k, v in stats.items() if k.startswith("cmdstat_eval"))
+
+
 async def test_wire_layout_is_redissons(async_client, r):
     sem = async_client.semaphore("pool")
     pubsub = r.pubsub()
@@ -153,8 +173,7 @@ async def test_mixed_waiters_of_one_client_are_all_served(async_client, r):
     await sem.try_set_permits(0)
     big = async_spawn(sem.acquire, 3)
     small = async_spawn(sem.acquire, 1)
-    assert await async_wait_until(lambda: r.pubsub_numsub("redisson_sc:{mixed}")[0][1] == 1, 5)
-    await async_sleep(0.2)  # both waiters past their second attempt, asleep
+    assert await async_wait_until(lambda: asleep(async_client, "redisson_sc:{mixed}") == 2, 5)
     await sem.release(1)
     assert await small.result(5) is True
     assert not big.done()
@@ -218,7 +237,8 @@ async def test_blocked_acquire_wakes_soon_after_release(async_make_client, r):
     holder = async_make_client().semaphore("wake")
     await holder.try_set_permits(1)
     assert await holder.acquire()
-    waiter = async_make_client().semaphore("wake")
+    client = async_make_client()
+    waiter = client.semaphore("wake")
     got = AsyncEvent()
     woke: list[float] = []
 
@@ -229,7 +249,7 @@ async def test_blocked_acquire_wakes_soon_after_release(async_make_client, r):
 
     job = async_spawn(wait)
     assert await async_wait_until(lambda: listeners(r, "redisson_sc:{wake}") == 1, 5)
-    await async_sleep(0.2)  # past its second attempt: asleep on the channel
+    assert await async_wait_until(lambda: asleep(client, "redisson_sc:{wake}") == 1, 5)
     released = time.monotonic()
     await holder.release()
     assert await got.wait(5)
@@ -243,7 +263,7 @@ async def test_a_negative_count_from_another_client_wakes_waiters(async_client, 
     sem = async_client.semaphore("negative")
     job = async_spawn(lambda: sem.acquire(timeout=20))
     assert await async_wait_until(lambda: listeners(r, "redisson_sc:{negative}") == 1, 5)
-    await async_sleep(0.2)  # past its second attempt: asleep on the channel
+    assert await async_wait_until(lambda: asleep(async_client, "redisson_sc:{negative}") == 1, 5)
     r.set("negative", 1)  # a permit appears without a message of its own
     r.publish("redisson_sc:{negative}", "-5")
     assert await job.join(2), "the -5 did not wake the waiter"
@@ -262,3 +282,44 @@ async def test_waiters_share_one_pubsub_connection(async_make_client, r):
     for job in jobs:
         assert await job.result(10) is True
     assert await async_wait_until(lambda: [listeners(r, c) for c in channels] == [0, 0], 5)
+
+
+async def test_a_release_of_n_permits_wakes_n_waiters_of_a_client(async_client, r):
+    # issue 27 item 2: the message is the count now available; it wakes that many of the
+    # client's waiters for one permit, not all of them (each woken one runs one attempt).
+    sem = async_client.semaphore("count")
+    await sem.try_set_permits(0)
+    jobs = [async_spawn(lambda: sem.acquire(timeout=20)) for _ in range(5)]
+    assert await async_wait_until(lambda: asleep(async_client, "redisson_sc:{count}") == 5, 5)
+    before = script_runs(r)
+    await sem.release(2)
+    assert await async_wait_until(lambda: sum(job.done() for job in jobs) == 2, 5)
+    assert await async_wait_until(lambda: asleep(async_client, "redisson_sc:{count}") == 3, 5)
+    assert script_runs(r) - before == 1 + 2  # the release, and one attempt per woken waiter
+    await sem.release(3)
+    for job in jobs:
+        assert await job.result(10) is True
+    assert await sem.available_permits() == 0
+
+
+async def test_a_waiter_for_more_permits_does_not_take_a_smaller_ones_wake_up(async_client, r):
+    # Waiters for 1, then 3, then 1 permit: a message "1" must reach a waiter for 1 even
+    # when the oldest without a wake-up is the one for 3, which cannot use it.
+    sem = async_client.semaphore("mixed3")
+    await sem.try_set_permits(0)
+    channel = "redisson_sc:{mixed3}"
+    first = async_spawn(lambda: sem.acquire(timeout=20))
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 1, 5)
+    big = async_spawn(lambda: sem.acquire(3, timeout=20))
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 2, 5)
+    last = async_spawn(lambda: sem.acquire(timeout=20))
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 3, 5)
+    await sem.release(1)
+    assert await async_wait_until(lambda: first.done() or last.done(), 5)
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 2, 5)
+    await sem.release(1)
+    assert await first.result(5) is True
+    assert await last.result(5) is True
+    assert not big.done()
+    await sem.release(3)
+    assert await big.result(5) is True

@@ -20,6 +20,26 @@ def listeners(r, channel: str) -> int:
     return int(r.pubsub_numsub(channel)[0][1])
 
 
+def asleep(client: tenure.Client, channel: str) -> int:
+    """Waiters of ``client`` asleep on ``channel`` with no wake-up pending, as the client's
+    own parking table says: each past its last attempt, sleeping or reading the socket."""
+    count = 0
+    for listener in list(client._runner._listener._by_node.values()):
+        entry = listener._parking.channels.get(channel)
+        if entry is None:
+            continue
+        idle = [key for key, ticket in list(entry.tickets.items()) if not ticket.permit]
+        table = listener._table
+        count += sum(1 for key in idle if key in table.sleepers or table.reader == key)
+    return count
+
+
+def script_runs(r) -> int:
+    """Scripts the server ran (EVAL/EVALSHA calls, not the commands inside them)."""
+    stats = r.info("commandstats")
+    return sum(int(v["calls"]) for k, v in stats.items() if k.startswith("cmdstat_eval"))
+
+
 def test_wire_layout_is_redissons(client, r):
     sem = client.semaphore("pool")
     pubsub = r.pubsub()
@@ -153,8 +173,7 @@ def test_mixed_waiters_of_one_client_are_all_served(client, r):
     sem.try_set_permits(0)
     big = spawn(sem.acquire, 3)
     small = spawn(sem.acquire, 1)
-    assert wait_until(lambda: r.pubsub_numsub("redisson_sc:{mixed}")[0][1] == 1, 5)
-    sleep(0.2)  # both waiters past their second attempt, asleep
+    assert wait_until(lambda: asleep(client, "redisson_sc:{mixed}") == 2, 5)
     sem.release(1)
     assert small.result(5) is True
     assert not big.done()
@@ -218,7 +237,8 @@ def test_blocked_acquire_wakes_soon_after_release(make_client, r):
     holder = make_client().semaphore("wake")
     holder.try_set_permits(1)
     assert holder.acquire()
-    waiter = make_client().semaphore("wake")
+    client = make_client()
+    waiter = client.semaphore("wake")
     got = Event()
     woke: list[float] = []
 
@@ -229,7 +249,7 @@ def test_blocked_acquire_wakes_soon_after_release(make_client, r):
 
     job = spawn(wait)
     assert wait_until(lambda: listeners(r, "redisson_sc:{wake}") == 1, 5)
-    sleep(0.2)  # past its second attempt: asleep on the channel
+    assert wait_until(lambda: asleep(client, "redisson_sc:{wake}") == 1, 5)
     released = time.monotonic()
     holder.release()
     assert got.wait(5)
@@ -243,7 +263,7 @@ def test_a_negative_count_from_another_client_wakes_waiters(client, r):
     sem = client.semaphore("negative")
     job = spawn(lambda: sem.acquire(timeout=20))
     assert wait_until(lambda: listeners(r, "redisson_sc:{negative}") == 1, 5)
-    sleep(0.2)  # past its second attempt: asleep on the channel
+    assert wait_until(lambda: asleep(client, "redisson_sc:{negative}") == 1, 5)
     r.set("negative", 1)  # a permit appears without a message of its own
     r.publish("redisson_sc:{negative}", "-5")
     assert job.join(2), "the -5 did not wake the waiter"
@@ -262,3 +282,44 @@ def test_waiters_share_one_pubsub_connection(make_client, r):
     for job in jobs:
         assert job.result(10) is True
     assert wait_until(lambda: [listeners(r, c) for c in channels] == [0, 0], 5)
+
+
+def test_a_release_of_n_permits_wakes_n_waiters_of_a_client(client, r):
+    # issue 27 item 2: the message is the count now available; it wakes that many of the
+    # client's waiters for one permit, not all of them (each woken one runs one attempt).
+    sem = client.semaphore("count")
+    sem.try_set_permits(0)
+    jobs = [spawn(lambda: sem.acquire(timeout=20)) for _ in range(5)]
+    assert wait_until(lambda: asleep(client, "redisson_sc:{count}") == 5, 5)
+    before = script_runs(r)
+    sem.release(2)
+    assert wait_until(lambda: sum(job.done() for job in jobs) == 2, 5)
+    assert wait_until(lambda: asleep(client, "redisson_sc:{count}") == 3, 5)
+    assert script_runs(r) - before == 1 + 2  # the release, and one attempt per woken waiter
+    sem.release(3)
+    for job in jobs:
+        assert job.result(10) is True
+    assert sem.available_permits() == 0
+
+
+def test_a_waiter_for_more_permits_does_not_take_a_smaller_ones_wake_up(client, r):
+    # Waiters for 1, then 3, then 1 permit: a message "1" must reach a waiter for 1 even
+    # when the oldest without a wake-up is the one for 3, which cannot use it.
+    sem = client.semaphore("mixed3")
+    sem.try_set_permits(0)
+    channel = "redisson_sc:{mixed3}"
+    first = spawn(lambda: sem.acquire(timeout=20))
+    assert wait_until(lambda: asleep(client, channel) == 1, 5)
+    big = spawn(lambda: sem.acquire(3, timeout=20))
+    assert wait_until(lambda: asleep(client, channel) == 2, 5)
+    last = spawn(lambda: sem.acquire(timeout=20))
+    assert wait_until(lambda: asleep(client, channel) == 3, 5)
+    sem.release(1)
+    assert wait_until(lambda: first.done() or last.done(), 5)
+    assert wait_until(lambda: asleep(client, channel) == 2, 5)
+    sem.release(1)
+    assert first.result(5) is True
+    assert last.result(5) is True
+    assert not big.done()
+    sem.release(3)
+    assert big.result(5) is True

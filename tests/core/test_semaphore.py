@@ -18,7 +18,7 @@ from tenure.core.effects import (
     WatchHolds,
 )
 from tenure.core.latch import LatchCore
-from tenure.core.parking import WAKE_ANY, Parking
+from tenure.core.parking import WAKE_ANY, WAKE_COUNT, Parking
 from tenure.core.semaphore import PermitCore, SemaphoreCore
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
@@ -46,7 +46,7 @@ def test_semaphore_waiter_subscribes_retries_and_sleeps_until_a_message(
     )
     assert run.result is True
     subscribe, wait = run.of(Subscribe)[0], run.of(Wait)[0]
-    assert subscribe.channel == "redisson_sc:{s}" and WAKE_ANY in subscribe.wake_all
+    assert subscribe.channel == "redisson_sc:{s}" and subscribe.wake_all == {WAKE_COUNT}
     assert wait.seconds == float("inf")  # only a message (no expiry) can help
     assert not run.extra  # no WatchHolds: semaphore permits have no owner to renew
 
@@ -274,10 +274,50 @@ def test_wake_any_wakes_every_waiter_on_any_message() -> None:
     assert entry.permits == 3
 
 
+def test_a_waiter_for_more_than_one_permit_is_woken_by_every_message(ctx: Context) -> None:
+    sem = SemaphoreCore(ctx, "s")
+    run = drive(
+        sem.acquire(2, True, None), [(ACQ, 0), (Subscribe, None), (ACQ, 1), (Unsubscribe, None)]
+    )
+    assert run.of(Subscribe)[0].wake_all == {WAKE_ANY}
+    permit = PermitCore(ctx, "p")
+    run = drive(
+        permit.acquire_permit(True, None, None),
+        [(PACQ, -1), (Subscribe, None), (PACQ, None), (Unsubscribe, None)],
+    )
+    assert run.of(Subscribe)[0].wake_all == {WAKE_COUNT}
+
+
+def test_a_count_wakes_that_many_waiters_the_oldest_first() -> None:
+    parking = Parking()
+    one = frozenset({WAKE_COUNT})
+    entry = None
+    for key in range(5):
+        entry, _, _ = parking.join("c", one, key, object)
+    assert entry is not None
+    tickets = list(entry.tickets.values())
+    assert parking.received("message", "c", "2") == tickets[:2]
+    assert parking.received("message", "c", "2") == tickets[2:4]  # the next without one
+    assert parking.received("message", "c", "0") == tickets[4:]  # a count <= 0: one looks
+    for key in range(5):
+        parking.take(entry.tickets[key])
+    assert parking.received("message", "c", "no count") == tickets  # every one
+    for key in range(5):
+        parking.take(entry.tickets[key])
+    parking.join("c", frozenset({WAKE_ANY}), 9, object)  # a waiter for n > 1 permits
+    assert len(parking.received("message", "c", "1")) == 6  # now every message wakes all
+    for key in [*range(5), 9]:
+        parking.leave("c", key, pass_on=False)
+    parking.join("c", one, 0, object)  # waited on afresh: counts again
+    parking.join("c", one, 1, object)
+    assert len(parking.received("message", "c", "1")) == 1
+
+
 @pytest.mark.parametrize(
     "channel, wake",
     [
         (keys.semaphore_channel("s"), frozenset({WAKE_ANY})),
+        (keys.semaphore_channel("s"), frozenset({WAKE_COUNT})),
         (keys.latch_channel("l"), frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})),
     ],
 )

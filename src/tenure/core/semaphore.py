@@ -8,9 +8,12 @@ Rules (docs/internals.md, "Semaphores and latches"):
   permits publishes the new count on ``redisson_sc:{name}``.
 - Waiting is the locks' waiting: try, subscribe, try again (closing the race with a release
   published before the subscription), then sleep until a message or, for expirable permits,
-  the earliest permit expiry, and loop. No polling. Every message wakes every waiter of this
-  client on the channel (`WAKE_ANY`): a release of n permits may
-  serve several of them, each wanting its own number.
+  the earliest permit expiry, and loop. No polling. A message is the count now available:
+  it wakes that many of this client's waiters for one permit, the oldest first
+  (`WAKE_COUNT`), as Redisson's own listener does; one that finds the permit gone sleeps on
+  (any later release publishes again). A waiter for n > 1 permits makes every message wake
+  every waiter of this client on the channel (`WAKE_ANY`): a release may then serve a waiter
+  behind one that cannot use it.
 - Expirable permits have ids (16 random bytes, 32 hex digits for callers) in a ZSET scored by
   expiry epoch-ms, on the server's clock. Every operation first returns expired permits to the
   count. A permit taken without ``lease_time`` gets the watchdog's lease and is renewed by the
@@ -52,12 +55,15 @@ from tenure.core.effects import (
     wait_for,
 )
 from tenure.core.holds import LossScope
-from tenure.core.parking import WAKE_ANY
+from tenure.core.parking import WAKE_ANY, WAKE_COUNT
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError, ServerError
 
 log = logging.getLogger("tenure")
 
 WAKE = frozenset({WAKE_ANY})
+"""How a waiter for n > 1 permits is woken: by every message."""
+WAKE_ONE = frozenset({WAKE_COUNT})
+"""How a waiter for one permit is woken: as many as the count published."""
 PERMIT_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -82,17 +88,21 @@ def check_permit_id(value: Any) -> str:
 
 
 def wait_granted(
-    attempt: Callable[[], Flow[int | None]], channel: str, deadline: Deadline
+    attempt: Callable[[], Flow[int | None]],
+    channel: str,
+    deadline: Deadline,
+    wake: frozenset[str] = WAKE_ONE,
 ) -> Flow[bool]:
     """The waiting loop: True once ``attempt`` granted (returned None), False when the
     deadline passed first. ``attempt`` returns ms until something may change on its own
-    (a permit expiring), -1 for nothing: then only a message wakes the caller."""
+    (a permit expiring), -1 for nothing: then only a message wakes the caller. ``wake``:
+    :data:`WAKE_ONE` for a waiter for one permit, else :data:`WAKE`."""
     hint = yield from attempt()
     if hint is None:
         return True
     if deadline.remaining() <= 0:
         return False
-    yield Subscribe(channel, WAKE)
+    yield Subscribe(channel, wake)
     try:
         while True:
             hint = yield from attempt()
@@ -191,7 +201,8 @@ class SemaphoreCore:
             return None if taken else -1
 
         try:
-            return (yield from wait_granted(attempt, self.channel, deadline))
+            wake = WAKE_ONE if permits == 1 else WAKE
+            return (yield from wait_granted(attempt, self.channel, deadline, wake))
         except GeneratorExit:
             raise
         except BaseException:
