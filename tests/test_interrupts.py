@@ -10,13 +10,18 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+import tenure
 from support.twins import wait_until
 from tenure import keys
+
+TENURE_SRC = str(Path(tenure.__file__).parent)
+TENURE_TESTING = str(Path(tenure.__file__).parent / "testing")
 
 
 class Alarm(Exception):
@@ -82,14 +87,35 @@ def test_a_signal_handlers_exception_reaches_the_waiter_at_once(
     holder.release()
 
 
+def in_tenure(frame: Any) -> bool:
+    """True if ``frame`` (where a signal handler interrupted the main thread) is inside a
+    call into tenure: a frame of tenure's own source is on the stack."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(TENURE_SRC) and not name.startswith(TENURE_TESTING):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
-    make_client, r: redis.Redis, alarm
+    make_client, r: redis.Redis
 ) -> None:
     # A holder thread releases and takes the lock back in a loop; the main thread's
     # acquires are interrupted at random moments around their grant. Whatever the moment,
     # a grant the caller never learned of is given back: no hold outlives the run.
+    # The handler raises only inside tenure's frames: once acquire() returned True to
+    # the caller's own frame, the hold is the caller's (it got True and must release; an
+    # exception raised there, before it could act on True, is the caller's to handle).
     client, holder_client = make_client(), make_client()
     stop = threading.Event()
+    landed = {"tenure": 0, "caller": 0}
+
+    def handler(signum: int, frame: Any) -> None:
+        if in_tenure(frame):
+            landed["tenure"] += 1
+            raise Alarm("alarm")
+        landed["caller"] += 1
 
     def hold_and_release() -> None:
         lock = holder_client.lock("busy")
@@ -98,13 +124,14 @@ def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
                 time.sleep(0.002)
                 lock.release()
 
+    previous = signal.signal(signal.SIGALRM, handler)
     holder = threading.Thread(target=hold_and_release)
     holder.start()
     rng = random.Random(7)
     lock = client.lock("busy")
     try:
         for _ in range(150):
-            alarm(rng.uniform(0.0005, 0.004), Alarm)
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.004))
             try:
                 if lock.acquire(timeout=2):
                     signal.setitimer(signal.ITIMER_REAL, 0)
@@ -113,13 +140,16 @@ def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
                 pass
             signal.setitimer(signal.ITIMER_REAL, 0)
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
         stop.set()
         holder.join(10)
+    assert landed["tenure"] >= 10, landed  # the run did interrupt acquires
     field = f"{client.client_id}:"
     # Within 0.5 s the server holds nothing of this client's (a background reconcile).
     assert wait_until(
         lambda: not any(f.decode().startswith(field) for f in r.hkeys("busy")), 0.5 + 1.0
-    ), r.hgetall("busy")
+    ), (r.hgetall("busy"), landed)
 
 
 async def test_asyncio_acquires_cancelled_around_their_grant_leave_no_hold(
