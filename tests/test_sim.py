@@ -20,11 +20,17 @@ entry`` was one until 2494e7f: a cancelled fair acquire whose script reached the
 after its give-up left its waiter queued; ``late lease-end re-check`` until the leaver that
 took the lock told its client's other waiters its lease.)"""
 SEEDS = range(40)
-"""The CI budget: 40 seeds of 60 virtual seconds (about 8 s on an idle core)."""
+"""The CI budget of locks: 40 seeds of 60 virtual seconds (about 6 s on an idle core)."""
+ELECTION_SEEDS = range(20)
+"""The CI budget of elections: 20 seeds of 60 virtual seconds, candidates alone (about 2 s)."""
+LOCKS = {"elections": 0}
+"""Locks alone: the runs of the lock rules as they were before the election model."""
+ELECTIONS = {"workers": 0}
+"""Candidates alone (the lock clients have no workers)."""
 
 
 def test_a_budget_of_seeds_keeps_every_rule() -> None:
-    results, violation = sim.search(SEEDS, sim.Options(skip=KNOWN))
+    results, violation = sim.search(SEEDS, sim.Options(skip=KNOWN, **LOCKS))
     assert violation is None, f"{violation}\n{violation.history}"
     assert len(results) == len(SEEDS)
     took = sum(r.seconds for r in results)
@@ -33,28 +39,47 @@ def test_a_budget_of_seeds_keeps_every_rule() -> None:
     print(f"{acquisitions} acquisitions in {took:.1f} s: {acquisitions / took * 60:,.0f}/min")
 
 
+def test_a_budget_of_election_seeds_keeps_every_rule() -> None:
+    # Candidates campaign, lead, proclaim and resign under every fault, crashes of their
+    # clients included: never two leaders at one moment, terms strictly increase.
+    results, violation = sim.search(ELECTION_SEEDS, sim.Options(skip=KNOWN, **ELECTIONS))
+    assert violation is None, f"{violation}\n{violation.history}"
+    took = sum(r.seconds for r in results)
+    elections = sum(r.elections for r in results)
+    assert elections > 2_000  # leaderships won, held and handed over (not a quiet run)
+    print(f"{elections} elections in {took:.1f} s: {elections / took * 60:,.0f}/min")
+
+
 @pytest.mark.parametrize(
-    ("plant", "rules"),
+    ("plant", "rules", "model"),
     [
         # A release that deletes the key whoever holds it: the late releaser is not told of
         # its loss, and the holder it deleted goes on believing while the next one is granted.
-        ("release_without_owner_check", {"loss not reported", "mutual exclusion"}),
+        ("release_without_owner_check", {"loss not reported", "mutual exclusion"}, LOCKS),
         # Waiters woken by the drop re-check before the new SUBSCRIBE is in place: an unlock
         # in between reaches nobody.
-        ("recheck_before_resubscribed", {"lost wake-up"}),
+        ("recheck_before_resubscribed", {"lost wake-up"}, LOCKS),
         # The released hold stays in the hold table: the watchdog renews it on and then
         # reports as lost a hold its owner gave back.
-        ("renewal_after_release", {"loss reported for no loss"}),
+        ("renewal_after_release", {"loss reported for no loss"}, LOCKS),
         # A waiter that was reading the shared socket stops without handing it to a sleeping
         # waiter: the unlock waits unread until the janitor's next sweep (up to 0.5 s).
-        ("reader_stops_without_hand_on", {"lost wake-up"}),
+        ("reader_stops_without_hand_on", {"lost wake-up"}, LOCKS),
+        # A campaign that elects the first candidate without looking whether someone leads:
+        # the leader it overwrites still believes it leads beside the new one.
+        ("campaign_without_leader_check", {"two leaders"}, ELECTIONS),
+        # A resign that leaves the leadership in the hold table: the watchdog renews it on,
+        # then reports lost a leadership its candidate gave up.
+        ("renewal_after_release", {"loss reported for no loss"}, ELECTIONS),
     ],
+    ids=lambda value: "elections" if value is ELECTIONS else "locks" if value is LOCKS else None,
 )
-def test_a_planted_bug_is_found(plant: str, rules: set[str]) -> None:
+def test_a_planted_bug_is_found(plant: str, rules: set[str], model: dict[str, int]) -> None:
     # A budget of seeds, not of seconds: the same result on a loaded machine (about 25 seeds
     # at most today, 0.2 s each on an idle core).
     started = time.perf_counter()
-    results, violation = sim.search(range(60), sim.Options(plant=plant, skip=KNOWN))
+    options = sim.Options(plant=plant, skip=KNOWN, **model)  # type: ignore[arg-type]
+    results, violation = sim.search(range(60), options)
     took = time.perf_counter() - started
     assert violation is not None, f"{plant}: not found in {len(results)} seeds ({took:.0f} s)"
     assert violation.rule in rules, f"{violation}\n{violation.history}"
@@ -89,7 +114,12 @@ def test_the_lease_end_recheck_follows_the_new_holder() -> None:
     # a wake-up on, which re-checks, and hides it; so do other clients' attempts.
     faults = replace(sim.Faults(), cancels=0)
     options = sim.Options(
-        clients=1, workers=3, locks=1, faults=faults, skip=sim.RULES - {"late lease-end re-check"}
+        clients=1,
+        workers=3,
+        locks=1,
+        elections=0,
+        faults=faults,
+        skip=sim.RULES - {"late lease-end re-check"},
     )
     results, violation = sim.search(range(30), options)
     assert violation is None, f"seed {len(results)}: {violation}\n{violation.history}"
@@ -99,6 +129,6 @@ def test_the_lease_end_recheck_follows_the_new_holder() -> None:
 # client (WOKE_SELF) yielded no Drain, so with no waiter left there the wake-up waited on
 # its socket for the janitor (up to 0.5 s) before being passed on.
 def test_an_unlock_sent_to_the_releasers_own_client_is_passed_on_at_once() -> None:
-    options = sim.Options(skip=sim.RULES - {"lost wake-up"})
+    options = sim.Options(skip=sim.RULES - {"lost wake-up"}, **LOCKS)  # as when it was found
     results, violation = sim.search(range(100, 110), options)
     assert violation is None, f"seed {100 + len(results)}: {violation}\n{violation.history}"

@@ -12,13 +12,17 @@ Faults (seeded, each switchable in `Faults`): message delay (every message), reo
 across connections (independent delays; one connection stays FIFO), pub/sub connection resets
 (a lost pub/sub message is a reset: TCP does not drop one message and go on), server pauses,
 client pauses, cancellation of an acquire at any step, client clock drift within the
-allowance, and a server restart without persistence (down for longer than any lease).
+allowance, a server restart without persistence (down for longer than any lease), and
+crashes of candidates' clients.
 
 Checkers: mutual exclusion (at most one owner field in a lock hash; no two owners believing
 they hold while both their leases are valid on their own clocks), FIFO for FairLock (checked
 on the server when a grant is made), no lost wake-up (a free lock with live waiters is taken
 within one round trip plus the rules' bounds), no orphan hold or queue entry after a
-cancellation, every loss reported (and only losses).
+cancellation, every loss reported (and only losses); for elections (candidates that
+campaign, lead, proclaim, resign, and whose clients crash), never two leaders at one moment
+(no two candidates believing they lead on their own clocks, and a believer is the leader the
+server names) and terms that strictly increase per name.
 
 ``python -m tenure.testing.sim --seeds 1000`` searches; a failing seed replays exactly
 (``--seed N``) and prints the events that led to the broken rule.
@@ -44,7 +48,17 @@ from typing import Any
 from lupa import lua51
 
 from tenure import keys, scripts
-from tenure.core import composite, effects, fair, holds, lock, parking, semaphore, watchdog
+from tenure.core import (
+    composite,
+    effects,
+    election,
+    fair,
+    holds,
+    lock,
+    parking,
+    semaphore,
+    watchdog,
+)
 from tenure.core.context import Context
 from tenure.core.effects import (
     Background,
@@ -58,6 +72,7 @@ from tenure.core.effects import (
     WatchHolds,
     just,
 )
+from tenure.core.election import ElectionCore
 from tenure.core.fair import FairLockCore
 from tenure.core.fenced import FencedLockCore
 from tenure.core.holds import Hold, HoldTable
@@ -92,14 +107,17 @@ RULES = frozenset(
         "orphan queue entry",
         "loss not reported",
         "loss reported for no loss",
+        "two leaders",
+        "terms increase",
     }
 )
-"""What the checkers check, by the names a `Violation` gives (``Options.skip``)."""
+"""What the checkers check, by the names a :class:`Violation` gives (``Options.skip``)."""
 PLANTS = (
     "release_without_owner_check",
     "recheck_before_resubscribed",
     "renewal_after_release",
     "reader_stops_without_hand_on",
+    "campaign_without_leader_check",
 )
 """Bugs the simulator can swap in (never shipped behaviour) to show that it finds them."""
 
@@ -127,7 +145,7 @@ class _Clock:
         return getattr(real_time, name)
 
 
-CLOCKED = (composite, effects, fair, holds, lock, parking, semaphore, watchdog)
+CLOCKED = (composite, effects, election, fair, holds, lock, parking, semaphore, watchdog)
 """The core modules that read ``time.monotonic()``."""
 
 
@@ -431,6 +449,69 @@ class Server:
         self._drop_empty(key, table)
         return len(gone)
 
+    # ---- streams (the election's change log: XADD with MAXLEN, XRANGE, XREVRANGE)
+    def cmd_xadd(self, key: str, *args: str) -> str | None:
+        """XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold] <* | id> field value ...
+        (an explicit id must be above the last; ``~`` trims exactly, which Redis allows)."""
+        rest = list(args)
+        create, maxlen = True, None
+        while rest and rest[0].upper() in ("NOMKSTREAM", "MAXLEN"):
+            word = rest.pop(0).upper()
+            if word == "NOMKSTREAM":
+                create = False
+                continue
+            if rest[0] in ("=", "~"):
+                rest.pop(0)
+            maxlen = int(rest.pop(0))
+        wanted, pairs = rest[0], rest[1:]
+        if not pairs or len(pairs) % 2:
+            raise ValueError("XADD needs field value pairs")  # a script bug: stop the run
+        stream = self._get(key, "stream")
+        if stream is None:
+            if not create:
+                return None
+            stream = self._get(key, "stream", {"entries": [], "last": (0, 0)})
+        last = stream["last"]
+        if wanted == "*":
+            ms = self.now_ms
+            new = (ms, 0) if ms > last[0] else (last[0], last[1] + 1)
+        else:
+            new = _stream_id(wanted, 0)
+            if new <= last:
+                raise ValueError("XADD id not above the stream's last id")
+        stream["entries"].append((new, [str(p) for p in pairs]))
+        stream["last"] = new
+        if maxlen is not None and len(stream["entries"]) > maxlen:
+            del stream["entries"][: len(stream["entries"]) - maxlen]
+        return f"{new[0]}-{new[1]}"
+
+    def _stream_range(
+        self, key: str, low: str, high: str, options: tuple[str, ...]
+    ) -> list[tuple[tuple[int, int], list[str]]]:
+        """Entries of stream ``key`` from ``low`` to ``high`` (oldest first), and the COUNT."""
+        if options and (len(options) != 2 or options[0].upper() != "COUNT"):
+            raise ValueError(f"XRANGE options {options} are not simulated")
+        stream = self._get(key, "stream")
+        lo, hi = _range_bound(low, lower=True), _range_bound(high, lower=False)
+        return [e for e in (stream["entries"] if stream else ()) if lo <= e[0] <= hi]
+
+    def cmd_xrange(self, key: str, low: str, high: str, *options: str) -> list[Any]:
+        """XRANGE key start end [COUNT n]: ``-``, ``+``, ``ms``, ``ms-seq``, ``(`` exclusive."""
+        found = self._stream_range(key, low, high, options)
+        if options:
+            found = found[: int(options[1])]
+        return [[f"{i[0]}-{i[1]}", list(fields)] for i, fields in found]
+
+    def cmd_xrevrange(self, key: str, high: str, low: str, *options: str) -> list[Any]:
+        """XREVRANGE key end start [COUNT n]: newest first."""
+        found = self._stream_range(key, low, high, options)[::-1]
+        if options:
+            found = found[: int(options[1])]
+        return [[f"{i[0]}-{i[1]}", list(fields)] for i, fields in found]
+
+    def cmd_xlen(self, key: str) -> int:
+        return len((self._get(key, "stream") or {"entries": []})["entries"])
+
     def cmd_publish(self, channel: str, message: str) -> int:
         self.publishing.append((channel, message))
         return len(self.subs.get(channel, ()))
@@ -504,6 +585,8 @@ class Server:
                     "return function(KEYS, ARGV)\n" + source + "\nend"
                 )
             before = self._lock_fields(effect)
+            elects = name.startswith("election_") and name != "election_renew"
+            leader = self.leader(effect.keys[0]) if elects else None
             try:
                 value = fn(
                     self.lua.table_from(list(effect.keys)),
@@ -515,6 +598,8 @@ class Server:
                 raise BackendError(f"script {name}: {error}") from None
             reply = self._from_script(value)
             self.sim.ran(effect, before, reply)
+            if elects:
+                self.sim.ran_election(effect, leader)
             return reply
         finally:
             for channel, message in self.publishing:
@@ -528,12 +613,18 @@ class Server:
         return dict(entry[1]) if entry is not None and entry[0] == "hash" else {}
 
     def fields(self, key: str) -> dict[str, str]:
-        """The owner fields of lock hash ``key`` now (read-only for checkers)."""
+        """The fields of hash ``key`` now (read-only for checkers)."""
         at = self.expires.get(key)
         entry = self.data.get(key)
         if entry is None or (at is not None and at <= EPOCH_MS + int(self.sim.now * 1000)):
             return {}
         return dict(entry[1]) if entry[0] == "hash" else {}
+
+    def leader(self, key: str) -> tuple[str, int] | None:
+        """(owner, term) of election leader hash ``key`` now, None when vacant (read-only)."""
+        fields = self.fields(key)
+        owner = fields.get("owner")
+        return None if owner is None else (owner, int(fields.get("term") or 0))
 
     def queue(self, name: str) -> list[tuple[str, float]]:
         """(owner, entry deadline ms) of a fair lock's live queue entries, head first."""
@@ -569,6 +660,30 @@ def _score(score: float) -> str:
     return str(int(score)) if score.is_integer() else repr(score)
 
 
+_SEQ_MAX = 2**64 - 1
+
+
+def _stream_id(text: str, seq: int) -> tuple[int, int]:
+    """A stream id ``ms-seq`` (or ``ms``, with ``seq`` for the missing part)."""
+    ms, _, rest = text.partition("-")
+    return int(ms), int(rest) if rest else seq
+
+
+def _range_bound(text: str, lower: bool) -> tuple[int, int]:
+    """An XRANGE bound as the id range's inclusive end: ``-``/``+``, ``(id`` exclusive."""
+    if text == "-":
+        return (0, 0)
+    if text == "+":
+        return (_SEQ_MAX, _SEQ_MAX)
+    exclusive = text.startswith("(")
+    ms, seq = _stream_id(text.lstrip("("), 0 if lower else _SEQ_MAX)
+    if not exclusive:
+        return ms, seq
+    if lower:  # the next id after it
+        return (ms, seq + 1) if seq < _SEQ_MAX else (ms + 1, 0)
+    return (ms, seq - 1) if seq > 0 else (ms - 1, _SEQ_MAX)
+
+
 # ------------------------------------------------------------------ faults and options
 @dataclass(frozen=True)
 class Faults:
@@ -594,10 +709,15 @@ class Faults:
     restarts: float = 0.01
     """Server restarts without persistence, down for longer than the longest lease (as one
     must run a Redis without persistence: else a lock held before is free after)."""
+    crashes: float = 0.05
+    """Crashes of a candidates' client (its process dies: nothing more sent, read or
+    renewed); a new client with as many candidates starts a little later."""
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(slow=0, resets=0, server_pauses=0, client_pauses=0, cancels=0, drift=0)
+        return cls(
+            slow=0, resets=0, server_pauses=0, client_pauses=0, cancels=0, drift=0, crashes=0
+        )
 
 
 @dataclass
@@ -605,9 +725,15 @@ class Options:
     clients: int | None = None
     """Simulated clients (None: 1 to 4, chosen by the seed)."""
     workers: int | None = None
-    """Workers (owners taking locks in a loop) per client (None: 1 to 4, by the seed)."""
+    """Workers (owners taking locks in a loop) per client (None: 1 to 4, by the seed; 0:
+    none, e.g. to run the candidates alone)."""
     locks: int | None = None
     """Lock names, each a Lock or a FairLock by the seed (None: 1 to 3, by the seed)."""
+    elections: int | None = None
+    """Election names (None: 1 or 2, by the seed); 0 runs no candidates."""
+    candidates: int | None = None
+    """Clients of candidates (None: 2 or 3, by the seed), each with 1 or 2 candidates (two
+    Election objects) campaigning in a loop for the seed's elections."""
     seconds: float = 60.0
     """Virtual seconds to run."""
     watchdog_timeout: float = 3.0
@@ -955,11 +1081,18 @@ class SimClient:
             core = KINDS[kind](self.ctx, name)
             core.add_loss_listener(self.lost)
             self.cores[name] = core
+        self.elections: dict[str, ElectionCore] = {}
+        for name in sim.elections:
+            candidacy = ElectionCore(self.ctx, name, client_name=self.name)
+            candidacy.add_loss_listener(self.lost)
+            self.elections[name] = candidacy
+        self.dead = False
+        """Crashed: every event of this client is dropped (its process is gone)."""
         self.keeper = 0
         """Keeper ticks scheduled (0: not started); a poke schedules a newer one."""
         self.renewing: Task | None = None
         self.renewal_at = 0.0
-        self.owners: dict[str, Worker] = {}
+        self.owners: dict[str, Worker | Candidate] = {}
 
     def local(self, at: float | None = None) -> float:
         """This client's monotonic clock at virtual time ``at`` (default now)."""
@@ -1171,6 +1304,14 @@ class SimClient:
         if worker is not None:
             worker.told_lost(core.name)
 
+    def crash(self) -> None:
+        """The process dies: nothing more is sent, read or renewed; its pub/sub connection
+        drops (the server's view); what it sent before still runs on the server."""
+        self.dead = True
+        if self.listener.conn is not None:
+            self.listener.conn.alive = False
+            self.sim.server_drop(self.listener.conn)
+
 
 class _KeptHoldTable(HoldTable):
     """Planted bug ``renewal_after_release``: a release leaves its hold in the table, so the
@@ -1324,6 +1465,135 @@ class Worker:
         self.sim.at(self.sim.now + self.sim.rng.expovariate(1 / 0.003), self.client, self.start)
 
 
+# ------------------------------------------------------------------ candidates
+class Candidate:
+    """One Election object of a client campaigning in a loop: campaign (with a timeout or
+    none), lead a while (renewed by the client's watchdog; now and then proclaiming a new
+    value), resign, a pause. It is also what the election checkers look at."""
+
+    def __init__(self, client: SimClient, index: int) -> None:
+        self.client = client
+        self.sim = client.sim
+        self.name = f"{client.name}e{index}"
+        self.state = "idle"
+        """idle, campaigning, leading, resigning, or dead (its client crashed)."""
+        self.election = ""
+        self.owner = ""
+        self.term = 0
+        self.since = 0.0
+        self.loss_told = False
+        self.new_owner()
+
+    def new_owner(self) -> None:
+        token = _Thread()  # a new Election object: a new owner field
+        self._token = token
+        self.owner = self.client.ctx.identity.owner_of(token, running=lambda _: True)
+        self.client.owners[self.owner] = self
+
+    def core(self) -> ElectionCore:
+        return self.client.elections[self.election]
+
+    def start(self) -> None:
+        if self.state == "dead":
+            return
+        sim, rng = self.sim, self.sim.rng
+        if rng.random() < 0.3:
+            self.new_owner()
+        self.election = rng.choice(sim.elections)
+        timeout = rng.choice((None, None, 5.0, rng.uniform(0.01, 1.0)))
+        self.state, self.since, self.loss_told = "campaigning", sim.now, False
+        value = f"{self.name}@{sim.now:.3f}"
+        sim.note(
+            self.client, "campaign", self.name, _short(self.owner), self.election,
+            f"timeout={timeout}",
+        )  # fmt: skip
+        flow = self.core().campaign(self.owner, value, timeout)
+        self.client.spawn(flow, f"{self.name}.campaign", self.elected)
+
+    def elected(self, term: Any, error: BaseException | None) -> None:
+        sim = self.sim
+        if self.state == "dead":
+            return
+        if error is not None or term is None:
+            sim.note(self.client, "not elected", self.name, error)
+            self.state = "idle"
+            if error is not None and not isinstance(error, BackendError):
+                raise error
+            self._again()
+            return
+        self.state, self.term = "leading", int(term)
+        sim.elected += 1
+        sim.note(self.client, "leads", self.name, _short(self.owner), self.election, term)
+        sim.check_leaders(self)
+        long = sim.rng.random() < 0.1
+        lead_for = sim.rng.uniform(0.5, 5.0) if long else sim.rng.expovariate(1 / 0.1)
+        sim.at(sim.now + lead_for, self.client, self.step_down)
+
+    def believes(self) -> bool:
+        """Leading, told of no loss, its leadership in the client's hold table, and its
+        lease still valid on its client's clock (less the drift allowance)."""
+        if self.state != "leading" or self.loss_told:
+            return False
+        core = self.core()
+        hold = self.client.ctx.holds.get(core.key, core.field(self.owner))
+        return hold is not None and self.client.local() < hold.valid_until
+
+    def step_down(self) -> None:
+        if self.state != "leading":
+            return
+        self.state = "resigning"
+        core, owner = self.core(), self.owner
+        proclaim = self.sim.rng.random() < 0.2
+
+        def flow() -> Generator[Any, Any, None]:
+            if proclaim:  # then resign whatever it answered, as leadership() does
+                try:
+                    yield from core.proclaim(owner, f"{self.name}@{self.sim.now:.3f}")
+                except (LockLostError, NotOwnedError, BackendError):
+                    self.loss_told = True
+            yield from core.resign(owner)
+
+        self.client.spawn(flow(), f"{self.name}.resign", self.resigned)
+
+    def resigned(self, result: Any, error: BaseException | None) -> None:
+        sim = self.sim
+        if self.state == "dead":
+            return
+        if isinstance(error, LockLostError | NotOwnedError | BackendError):
+            self.loss_told = True  # (a resign that failed confirms nothing either)
+        elif error is not None:
+            raise error
+        sim.note(self.client, "resigned", self.name, error)
+        ended = (self.election, self.owner) in sim.lost_on_server
+        sim.lost_on_server.discard((self.election, self.owner))
+        if ended and not self.loss_told:
+            sim.violate(
+                "loss not reported",
+                f"{self.name}'s leadership of {self.election!r} ended on the server before "
+                "its resign, and neither on_lost nor resign said so",
+            )
+        self.state = "idle"
+        self._again()
+
+    def told_lost(self, name: str) -> None:
+        if self.state == "dead":
+            return
+        granted = self.sim.granted.get((name, self.owner), -1.0) >= self.since
+        if self.election == name and (
+            self.state in ("leading", "resigning") or (self.state == "campaigning" and granted)
+        ):
+            self.loss_told = True
+            return
+        self.sim.violate(
+            "loss reported for no loss",
+            f"{self.name} ({self.owner}) was told its leadership of {name!r} was lost, "
+            f"but it is {self.state} for {self.election!r}",
+        )
+
+    def _again(self) -> None:
+        self.sim.at(self.sim.now + self.sim.rng.expovariate(1 / 0.2), self.client, self.start)
+
+
 # ------------------------------------------------------------------ the simulation
 class Sim:
     """One run: ``Sim(seed, options).run()`` returns its `Result` or raises
@@ -1346,6 +1616,8 @@ class Sim:
         self.locks = {
             f"lock{i}": rng.choice(sorted(KINDS)) for i in range(options.locks or rng.randint(1, 3))
         }
+        count = rng.randint(1, 2) if options.elections is None else options.elections
+        self.elections = [f"election{i}" for i in range(count)]
         self.server = Server(self)
         if self.options.plant == "release_without_owner_check":
             source = scripts.get("lock_release").source
@@ -1354,6 +1626,11 @@ class Sim:
                 "if not count then\n    return nil\nend", bug
             )
             assert bug in self.server.sources["lock_release"]
+        elif self.options.plant == "campaign_without_leader_check":
+            source = scripts.get("election_campaign").source
+            check = "    if redis.call('exists', KEYS[1]) == 1 then\n        return nil\n    end\n"
+            assert source.count(check) == 1  # settle(): elect only while nobody leads
+            self.server.sources["election_campaign"] = source.replace(check, "")
         elif self.options.plant is not None and self.options.plant not in PLANTS:
             raise ValueError(f"unknown plant {self.options.plant!r}; one of {PLANTS}")
         self.down_until = -1.0
@@ -1364,8 +1641,18 @@ class Sim:
         """Virtual time since which no fault has been under way."""
         self.clients = [SimClient(self, i) for i in range(options.clients or rng.randint(1, 4))]
         self.current = self.clients[0]
-        per_client = options.workers or rng.randint(1, 4)
+        per_client = rng.randint(1, 4) if options.workers is None else options.workers
         self.workers = [Worker(c, i) for c in self.clients for i in range(per_client)]
+        self.candidates: list[Candidate] = []
+        self.elected = 0
+        """Leaderships that reached their candidate (campaign returned a term)."""
+        self.terms: dict[str, int] = {}
+        """Election -> the highest term the server handed out (since the last restart)."""
+        self.leader_names = {
+            ElectionCore(self.clients[0].ctx, name).key: name for name in self.elections
+        }
+        self.made = len(self.clients)
+        """Clients made so far (crashed ones included): the next one's index."""
         self.caller: SimClient | None = None
         """The client whose script the server runs now."""
         self.attempted: dict[tuple[str, SimClient], float] = {}
@@ -1386,6 +1673,9 @@ class Sim:
         """Lock -> how it was last freed: "release" (an unlock message) or "expiry"."""
         """(lock, owner) whose hold ended on the server other than by its own release."""
         self.violation: Violation | None = None
+        if self.elections:
+            for _ in range(options.candidates or rng.randint(2, 3)):
+                self._new_candidates(rng.randint(1, 2))
 
     # ---- scheduling
     def at(
@@ -1408,14 +1698,20 @@ class Sim:
         with _virtual_time(self), _quiet_log(self):
             for worker in self.workers:
                 self.at(self.rng.uniform(0, 0.01), worker.client, worker.start)
+            for candidate in self.candidates:
+                self.at(self.rng.uniform(0, 0.01), candidate.client, candidate.start)
             self._plan_faults()
             self.at(0.05, None, self._probe)
+            if self.elections:
+                self.at(0.05, None, self._probe_elections)
             events = self._events
             end = self.options.seconds
             while events and self.violation is None:
                 when, seq, client, fn, args = heapq.heappop(events)
                 if when > end:
                     break
+                if client is not None and client.dead:
+                    continue
                 if client is not None and client.paused_until > when:
                     heapq.heappush(events, (client.paused_until, seq, client, fn, args))
                     continue
@@ -1425,7 +1721,8 @@ class Sim:
                 fn(*args)
         if self.violation is not None:
             raise self.violation
-        return Result(self.seed, self.acquisitions, self.now, real_time.perf_counter() - started)
+        took = real_time.perf_counter() - started
+        return Result(self.seed, self.acquisitions, self.now, took, self.elected)
 
     # ---- the server's side of the network
     def server_down(self) -> bool:
@@ -1480,6 +1777,7 @@ class Sim:
             (faults.cancels, self._cancel),
             (faults.interrupts, self._interrupt),
             (faults.restarts, self._restart),
+            (faults.crashes if self.elections else 0.0, self._crash),
         ]
         for rate, fn in plans:
             if rate <= 0:
@@ -1517,6 +1815,39 @@ class Sim:
         client.paused_until = max(client.paused_until, self.now + seconds)
         self._fault_for(seconds)
 
+    def _new_candidates(self, count: int) -> None:
+        """A new client (a process) with ``count`` candidates."""
+        client = SimClient(self, self.made)
+        self.made += 1
+        self.clients.append(client)
+        self.by_id[client.ctx.identity.client_id] = client
+        for i in range(count):
+            self.candidates.append(Candidate(client, i))
+
+    def _crash(self) -> None:
+        """A candidates' client dies; another starts within 2 s (once the server is up)."""
+        alive = [c for c in self.candidates if c.state != "dead"]
+        if not alive:
+            return
+        client = self.rng.choice(alive).client
+        mine = [c for c in self.candidates if c.client is client]
+        self.note(client, "crashed", f"{len(mine)} candidates")
+        client.crash()
+        self.clients.remove(client)
+        for candidate in mine:
+            candidate.state = "dead"
+        self.candidates = [c for c in self.candidates if c.client is not client]
+        self.at(self.now + self.rng.uniform(0.1, 2.0), None, self._restarted, len(mine))
+
+    def _restarted(self, count: int) -> None:
+        if self.server_down():
+            self.at(self.down_until + 0.01, None, self._restarted, count)
+            return
+        self._new_candidates(count)
+        for candidate in self.candidates[-count:]:
+            self.note(candidate.client, "started", candidate.name)
+            candidate.start()
+
     def _interrupt(self) -> None:
         self._cancel(anywhere=True)
 
@@ -1548,6 +1879,7 @@ class Sim:
         self.note(None, "server restart", f"empty, back in {longest:.1f} s")
         self.server.flush()
         self.tokens.clear()  # the counters start over: no persistence
+        self.terms.clear()
         self.restarted_at = self.now
         self.down_until = self.now + longest
         for client in self.clients:
@@ -1612,9 +1944,68 @@ class Sim:
 
     def expired(self, key: str, entry: tuple[str, Any] | None) -> None:
         self.note(None, "expired", key)
+        name = self.leader_names.get(key)
+        if name is not None and entry is not None and entry[0] == "hash":
+            self.lost_on_server.add((name, entry[1].get("owner", "")))
         if key in self.locks and entry is not None and entry[0] == "hash":
             self.lost_on_server.update((key, owner) for owner in entry[1])
             self.freed_by[key] = "expiry"
+
+    def ran_election(self, effect: Call, before: tuple[str, int] | None) -> None:
+        """After every election script but the renewal: a leadership that ended other than
+        by its leader's resign is a loss; a new one has a term above every earlier one."""
+        name = self.leader_names.get(effect.keys[0])
+        after = self.server.leader(effect.keys[0])
+        if name is None or after == before:
+            return
+        resigner = effect.args[0] if effect.script.name == "election_resign" else None
+        ended = before is not None and (after is None or after[0] != before[0])
+        if before is not None and ended and before[0] != resigner:
+            self.lost_on_server.add((name, before[0]))
+        if after is None or (before is not None and after[1] == before[1]):
+            return  # vacant, or a new value (proclaimed) in the same term
+        self.granted[name, after[0]] = self.now
+        self.lost_on_server.discard((name, after[0]))
+        last = self.terms.get(name, 0)
+        if after[1] <= last:
+            self.violate(
+                "terms increase",
+                f"{_short(after[0])} was elected for {name!r} with term {after[1]}, "
+                f"not above {last}",
+            )
+        self.terms[name] = max(last, after[1])
+
+    def check_leaders(self, candidate: Candidate | None = None) -> None:
+        """Never two leaders at one moment: at most one candidate of an election believes
+        it leads (each on its own clock), and the one that does is the leader the server
+        names (unless the server restarted empty since it was elected)."""
+        for name in [candidate.election] if candidate else self.elections:
+            believers = [c for c in self.candidates if c.election == name and c.believes()]
+            if len(believers) > 1:
+                self.violate(
+                    "two leaders",
+                    f"{', '.join(c.name for c in believers)} all believe they lead {name!r} "
+                    "with a valid lease",
+                )
+            leader = self.server.leader(self.elections_key(name))
+            for c in believers:
+                if leader is not None and leader[0] == c.owner:
+                    continue
+                if leader is None and self.granted.get((name, c.owner), 0.0) < self.restarted_at:
+                    continue  # the server restarted empty since (no persistence)
+                self.violate(
+                    "two leaders",
+                    f"{c.name} believes it leads {name!r} (term {c.term}) while the server "
+                    f"names {_short(leader[0]) if leader else 'nobody'}",
+                )
+
+    def elections_key(self, name: str) -> str:
+        return next(key for key, n in self.leader_names.items() if n == name)
+
+    def _probe_elections(self) -> None:
+        """Every 10 ms: :meth:`check_leaders` for every election."""
+        self.check_leaders()
+        self.at(self.now + 0.01, None, self._probe_elections)
 
     def check_exclusion(self, worker: Worker) -> None:
         for other in self.workers:
@@ -1764,6 +2155,8 @@ class Result:
     virtual_seconds: float
     seconds: float
     """Real seconds the run took."""
+    elections: int = 0
+    """Leaderships won (a campaign that returned a term)."""
 
 
 @contextmanager
@@ -1817,6 +2210,12 @@ def main(argv: list[str] | None = None) -> int:
         "--seconds", type=float, default=Options.seconds, help="virtual seconds per seed"
     )
     parser.add_argument("--plant", choices=PLANTS, help="swap in a known bug")
+    parser.add_argument(
+        "--elections", type=int, help="election names (default 1 or 2 by the seed; 0: none)"
+    )
+    parser.add_argument(
+        "--workers", type=int, help="lock workers per client (default 1 to 4; 0: none)"
+    )
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument(
         "--skip",
@@ -1829,6 +2228,8 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(
         seconds=args.seconds,
         plant=args.plant,
+        elections=args.elections,
+        workers=args.workers,
         skip=frozenset(args.skip),
         faults=Faults.none() if args.no_faults else Faults(),
     )
@@ -1841,9 +2242,11 @@ def main(argv: list[str] | None = None) -> int:
     results, violation = search(seeds, options)
     took = real_time.perf_counter() - started
     acquisitions = sum(r.acquisitions for r in results)
+    elections = sum(r.elections for r in results)
     print(
-        f"{len(results)} seeds passed, {acquisitions} acquisitions in {took:.1f} s "
-        f"({acquisitions / took * 60:,.0f} per minute)"
+        f"{len(results)} seeds passed, {acquisitions} acquisitions and {elections} elections "
+        f"in {took:.1f} s ({acquisitions / took * 60:,.0f} and {elections / took * 60:,.0f} "
+        "per minute)"
     )
     if violation is not None:
         print(f"seed {seeds[len(results)]} broke a rule: {violation}\n{violation.history}")
