@@ -83,6 +83,8 @@ class Ticket:
     permit: bool = False
     depth: int = 1
     """Joins of the same waiter on the same channel not yet left."""
+    word: str | None = None
+    """The payload of the last message that gave the pending wake-up (None: none did)."""
 
 
 @dataclass(eq=False)
@@ -425,9 +427,15 @@ class Parking:
 
     def take(self, ticket: Ticket) -> bool:
         """Use ``ticket``'s wake-up, if it has one."""
+        return self.take_word(ticket) is not False
+
+    def take_word(self, ticket: Ticket) -> bool | str:
+        """As :meth:`take`; a wake-up a message gave is that message's payload (a latch's
+        waiter needs no read after a "reached zero"), one given otherwise is True."""
         if ticket.permit:
             ticket.permit = False
-            return True
+            word, ticket.word = ticket.word, None
+            return word or True
         return False
 
     def received(self, kind: str, channel: str, payload: str) -> list[Ticket]:
@@ -457,6 +465,8 @@ class Parking:
                 notify = entry.give_count(payload)
             else:
                 notify = entry.give_one()
+            for ticket in notify:
+                ticket.word = payload
             if live:  # a message is no loss: still subscribed, quiet from now on
                 entry.quiet_since = self.clock()
             return notify
