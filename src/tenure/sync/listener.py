@@ -143,8 +143,11 @@ class Listener:
                 raise BackendError(entry.refusal)
             return since is not None and entry.fresh(since)
 
-    def wait(self, channel: str, seconds: float, patience: float | None = None) -> bool:
-        """Sleep until woken on ``channel`` (True) or ``seconds`` pass (False).
+    def wait(
+        self, channel: str, seconds: float, patience: float | None = None
+    ) -> bool | str:
+        """Sleep until woken on ``channel`` (True, or the payload of the message that woke
+        it: `tenure.core.parking.Parking.take_word`) or ``seconds`` pass (False).
 
         ``patience`` (see `tenure.core.effects.Wait`): ``seconds`` is the holder's
         lease end, which the waiters of the channel share: only the oldest of them wakes
@@ -178,7 +181,7 @@ class Listener:
                 raise BackendError("the client is closed")
             if entry.refusal is not None:
                 raise BackendError(entry.refusal)
-            return self._parking.take(ticket)
+            return self._parking.take_word(ticket)
 
     def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel`` (``lease``: see
@@ -506,8 +509,11 @@ class Listeners:
             self._forget(channel)
             raise
 
-    def wait(self, channel: str, seconds: float, patience: float | None = None) -> bool:
-        """Sleep until woken on ``channel`` (True) or ``seconds`` pass (False); see
+    def wait(
+        self, channel: str, seconds: float, patience: float | None = None
+    ) -> bool | str:
+        """Sleep until woken on ``channel`` (True or a message's payload) or ``seconds``
+        pass (False); see
         `Listener.wait()`."""
         listener = self._by_channel[channel]
         if listener.lost(channel) and self._move(channel, listener):
