@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import tenure
 from support.twins import (
     async_gather,
     async_sleep,
@@ -15,6 +16,23 @@ from support.twins import (
     async_stamped,
     async_wait_until,
 )
+
+
+def asleep(client: tenure.AsyncClient, channel: str) -> int:
+    """Waiters of ``client`` asleep on ``channel`` with no wake-up pending (its own parking
+    table: each past its last read, sleeping or reading the socket)."""
+    count = 0
+    for listener in list(client._runner._listener._by_node.values()):
+        entry = listener._parking.channels.get(channel)
+        table = listener._table
+        for key, ticket in list(entry.tickets.items()) if entry is not None else []:
+            count += not ticket.permit and (key in table.sleepers or table.reader == key)
+    return count
+
+
+def reads(r) -> int:
+    """GET commands the server ran (a latch waiter reads the count with one)."""
+    return int(r.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
 
 
 async def test_wire_layout_is_redissons(async_client, r):
@@ -157,3 +175,32 @@ async def test_many_counters(async_make_client):
         *[lambda c=c: c.count_down_latch("many").count_down() for c in clients for _ in range(5)]
     )
     assert await latch.count() == 0 and await latch.wait(0)
+
+
+async def test_reaching_zero_wakes_a_clients_waiters_with_no_read_each(async_client, r):
+    # issue 27 item 2: the "0" says zero; the woken waiters return without reading the count.
+    latch = async_client.count_down_latch("onehop")
+    await latch.try_set_count(1)
+    jobs = [async_spawn(lambda: latch.wait(timeout=20)) for _ in range(5)]
+    channel = "redisson_countdownlatch__channel__{onehop}"
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 5, 5)
+    before = reads(r)
+    await latch.count_down()
+    for job in jobs:
+        assert await job.result(10) is True
+    assert reads(r) - before == 0
+
+
+async def test_a_zero_older_than_the_waiters_first_read_is_not_its_own(async_client, r):
+    # A "0" still unread on the client's lingering subscription, the latch set again since:
+    # a new wait must not take that old "0" for its latch reaching zero.
+    latch = async_client.count_down_latch("again")
+    await latch.try_set_count(1)
+    job = async_spawn(lambda: latch.wait(timeout=20))
+    channel = "redisson_countdownlatch__channel__{again}"
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 1, 5)
+    await latch.count_down()
+    assert await job.result(10) is True  # the client's subscription lingers a while
+    r.publish(channel, "0")  # an old round reaching zero, unread yet ...
+    r.set("again", 1)  # ... and the latch set again before the next wait
+    assert await latch.wait(timeout=0.3) is False

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import tenure
 from support.twins import (
     gather,
     sleep,
@@ -15,6 +16,23 @@ from support.twins import (
     stamped,
     wait_until,
 )
+
+
+def asleep(client: tenure.Client, channel: str) -> int:
+    """Waiters of ``client`` asleep on ``channel`` with no wake-up pending (its own parking
+    table: each past its last read, sleeping or reading the socket)."""
+    count = 0
+    for listener in list(client._runner._listener._by_node.values()):
+        entry = listener._parking.channels.get(channel)
+        table = listener._table
+        for key, ticket in list(entry.tickets.items()) if entry is not None else []:
+            count += not ticket.permit and (key in table.sleepers or table.reader == key)
+    return count
+
+
+def reads(r) -> int:
+    """GET commands the server ran (a latch waiter reads the count with one)."""
+    return int(r.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
 
 
 def test_wire_layout_is_redissons(client, r):
@@ -157,3 +175,32 @@ def test_many_counters(make_client):
         *[lambda c=c: c.count_down_latch("many").count_down() for c in clients for _ in range(5)]
     )
     assert latch.count() == 0 and latch.wait(0)
+
+
+def test_reaching_zero_wakes_a_clients_waiters_with_no_read_each(client, r):
+    # issue 27 item 2: the "0" says zero; the woken waiters return without reading the count.
+    latch = client.count_down_latch("onehop")
+    latch.try_set_count(1)
+    jobs = [spawn(lambda: latch.wait(timeout=20)) for _ in range(5)]
+    channel = "redisson_countdownlatch__channel__{onehop}"
+    assert wait_until(lambda: asleep(client, channel) == 5, 5)
+    before = reads(r)
+    latch.count_down()
+    for job in jobs:
+        assert job.result(10) is True
+    assert reads(r) - before == 0
+
+
+def test_a_zero_older_than_the_waiters_first_read_is_not_its_own(client, r):
+    # A "0" still unread on the client's lingering subscription, the latch set again since:
+    # a new wait must not take that old "0" for its latch reaching zero.
+    latch = client.count_down_latch("again")
+    latch.try_set_count(1)
+    job = spawn(lambda: latch.wait(timeout=20))
+    channel = "redisson_countdownlatch__channel__{again}"
+    assert wait_until(lambda: asleep(client, channel) == 1, 5)
+    latch.count_down()
+    assert job.result(10) is True  # the client's subscription lingers a while
+    r.publish(channel, "0")  # an old round reaching zero, unread yet ...
+    r.set("again", 1)  # ... and the latch set again before the next wait
+    assert latch.wait(timeout=0.3) is False

@@ -246,6 +246,35 @@ def test_latch_wait_subscribes_rereads_and_wakes_on_zero(ctx: Context) -> None:
     )
 
 
+def test_latch_waiter_woken_by_zero_returns_without_a_read(ctx: Context) -> None:
+    latch = LatchCore(ctx, "z")
+    steps = [(Command, b"2"), (Subscribe, None), (Command, b"1")]
+    run = drive(latch.wait(None), [*steps, (Wait, "0"), (Unsubscribe, None)])
+    assert run.result is True and len(run.of(Command)) == 2
+    # "1" (count set, or deleted) and a wake-up no message gave read the count again
+    for woken in ("1", True):
+        run = drive(
+            latch.wait(None),
+            [*steps, (Wait, woken), (Command, b"1"), (Wait, "0"), (Unsubscribe, None)],
+        )
+        assert run.result is True and len(run.of(Command)) == 3
+
+
+def test_a_wake_up_carries_the_payload_of_the_message_that_gave_it() -> None:
+    parking = Parking()
+    wake = frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})
+    _, first, _ = parking.join("c", wake, 0, object)
+    _, second, _ = parking.join("c", wake, 1, object)
+    parking.received("message", "c", "1")
+    parking.received("message", "c", "0")  # the last one before the waiter took it
+    assert parking.take_word(first) == "0"
+    assert parking.take_word(first) is False  # used
+    assert parking.take_word(second) == "0"
+    parking.disconnected()
+    parking.received("subscribe", "c", "1")  # subscribed again: a re-check, no message
+    assert parking.take_word(first) is True
+
+
 def test_latch_delete_publishes_count_set(ctx: Context) -> None:
     run = drive(LatchCore(ctx, "l").delete(), [("latch_delete", 1)])
     assert run.result is True

@@ -6,8 +6,12 @@ not in the key's slot: scripts get it as an argument, not a key — docs/wire.md
 publishes ``1`` (count set), as Redisson's ``deleteAsync``.
 ``wait`` reads the count, and while it is above zero subscribes, reads it again (closing the
 race with a count-down published before the subscription) and sleeps until a message: ``0``
-(reached zero) and ``1`` (count set, or deleted) wake every waiter of this client, which
-reads the count again.
+(reached zero) and ``1`` (count set, or deleted) wake every waiter of this client. A waiter
+woken by ``0`` returns at once: the message says zero, so the client's waiters all leave in
+one hop instead of one read each. After ``1``, or a wake-up no message gave (a reconnect),
+it reads the count again. Before joining a channel this client already hears, it reads what
+the subscription has received (``Drain``), so a ``0`` older than its first read (the latch
+since set again) is applied before it waits, not taken for its own.
 """
 
 from __future__ import annotations
@@ -15,7 +19,16 @@ from __future__ import annotations
 from tenure import keys, scripts
 from tenure.core.args import check_name, check_wait
 from tenure.core.context import Context
-from tenure.core.effects import Call, Command, Deadline, Flow, Subscribe, Unsubscribe, Wait
+from tenure.core.effects import (
+    Call,
+    Command,
+    Deadline,
+    Drain,
+    Flow,
+    Subscribe,
+    Unsubscribe,
+    Wait,
+)
 from tenure.core.semaphore import check_count
 
 WAKE = frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})
@@ -75,13 +88,18 @@ class LatchCore:
             return True
         if deadline.remaining() <= 0:
             return False
+        if self.ctx.hears(self.channel):  # messages from before the read above: not ours
+            yield Drain(self.channel)
         yield Subscribe(self.channel, WAKE)
         try:
             while True:
                 done = (yield from self.count()) == 0
                 if done or deadline.remaining() <= 0:
                     break
-                yield Wait(self.channel, deadline.remaining())
+                woken = yield Wait(self.channel, deadline.remaining())
+                if woken == keys.LATCH_ZERO_MESSAGE:  # it says zero: no read needed
+                    done = True
+                    break
         except GeneratorExit:
             raise
         except BaseException:
