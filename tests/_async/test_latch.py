@@ -11,7 +11,6 @@ import pytest
 import tenure
 from support.twins import (
     async_gather,
-    async_sleep,
     async_spawn,
     async_stamped,
     async_wait_until,
@@ -144,7 +143,7 @@ async def test_fifty_waiters_wake_together(async_make_client, r):
     jobs = [async_spawn(async_stamped, lambda w=w: w.wait(30)) for w in waiters]
     channel = b"redisson_countdownlatch__channel__{fifty}"
     assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 5, 10)
-    await async_sleep(0.3)  # every waiter past its second read
+    assert await async_wait_until(lambda: sum(asleep(c, channel.decode()) for c in clients) == 50)
     counted = time.monotonic()
     await latch.count_down()
     results = [await job.result(10) for job in jobs]

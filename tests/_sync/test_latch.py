@@ -11,7 +11,6 @@ import pytest
 import tenure
 from support.twins import (
     gather,
-    sleep,
     spawn,
     stamped,
     wait_until,
@@ -144,7 +143,7 @@ def test_fifty_waiters_wake_together(make_client, r):
     jobs = [spawn(stamped, lambda w=w: w.wait(30)) for w in waiters]
     channel = b"redisson_countdownlatch__channel__{fifty}"
     assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 5, 10)
-    sleep(0.3)  # every waiter past its second read
+    assert wait_until(lambda: sum(asleep(c, channel.decode()) for c in clients) == 50)
     counted = time.monotonic()
     latch.count_down()
     results = [job.result(10) for job in jobs]
