@@ -150,3 +150,36 @@ async def test_waiters_that_give_up_never_strand_the_others(async_make_client, r
     await served(done, jobs)
     assert all(e.is_set() for e in events)
     assert time.monotonic() - started < 2.0
+
+
+async def test_a_releaser_that_waits_again_is_woken_alone(async_make_client, r) -> None:
+    # A release that woke another client registers its own client behind it: a releaser
+    # that waits again at once (before an attempt of its own is refused, which registers
+    # it too) is then woken alone by the next unlock, instead of making it go to the
+    # lock's channel as a listener the wake queue does not know.
+    first = async_make_client()
+    holder = first.lock("again")
+    assert await holder.acquire()
+    events, done = [AsyncEvent()], AsyncEvent()
+    jobs = await waiters_of([async_make_client()], "again", events, done)
+    queue = keys.lock_wake_queue("again")
+    assert await async_wait_until(lambda: r.zcard(queue) == 1)
+    (waiter,) = r.zrange(queue, 0, -1)
+    releaser = first.client_id
+    await holder.release()
+    assert await events[0].wait(2)
+    assert r.zrange(queue, 0, -1) == [waiter, releaser.encode()]
+    await first.close()  # its lingering subscription goes; a stand-in waits again:
+    assert await async_wait_until(lambda: listening(r, "again") == 1)  # the new holder's
+    again = r.pubsub()
+    again.subscribe(keys.lock_channel("again"), keys.lock_client_channel("again", releaser))
+    messages = Messages(r, "again")
+    try:
+        assert again.get_message(timeout=1)["type"] == "subscribe"
+        assert again.get_message(timeout=1)["type"] == "subscribe"
+        await served(done, jobs)  # the waiter releases
+        seen = messages.take()
+        assert seen == [(keys.lock_client_channel("again", releaser), "0")], seen
+    finally:
+        messages.close()
+        again.close()

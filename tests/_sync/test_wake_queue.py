@@ -150,3 +150,36 @@ def test_waiters_that_give_up_never_strand_the_others(make_client, r) -> None:
     served(done, jobs)
     assert all(e.is_set() for e in events)
     assert time.monotonic() - started < 2.0
+
+
+def test_a_releaser_that_waits_again_is_woken_alone(make_client, r) -> None:
+    # A release that woke another client registers its own client behind it: a releaser
+    # that waits again at once (before an attempt of its own is refused, which registers
+    # it too) is then woken alone by the next unlock, instead of making it go to the
+    # lock's channel as a listener the wake queue does not know.
+    first = make_client()
+    holder = first.lock("again")
+    assert holder.acquire()
+    events, done = [Event()], Event()
+    jobs = waiters_of([make_client()], "again", events, done)
+    queue = keys.lock_wake_queue("again")
+    assert wait_until(lambda: r.zcard(queue) == 1)
+    (waiter,) = r.zrange(queue, 0, -1)
+    releaser = first.client_id
+    holder.release()
+    assert events[0].wait(2)
+    assert r.zrange(queue, 0, -1) == [waiter, releaser.encode()]
+    first.close()  # its lingering subscription goes; a stand-in waits again:
+    assert wait_until(lambda: listening(r, "again") == 1)  # the new holder's
+    again = r.pubsub()
+    again.subscribe(keys.lock_channel("again"), keys.lock_client_channel("again", releaser))
+    messages = Messages(r, "again")
+    try:
+        assert again.get_message(timeout=1)["type"] == "subscribe"
+        assert again.get_message(timeout=1)["type"] == "subscribe"
+        served(done, jobs)  # the waiter releases
+        seen = messages.take()
+        assert seen == [(keys.lock_client_channel("again", releaser), "0")], seen
+    finally:
+        messages.close()
+        again.close()

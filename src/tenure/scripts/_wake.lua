@@ -7,21 +7,37 @@
 --
 -- (Include _wake_register.lua before this fragment.)
 --
--- wake_one(queue, channel, prefix, message, skip, idle): publish `message` to the client
--- channel of the oldest live registered client (not `skip`), moved to the back of the queue,
--- when every listener of `channel` (less `idle` known not to wait: the releaser's own
--- lingering subscription) is such a client; else to `channel`. Clients whose client
--- channel nobody listens on are dropped. Returns the client woken, or false and the number
--- of listeners the channel message reached.
-local function wake_one(queue, channel, prefix, message, skip, idle)
-    local ids = redis.call('zrange', queue, 0, -1)
-    local dead, chosen = {}, nil
-    if #ids > 0 then
-        local listeners = redis.call('pubsub', 'numsub', channel)[2] - (idle or 0)
+-- wake_one(queue, channel, prefix, message, skip, idle, back): publish `message` to the
+-- client channel of the oldest live registered client (not `skip`), moved to the back of the
+-- queue, when every listener of `channel` (less `idle` known not to wait: the releaser's own
+-- lingering subscription) is such a client; else to `channel`. Clients whose client channel
+-- nobody listens on are dropped. `back` (optional): a client put at the back of the queue,
+-- after the one woken, when the unlock reached someone (the lock is contended) and `back` is
+-- not a live registered client already. One PUBSUB NUMSUB counts every listener at once.
+-- Returns the client woken, or false and the number of listeners the channel message reached.
+local function wake_one(queue, channel, prefix, message, skip, idle, back)
+    local entries = redis.call('zrange', queue, 0, -1, 'withscores')
+    local dead, chosen, last, placed = {}, nil, 0, false
+    if #entries > 0 then
+        last = tonumber(entries[#entries])
+        local names = {channel}
+        for i = 1, #entries, 2 do
+            names[#names + 1] = prefix .. entries[i]
+        end
+        local counts = {}
+        for first = 1, #names, 512 do -- unpack() has a stack limit: a few hundred at a time
+            local reply = redis.call('pubsub', 'numsub', unpack(names, first, math.min(first + 511, #names)))
+            for i = 2, #reply, 2 do
+                counts[#counts + 1] = tonumber(reply[i])
+            end
+        end
+        local listeners = counts[1] - (idle or 0)
         local live = 0
-        for _, id in ipairs(ids) do
-            if redis.call('pubsub', 'numsub', prefix .. id)[2] > 0 then
+        for i = 1, #entries, 2 do
+            local id = entries[i]
+            if counts[(i + 1) / 2 + 1] > 0 then
                 live = live + 1
+                placed = placed or id == back
                 if chosen == nil and id ~= skip then
                     chosen = id
                 end
@@ -35,12 +51,22 @@ local function wake_one(queue, channel, prefix, message, skip, idle)
     end
     -- The PUBLISH (which an ACL can refuse) before any write.
     local heard = redis.call('publish', chosen and prefix .. chosen or channel, message)
-    for _, id in ipairs(dead) do
-        redis.call('zrem', queue, id)
+    if #dead > 0 then
+        redis.call('zrem', queue, unpack(dead))
+    end
+    local moved = {}
+    if chosen then
+        moved = {last + 1, chosen}
+    end
+    if back and not placed and back ~= chosen and (chosen or heard > (idle or 0)) then
+        moved[#moved + 1] = last + 2
+        moved[#moved + 1] = back
+    end
+    if #moved > 0 then
+        redis.call('zadd', queue, unpack(moved))
+        redis.call('pexpire', queue, QUEUE_MS)
     end
     if chosen then
-        redis.call('zrem', queue, chosen)
-        register(queue, chosen)
         return chosen, heard
     end
     return false, heard

@@ -11,6 +11,12 @@
 -- One HMGET answers the kind checks and the owner's count (lock_count).
 -- The PUBLISH (which an ACL can refuse) comes before the DEL: a refused one changes nothing,
 -- and as the script is atomic nobody is woken before the key is gone.
+-- A release that woke someone (the lock is contended) also puts the releaser's client at the
+-- back of the wake queue: a releaser that waits again at once (within its yield to the client
+-- it woke, before any attempt of its own registers it) is then a registered client, and the
+-- next unlock still goes to one client instead of the channel. Registered means "may wait":
+-- a client whose own channel nobody listens on (it has no waiter) is dropped by the next
+-- unlock, and never counted among the live ones.
 -- @include kinds
 -- @include wake_register
 -- @include wake
@@ -28,7 +34,7 @@ if count > 1 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end
-local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[4], ARGV[1], false, tonumber(ARGV[6]))
+local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[4], ARGV[1], false, tonumber(ARGV[6]), ARGV[5])
 redis.call('del', KEYS[1])
 if woken then
     return woken == ARGV[5] and -1 or -2
