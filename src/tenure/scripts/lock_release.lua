@@ -8,7 +8,7 @@
 -- -1 when the unlock woke the releaser's own client alone, -2 when it woke one other client
 -- alone, else 1 + the number of listeners the channel message reached (the releaser need not
 -- barge ahead of a client it woke).
--- One HMGET answers the kind checks and the owner's count (lock_count).
+-- One HMGET answers the kind checks and the owner's count (lock_count, in release_hold).
 -- The PUBLISH (which an ACL can refuse) comes before the DEL: a refused one changes nothing,
 -- and as the script is atomic nobody is woken before the key is gone.
 -- A release that woke someone (the lock is contended) also puts the releaser's client at the
@@ -18,21 +18,13 @@
 -- a client whose own channel nobody listens on (it has no waiter) is dropped by the next
 -- unlock, and never counted among the live ones.
 -- @include kinds
+-- @include release_hold
 -- @include wake_register
 -- @include wake
 
-local found, wrong = lock_count(KEYS[1], ARGV[3])
-if wrong then
-    return wrong
-end
-local count = tonumber(found)
-if not count then
-    return nil
-end
-if count > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[3], -1)
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return 0
+local held = release_hold(KEYS[1], ARGV[3], ARGV[2])
+if held ~= 'last' then
+    return held
 end
 local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[4], ARGV[1], false, tonumber(ARGV[6]), ARGV[5])
 redis.call('del', KEYS[1])
