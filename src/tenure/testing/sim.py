@@ -1621,9 +1621,10 @@ class Sim:
         self.server = Server(self)
         if self.options.plant == "release_without_owner_check":
             source = scripts.get("lock_release").source
-            bug = "if not count then\n    count = 1\nend"
+            # release_hold (_release_hold.lua) counts the owner's holds, inside a function
+            bug = "    if not count then\n        count = 1\n    end"
             self.server.sources["lock_release"] = source.replace(
-                "if not count then\n    return nil\nend", bug
+                "    if not count then\n        return nil\n    end", bug
             )
             assert bug in self.server.sources["lock_release"]
         elif self.options.plant == "campaign_without_leader_check":
