@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import statistics
-import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -127,43 +128,56 @@ def uncontended_async(results: Results, url: str, n: int) -> None:
 
 
 # ---------------------------------------------------------------- handoff
-class _Handoff:
-    """A holder and a waiter (another thread, its own client or connection) of one lock."""
+def _waiter(subject: str, url: str, name: str, conn: Any) -> None:
+    """The waiting side of a handoff, in its own process: on each request, say so, acquire,
+    note the time (CLOCK_MONOTONIC, the same clock in every process), release, send it."""
+    acquire, release, close = peers.FACTORIES[subject](url, name)
+    try:
+        while conn.recv():
+            conn.send(None)
+            acquire()
+            stamp = time.perf_counter()
+            release()
+            conn.send(stamp)
+    finally:
+        close()
 
-    def __init__(self, factory: peers.Factory, url: str, name: str) -> None:
-        self.holder = factory(url, name)
-        self.waiter = factory(url, name)
+
+class _Handoff:
+    """A holder (this process) and a waiter (another process, its own client) of one lock."""
+
+    def __init__(self, subject: str, url: str, name: str) -> None:
+        self.holder = peers.FACTORIES[subject](url, name)
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_waiter, args=(subject, url, name, child), daemon=True)
+        self.process.start()
+        self.once()  # the waiter's connections and subscription made: not measured
 
     def once(self) -> tuple[float, float]:
         """One handoff: seconds from the holder's release() call, and from its return, to the
         waiter's acquire() returning."""
         holder_acquire, holder_release, _ = self.holder
-        waiter_acquire, waiter_release, _ = self.waiter
         holder_acquire()
-        started = threading.Event()
-        stamp: list[float] = []
-
-        def wait() -> None:
-            started.set()
-            waiter_acquire()
-            stamp.append(time.perf_counter())
-            waiter_release()
-
-        t = threading.Thread(target=wait)
-        t.start()
-        started.wait()
+        self.conn.send(True)
+        if not self.conn.poll(60):
+            raise TimeoutError("the waiter process did not start its wait")
+        self.conn.recv()
         # The waiter must be asleep in its wait, not still trying: nothing observable says
         # so for every library, so give its first attempt and subscription time.
         time.sleep(0.02)
         called = time.perf_counter()
         holder_release()
         returned = time.perf_counter()
-        t.join(30)
-        return stamp[0] - called, stamp[0] - returned
+        if not self.conn.poll(60):
+            raise TimeoutError("the waiter did not acquire within 60 s of the release")
+        stamp = self.conn.recv()
+        return stamp - called, stamp - returned
 
     def close(self) -> None:
         self.holder[2]()
-        self.waiter[2]()
+        self.conn.send(False)
+        self.process.join(10)
 
 
 POLLING = {"redis-py Lock", "sherlock"}  # a 0.1 s poll: every fifth round says enough
@@ -171,10 +185,10 @@ POLLING = {"redis-py Lock", "sherlock"}  # a 0.1 s poll: every fifth round says 
 
 def handoff(results: Results, url: str, rounds: int) -> None:
     """Path 3: ms from the holder's release() (its return, and its call) to the waiter's
-    acquire() returning: median, p99 and worst. Every subject takes one turn per round, in an
-    order shuffled afresh each round (the same load for all)."""
+    acquire() returning, the waiter in another process: median, p99 and worst. Every subject
+    takes one turn per round, in an order shuffled afresh each round (the same load for all)."""
     names = list(peers.TENURE) + peers.available("python-redis-lock", "redis-py Lock", "sherlock")
-    cases = {name: _Handoff(peers.FACTORIES[name], url, f"bench:h:{name}") for name in names}
+    cases = {name: _Handoff(name, url, f"bench:h:{name}") for name in names}
     gaps: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     try:
         for i, order in rounds_of(names, rounds):
