@@ -265,17 +265,6 @@ def goals(res: Results) -> list[Goal]:
     if last is not None and math.isfinite(last):
         name = "latch, 100 waiters: ms to the last wake-up"
         out.append(Goal(name, [("", last, "≤ 15", last <= 15)]))
-    lock = get("uncontended", "tenure Lock", "us")
-    sherlock = get("uncontended", "sherlock", "us")
-    if lock is not None and sherlock is not None:
-        r = lock / sherlock
-        out.append(Goal("uncontended sync Lock ÷ sherlock", [("", r, "≤ 0.82", r <= 0.82)]))
-    alock = get("uncontended-async", "tenure AsyncLock", "us")
-    apeer = get("uncontended-async", "redis.asyncio Lock", "us")
-    if alock is not None and apeer is not None:
-        r = alock / apeer
-        out.append(Goal("uncontended AsyncLock ÷ redis.asyncio Lock",
-                        [("", r, "≤ 0.76", r <= 0.76)]))  # fmt: skip
     return out
 
 
