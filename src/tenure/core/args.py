@@ -92,10 +92,13 @@ def to_ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
-def bind_callback(callback: Any, subject: object) -> Callable[[], None] | None:
-    """``on_lost``, checked (callable or None) and bound to the public object it reports."""
+def bind_callback(
+    callback: Any, subject: object, what: str = "on_lost"
+) -> Callable[[], None] | None:
+    """``callback`` (the argument named ``what``: ``on_lost``, ``on_doubt``), checked
+    (callable or None; TypeError otherwise) and bound to the public object it reports."""
     if callback is None:
         return None
     if not callable(callback):
-        raise TypeError(f"on_lost must be callable, not {type(callback).__name__}")
+        raise TypeError(f"{what} must be callable, not {type(callback).__name__}")
     return functools.partial(callback, subject)
