@@ -59,9 +59,7 @@ class AsyncLock(AsyncLockContext):
         """The client's runner (what carries out the lock's flows)."""
         self.core = self.core_class(runner.ctx, name, bind_callback(on_lost, self))
         """The lock's algorithm (`tenure.core`)."""
-        if on_doubt is not None and not callable(on_doubt):
-            raise TypeError(f"on_doubt must be callable, not {type(on_doubt).__name__}")
-        self.core.on_doubt = bind_callback(on_doubt, self)
+        self.core.on_doubt = bind_callback(on_doubt, self, "on_doubt")
 
     @property
     def name(self) -> str:  # type: ignore[override]
