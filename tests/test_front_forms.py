@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Coroutine
+from typing import Any, cast
 
 import pytest
 
@@ -24,9 +26,11 @@ def test_decorator_forms_acquire_around_each_call(make_client, r):
     def leased() -> float:
         return float(r.pttl("deco"))
 
-    assert plain(21) == 42 and plain.__name__ == "plain"
+    assert plain(21) == 42
+    assert plain.__name__ == "plain"
     assert 0 < leased() <= 5000
-    assert seen == [1] and r.exists("deco") == 0  # held inside, released after each call
+    assert seen == [1]
+    assert r.exists("deco") == 0
 
     other = make_client().lock("deco")
     assert other.acquire()
@@ -56,9 +60,14 @@ def test_async_decorator_forms(server, r):
 
 def test_body_error_propagates_with_the_loss_as_a_note(make_client, r):
     lock = make_client().lock("note")
-    with pytest.raises(ValueError) as caught, lock:
-        r.delete("note")  # the hold is gone while the body runs
-        raise ValueError("body failed")
+
+    def body_fails() -> None:
+        with lock:
+            r.delete("note")  # the hold is gone while the body runs
+            raise ValueError("body failed")
+
+    with pytest.raises(ValueError, match="body failed") as caught:
+        body_fails()
     assert any("LockLostError" in note or "NotOwned" in note for note in caught.value.__notes__)
 
     with pytest.raises(tenure.NotOwnedError), lock:  # a body that completed: the loss raises
@@ -105,7 +114,10 @@ def test_async_owner_is_the_caller_even_through_another_task(server, r):
         async with tenure.AsyncClient(server.url) as client:
             lock = client.lock("caller")
             assert await asyncio.wait_for(lock.acquire(), 5)  # runs in a task of its own
-            assert await asyncio.create_task(lock.owned()) is True
+            # owned() is a coroutine whose owner was fixed here, at the call (the Awaitable
+            # in its signature says no more): awaited in another task, it is still ours
+            owned = cast(Coroutine[Any, Any, bool], lock.owned())
+            assert await asyncio.create_task(owned) is True
             assert await lock.hold_count() == 1
             await asyncio.gather(lock.acquire())  # another wrapping task: a reentry
             assert await lock.hold_count() == 2
@@ -114,7 +126,8 @@ def test_async_owner_is_the_caller_even_through_another_task(server, r):
             assert not await lock.locked()
             fenced = client.fenced_lock("caller-f")
             token = await asyncio.wait_for(fenced.acquire_token(), 5)
-            assert token is not None and fenced.token == token
+            assert token is not None
+            assert fenced.token == token
             await fenced.release()
 
     asyncio.run(main())

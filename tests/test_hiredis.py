@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+import redis
 
 import tenure
 
@@ -18,7 +19,9 @@ def test_lock_cycles_on_spare_connections_with_the_hiredis_parser(
     make_client: Callable[..., tenure.Client],
 ) -> None:
     client = make_client()
+    assert isinstance(client.redis, redis.Redis)
     probe = client.redis.connection_pool.make_connection()
+    assert isinstance(probe, redis.connection.AbstractConnection)
     assert "Hiredis" in type(probe._parser).__name__  # the parser this test is about
     probe.disconnect()
     lock = client.lock("hiredis")

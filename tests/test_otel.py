@@ -216,4 +216,5 @@ def test_a_loss_only_a_release_finds_is_one_warning(make_client, r, caplog):
     with pytest.raises(tenure.LockLostError):
         lock.release()
     warnings = _loss_warnings(caplog)
-    assert len(warnings) == 1 and "found at release" in warnings[0], warnings
+    assert len(warnings) == 1, warnings
+    assert "found at release" in warnings[0], warnings

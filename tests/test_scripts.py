@@ -27,7 +27,8 @@ LEASE = 0.6
 # ------------------------------------------------------------------ loading and splicing
 def test_every_script_loads_with_its_fragments_spliced(r: redis.Redis) -> None:
     names = scripts.names()
-    assert "lock_acquire" in names and not any(n.startswith("_") for n in names)
+    assert "lock_acquire" in names
+    assert not any(n.startswith("_") for n in names)
     for name in names:
         script = scripts.get(name)
         assert "@include" not in script.source, name
@@ -65,10 +66,11 @@ def test_shared_blocks_exist_once() -> None:
 
 def test_splice_replaces_only_whole_include_lines() -> None:
     spliced = scripts.splice("a\n  -- @include server_time\nb -- @include server_time\n")
-    assert spliced.startswith("a\n-- now_ms()") and spliced.endswith("b -- @include server_time\n")
+    assert spliced.startswith("a\n-- now_ms()")
+    assert spliced.endswith("b -- @include server_time\n")
     with pytest.raises(FileNotFoundError):
         scripts.splice("-- @include no_such_fragment\n")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is a fragment"):
         scripts.get("_server_time")
 
 
@@ -106,9 +108,11 @@ def test_lock_acquire_calls_per_outcome(
     assert calls.pop("evalsha") == 1
     assert calls == inner
     if reply is None:
-        assert got is None and r.hget(name, "me") == (b"2" if held_by == "me" else b"1")
+        assert got is None
+        assert r.hget(name, "me") == (b"2" if held_by == "me" else b"1")
     else:
-        assert 0 < got <= 20000 and r.hget(name, "me") is None
+        assert 0 < got <= 20000
+        assert r.hget(name, "me") is None
 
 
 # ------------------------------------------------------------------ slots and batches
@@ -138,6 +142,9 @@ class FakeLock:
     def renewal_channel(self) -> str:
         return f"channel:{self.key}"
 
+    def hold_in_doubt(self, owner: str) -> None:
+        pass
+
 
 def test_renewal_batches_layout_and_slots() -> None:
     table = HoldTable()
@@ -149,10 +156,12 @@ def test_renewal_batches_layout_and_slots() -> None:
             table.push(lock, lock.key, f"u:{i}", f"u:{i}", renewal, None, applied=30.0, sent=0.0)
     holds = table.watchdog_holds()
     plain = list(watchdog.batches(holds))
-    assert sum(len(b) for _, b in plain) == 250 and len(plain) == 4  # 125 + 125 holds
+    assert sum(len(b) for _, b in plain) == 250
+    assert len(plain) == 4
     sloted = list(watchdog.batches(holds, by_slot=True))
     groups = {(h.renewal, keys.key_slot(h.key)) for h in holds}
-    assert sum(len(b) for _, b in sloted) == 250 and len(sloted) == len(groups) > 7
+    assert sum(len(b) for _, b in sloted) == 250
+    assert len(sloted) == len(groups) > 7
     for script_of_batch, batch in sloted:
         assert len(batch) <= watchdog.BATCH
         assert {h.renewal for h in batch} == {script_of_batch}
@@ -162,7 +171,8 @@ def test_renewal_batches_layout_and_slots() -> None:
     at = 0
     triples = zip(call.args[1::3], call.args[2::3], call.args[3::3], strict=True)
     for hold, (owner, count, channel) in zip(holds[:3], triples, strict=True):
-        assert owner == hold.field and call.keys[at] == hold.key
+        assert owner == hold.field
+        assert call.keys[at] == hold.key
         assert channel == hold.renewal_channel() == f"channel:{hold.key}"
         assert list(call.keys[at : at + int(count)]) == hold.renewal_keys()
         at += int(count)
@@ -210,14 +220,17 @@ def scenario(make_client: object, name: str) -> None:
         time.sleep(LEASE / 3 * 1.6)  # at least one renewal pass
 
     lock = a.lock(f"lk{name}")
-    assert lock.acquire() and lock.acquire(lease_time=5)
+    assert lock.acquire()
+    assert lock.acquire(lease_time=5)
     renewed()
     lock.release()
     lock.release()
-    assert lock.acquire() and lock.force_release()
+    assert lock.acquire()
+    assert lock.force_release()
     # A targeted wake-up passed on (what a client that cannot use one runs), as it is sent.
-    wake = lock.core.subscription(a._runner.owner(), None).relay  # type: ignore[attr-defined]
-    assert wake is not None and wake.script.name == "lock_wake"
+    wake = lock.core.subscription(a._runner.owner(), None).relay
+    assert wake is not None
+    assert wake.script.name == "lock_wake"
     a.redis.evalsha(wake.script.sha, len(wake.keys), *wake.keys, *wake.args)
     leased = a.lock(f"lx{name}")
     assert leased.acquire(lease_time=5)
@@ -227,22 +240,27 @@ def scenario(make_client: object, name: str) -> None:
     leased.release()
 
     spin = a.spin_lock(f"sp{name}")
-    assert spin.acquire() and spin.acquire()
+    assert spin.acquire()
+    assert spin.acquire()
     spin.release()
     spin.release()
-    assert spin.acquire() and spin.force_release()
+    assert spin.acquire()
+    assert spin.force_release()
 
     election = a.election(f"el{name}")
     assert election.campaign("v") == 1
     assert b.election(f"el{name}").campaign("w", timeout=0) is None  # joins, gives up
     renewed()
-    assert election.proclaim("v2") == 1 and election.leader() is not None
+    assert election.proclaim("v2") == 1
+    assert election.leader() is not None
     election.resign()
 
     fenced = a.fenced_lock(f"fe{name}")
     assert fenced.acquire()
     token = fenced.token
-    assert token is not None and fencing.fenced_write(a.redis, f"res{name}", token, "v")
+    assert token is not None
+    assert isinstance(a.redis, redis.Redis)  # one server
+    assert fencing.fenced_write(a.redis, f"res{name}", token, "v")
     fenced.release()
 
     fair = a.fair_lock(f"fa{name}")
@@ -265,24 +283,29 @@ def scenario(make_client: object, name: str) -> None:
 
     rw, other = a.read_write_lock(f"rw{name}"), b.read_write_lock(f"rw{name}")
     read, write = rw.read_lock(), rw.write_lock()
-    assert read.acquire(lease_time=5) and read.acquire(lease_time=5)
+    assert read.acquire(lease_time=5)
+    assert read.acquire(lease_time=5)
     read.extend(1)
     read.release()
     read.release()
-    assert read.acquire() and read.acquire(lease_time=5)
+    assert read.acquire()
+    assert read.acquire(lease_time=5)
     assert other.read_lock().acquire()  # another reader: declarations of all readers
     assert a.inspect(f"rw{name}").kind == "rw"  # read-only, read-hold keys declared
     renewed()
     read.release()
     read.release()
     other.read_lock().release()
-    assert write.acquire() and read.acquire()
+    assert write.acquire()
+    assert read.acquire()
     renewed()
     write.release()  # downgrade to the caller's read hold
     assert other.read_lock().acquire()
     read.release()
-    assert read.acquire() and read.force_release()
-    assert write.acquire() and write.force_release()
+    assert read.acquire()
+    assert read.force_release()
+    assert write.acquire()
+    assert write.force_release()
     writer = a.read_write_lock(f"rx{name}").write_lock()
     assert writer.acquire(lease_time=5)
     writer.extend(1)
@@ -292,14 +315,16 @@ def scenario(make_client: object, name: str) -> None:
         assert sem.try_set_permits(2)
         sem.set_permits(3)
         sem.add_permits(1)
-        assert sem.available_permits() == 4 and sem.drain_permits() == 4
+        assert sem.available_permits() == 4
+        assert sem.drain_permits() == 4
         sem.add_permits(2)
     plain = a.semaphore(f"se{name}")
     assert plain.acquire(2)
     plain.release(2)
     psem = a.permit_expirable_semaphore(f"ps{name}")
     permit = psem.acquire()
-    assert permit is not None and psem.remaining_lease(permit)
+    assert permit is not None
+    assert psem.remaining_lease(permit)
     renewed()
     assert psem.update_lease_time(permit, 5)
     psem.release(permit)
@@ -307,7 +332,8 @@ def scenario(make_client: object, name: str) -> None:
     latch = a.count_down_latch(f"la{name}")
     assert latch.try_set_count(1)
     latch.count_down()
-    assert latch.try_set_count(1) and latch.delete()
+    assert latch.try_set_count(1)
+    assert latch.delete()
 
 
 @pytest.mark.parametrize("name", ["plain", "{tag}ged"])

@@ -181,9 +181,11 @@ async def test_tenure_waiter_among_redisson_waiters_keeps_its_place_and_turn(
     assert java.unlock(1) == 1  # wakes the tenure waiter, now the head
     at = await job.result(15)  # and released: that wakes thread 2
     assert at - unlocked < 1.0, f"woken {at - unlocked:.3f} s after the unlock"
-    assert queue_of(r, "shared") == [java.owner(2)] and r.hlen(alive_key("shared")) == 0
+    assert queue_of(r, "shared") == [java.owner(2)]
+    assert r.hlen(alive_key("shared")) == 0
     assert java.acquire(2) is None  # in order: Java, Java, tenure, Java
-    assert queue_of(r, "shared") == [] and deadlines(r, "shared") == {}
+    assert queue_of(r, "shared") == []
+    assert deadlines(r, "shared") == {}
     assert java.unlock(2) == 1
 
 
@@ -198,7 +200,8 @@ async def test_dead_redisson_waiter_is_dropped_by_tenure_and_the_next_woken(
     java = Redisson(r, "dead-java")
     holder = async_make_client().fair_lock("dead-java")
     assert await holder.acquire()  # under the watchdog
-    assert java.acquire(1) is not None and java.acquire(2) is not None
+    assert java.acquire(1) is not None
+    assert java.acquire(2) is not None
     lock = async_make_client().fair_lock("dead-java")
     job = async_spawn(take_and_release, lock)
     assert await async_wait_until(lambda: len(queue_of(r, "dead-java")) == 3)
@@ -210,7 +213,8 @@ async def test_dead_redisson_waiter_is_dropped_by_tenure_and_the_next_woken(
     assert queue_of(r, "dead-java") == [java.owner(2), me]
     at = await job.result(15)
     assert at - granted < 1.0 + 0.5, f"took {at - granted:.3f} s after the grant"
-    assert queue_of(r, "dead-java") == [] and deadlines(r, "dead-java") == {}
+    assert queue_of(r, "dead-java") == []
+    assert deadlines(r, "dead-java") == {}
 
 
 async def test_dead_tenure_waiter_in_a_shared_queue_is_dropped_within_one_renewal_period(
@@ -225,7 +229,8 @@ async def test_dead_tenure_waiter_in_a_shared_queue_is_dropped_within_one_renewa
     waiter behind them."""
     java = Redisson(r, "dead-tenure")
     assert java.acquire(0, lease_ms=60_000) is None
-    assert java.acquire(1) is not None and java.acquire(2) is not None
+    assert java.acquire(1) is not None
+    assert java.acquire(2) is not None
     ready = SPAWN.Event()
     proc = SPAWN.Process(target=fair_wait, args=(server.url, "dead-tenure", None, ready, WATCHDOG))
     proc.start()

@@ -20,7 +20,7 @@ async def test_the_default_name_is_host_and_pid(async_make_client):
     client = async_make_client()
     assert client.name == f"{socket.gethostname()}:{os.getpid()}"
     assert async_make_client(name="billing-worker").name == "billing-worker"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must not be empty"):
         async_make_client(name="")
     with pytest.raises(TypeError):
         async_make_client(name=42)

@@ -91,7 +91,8 @@ async def test_loss_found_by_the_watchdog_is_a_warning(async_make_client, r, ten
     assert await reported.wait(5), "the watchdog did not report the loss"
     assert await warned.event.wait(1), "no WARNING record for the loss"
     message = warned.records[0].getMessage()
-    assert "lost" in message and client.client_id in message, message
+    assert "lost" in message, message
+    assert client.client_id in message, message
     with pytest.raises(tenure.LockLostError):
         await lock.release()
 
@@ -105,7 +106,8 @@ async def test_loss_found_at_release_is_a_warning(async_client, r, tenure_log):
         await lock.release()
     assert warned.records, "no WARNING record for the loss"
     message = warned.records[0].getMessage()
-    assert "found at release" in message and async_client.client_id in message, message
+    assert "found at release" in message, message
+    assert async_client.client_id in message, message
 
 
 async def test_failed_renewal_is_a_warning(async_make_client, r, tenure_log):
@@ -116,4 +118,5 @@ async def test_failed_renewal_is_a_warning(async_make_client, r, tenure_log):
     r.client_pause(1200, all=True)  # the next renewal call times out
     assert await warned.event.wait(5), "no WARNING record for the failed renewal"
     message = warned.records[0].getMessage()
-    assert "'stalled'" in message and client.client_id in message, message
+    assert "'stalled'" in message, message
+    assert client.client_id in message, message

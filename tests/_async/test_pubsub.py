@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from functools import partial
 
+import pytest
+
 from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
-from support.wire import pubsub_clients, shared_channels
+from support.wire import numsub, pubsub_clients
 from tenure import keys
 from tenure._concurrency import async_waiter_key
 
@@ -27,7 +29,8 @@ async def test_many_waiters_share_one_connection(async_make_client, r):
             await lock.release()
 
     jobs = [async_spawn(partial(take, names[i % 2])) for i in range(20)]
-    assert await async_wait_until(lambda: len(shared_channels(r)) == 2, 5, 0.02)
+    channels = [keys.lock_channel(name) for name in names]
+    assert await async_wait_until(lambda: [numsub(r, c) for c in channels] == [1, 1], 5, 0.02)
     assert pubsub_clients(r) == 1
     await holder.force_release()
     await async_make_client().lock("other").force_release()
@@ -48,11 +51,11 @@ async def test_waiter_survives_pubsub_reconnect(async_make_client, r):
             await waiter.release()  # the owner is this caller
 
     job = async_spawn(wait)
-    channel = [b"redisson_lock__channel:{re}"]
-    assert await async_wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
+    channel = keys.lock_channel("re")
+    assert await async_wait_until(lambda: numsub(r, channel) == 1, 5, 0.02)
     assert r.client_kill_filter(_type="pubsub") >= 1
     assert await async_wait_until(
-        lambda: shared_channels(r) == channel and pubsub_clients(r) == 1, 5, 0.02
+        lambda: numsub(r, channel) == 1 and pubsub_clients(r) == 1, 5, 0.02
     )
     await holder.release()
     assert await got.wait(2), "the waiter missed the unlock after its listener reconnected"
@@ -155,19 +158,16 @@ async def test_a_refused_subscribe_is_an_error_for_its_channel_only(async_make_c
             return got
 
         job = async_spawn(take)
-        channel = [b"redisson_lock__channel:{open}"]
-        assert await async_wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
+        channel = keys.lock_channel("open")
+        assert await async_wait_until(lambda: numsub(r, channel) == 1, 5, 0.02)
         before = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
         assert len(before) == 1
 
         started = time.monotonic()
-        try:
+        closed = r"redisson_lock__channel:\{closed\}"
+        with pytest.raises(tenure.BackendError, match=closed) as refused:
             await client.lock("closed").acquire(timeout=20)
-        except tenure.BackendError as error:
-            assert "redisson_lock__channel:{closed}" in str(error)
-            assert "NOPERM" in str(error) or "permission" in str(error).lower()
-        else:
-            raise AssertionError("a refused SUBSCRIBE must raise BackendError")
+        assert "NOPERM" in str(refused.value) or "permission" in str(refused.value).lower()
         assert time.monotonic() - started < 2.0  # no socket timeout, no retry loop
         await async_sleep(0.3)  # a reconnect loop would show here
         after = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
@@ -197,13 +197,23 @@ async def test_idle_waiters_send_nothing_while_their_holder_renews(async_make_cl
             done.append(1)
             await lock.release()
 
-    jobs = [async_spawn(take) for _ in range(50)]
-    assert await async_wait_until(lambda: r.pubsub_numsub(keys.lock_channel("crowd"))[0][1] == 1)
-    await async_sleep(1.0)  # the first attempts of all 50 are over
-
     def attempts() -> int:  # each acquire attempt runs one PTTL (renewals run none)
         return int(r.info("commandstats").get("cmdstat_pttl", {}).get("calls", 0))
 
+    channel = keys.lock_channel("crowd")
+    start = attempts()
+    jobs = [async_spawn(take) for _ in range(50)]
+    assert await async_wait_until(lambda: numsub(r, channel) == 1)
+
+    def parked() -> int:  # this client's waiters of the channel now in their Wait: asleep,
+        # or the one reading the shared socket meanwhile (core/listening.py)
+        table = client._runner._listener._by_channel[channel]._table
+        entry = table.parking.channels.get(channel)
+        waiting = set(table.sleepers) | {table.reader}
+        return 0 if entry is None else len(waiting & entry.tickets.keys())
+
+    # every attempt before a wait is over once all 50 wait (the first attempts at least)
+    assert await async_wait_until(lambda: parked() == 50 and attempts() - start >= 50, 10)
     before = attempts()
     await async_sleep(4.0)  # past the lease end the first attempts saw, and one more
     idle = attempts() - before

@@ -27,13 +27,14 @@ async def red(nodes):
 
 
 async def test_empty_red_lock(async_client):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least one member"):
         async_client.red_lock()
 
 
 async def test_all_up(red, nodes):
     assert red.validity is None
     assert await red.acquire(lease_time=10)
+    assert red.validity is not None
     assert 0 < red.validity < 10
     assert sum(keys_on(nodes, "red")) >= 3  # a quorum at once; the others may still be answering
     assert await red.owned()

@@ -41,7 +41,8 @@ async def test_grant_answered_after_its_lease_is_never_returned(proxy, async_mak
         proxy.thaw()
         assert await job.result(10) is False  # the late grant was undone, the wait went on
         assert await taker.owned()
-        assert not await lock.owned() and not lock.lost
+        assert not await lock.owned()
+        assert not lock.lost
         await taker.release()
     finally:
         proxy.thaw()
@@ -79,7 +80,8 @@ async def test_loss_reported_on_the_local_clock_during_a_partition(proxy):
             late = lost_at[name] - hold.valid_until
             print(f"{name}: on_lost {late * 1000:.1f} ms after the local expiry")
             assert 0 <= late < 0.25  # target 10 ms; generous for 2 shared cores
-        assert renewed.lost and leased.lost
+        assert renewed.lost
+        assert leased.lost
         with pytest.raises(tenure.LockLostError):
             await renewed.release()  # still partitioned: no I/O, or this would hang
         with pytest.raises(tenure.LockLostError):
@@ -102,7 +104,9 @@ async def test_hold_of_a_finished_owner_is_let_go(async_make_client, r, caplog):
     with caplog.at_level(logging.WARNING, logger="tenure"):
         assert await async_wait_until(lambda: not r.exists("orphaned"), timeout=3)
     assert any("orphaned" in m and "ended" in m for m in caplog.messages)
-    assert r.exists("kept") and await kept.owned() and not kept.lost
+    assert r.exists("kept")
+    assert await kept.owned()
+    assert not kept.lost
     await kept.release()
 
 
@@ -117,7 +121,8 @@ async def test_fenced_lock_forgets_the_tokens_of_owners_that_ended(async_client)
         return token
 
     tokens = [await async_spawn(request).result() for _ in range(300)]
-    assert tokens == sorted(tokens) and len(set(tokens)) == 300
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == 300
     assert len(ledger.core._tokens) < 150  # 300 owners came and went
 
 
@@ -147,7 +152,8 @@ async def test_acquire_that_timed_out_leaves_no_hold_once_the_server_answers(own
         assert await async_wait_until(lambda: not r.exists("ambiguous"), timeout=5)
         print(f"orphan hold gone {1000 * (time.monotonic() - answered):.0f} ms after resume")
         assert time.monotonic() - answered < 0.5 + 0.5  # target 0.5 s; slack for 2 cores
-        assert await lock.acquire() and await lock.hold_count() == 1
+        assert await lock.acquire()
+        assert await lock.hold_count() == 1
         await lock.release()
         assert not r.exists("ambiguous")  # the cycle after it frees the lock again
     finally:

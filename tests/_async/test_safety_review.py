@@ -26,11 +26,13 @@ async def test_read_side_is_locked_while_the_writer_holds_reads(
     assert not await read.locked()  # write mode, no read holds: the read side is free
     assert await read.acquire(lease_time=10)  # the writer takes a read hold too
     assert r.hget("rw16", "mode") == b"write"
-    assert await read.locked() and await write.locked()
+    assert await read.locked()
+    assert await write.locked()
     await read.release()
     assert not await read.locked()
     await write.release()
-    assert not await read.locked() and not await write.locked()
+    assert not await read.locked()
+    assert not await write.locked()
 
 
 # ------------------------------------------------------------------ item 19: extend
@@ -56,13 +58,19 @@ async def test_extend_adds_to_the_remaining_lease(
     assert await lock.acquire(lease_time=2)
     assert await lock.acquire(lease_time=2)  # every hold of the caller shares the expiry
     await lock.extend(20)
-    assert 20 < await lock.remaining_lease() <= 24  # a write re-entry adds its lease
+    remaining = await lock.remaining_lease()
+    assert remaining is not None
+    assert 20 < remaining <= 24  # a write re-entry adds its lease
     if kind == "read":  # each read hold's own timeout key was extended too
         timeouts = r.keys("{ext}:*:rwlock_timeout:*")
-        assert len(timeouts) == 2 and all(20_000 < r.pttl(k) <= 22_000 for k in timeouts)
+        assert len(timeouts) == 2
+        assert all(20_000 < r.pttl(k) <= 22_000 for k in timeouts)
     # the client's record follows: its newest lease now counts from the extension
     hold = async_client._runner.ctx.holds.get(lock.core.key, lock.core.field(lock.runner.owner()))
-    assert hold is not None and 20 < hold.leases[-1] <= 24
+    assert hold is not None
+    newest = hold.leases[-1]
+    assert newest is not None
+    assert 20 < newest <= 24
     await lock.release()
     await lock.release()
     assert r.keys("*") == [] or kind == "fenced"  # a fenced lock keeps its token counter
@@ -77,10 +85,13 @@ async def test_extend_leaves_the_fair_waiters_entries_alone(
     other = async_make_client().fair_lock("ext-fair")
     waiting = async_spawn(lambda: other.acquire(timeout=30))
     assert await async_wait_until(lambda: r.zcard("redisson_lock_timeout:{ext-fair}") == 1)
-    [(_, before)] = r.zrange("redisson_lock_timeout:{ext-fair}", 0, -1, withscores=True)
+    entry = "redisson_lock_timeout:{ext-fair}"
+    [before] = r.zrange(entry, 0, -1, withscores=True)
     await fair.extend(10)
-    assert 14 < await fair.remaining_lease() <= 15  # type: ignore[operator]
-    [(_, after)] = r.zrange("redisson_lock_timeout:{ext-fair}", 0, -1, withscores=True)
+    remaining = await fair.remaining_lease()
+    assert remaining is not None
+    assert 14 < remaining <= 15
+    [after] = r.zrange(entry, 0, -1, withscores=True)
     assert after == before
     await fair.release()
     assert await waiting.result() is True
@@ -201,7 +212,8 @@ async def test_keys_of_a_wrong_type_are_refused(
         return
     with pytest.raises(tenure.LockKindError, match=junk.replace("{", r"\{")):
         await lock.acquire(timeout=5)
-    assert r.keys("*") == [junk.encode()] and r.get(junk) == b"junk"
+    assert r.keys("*") == [junk.encode()]
+    assert r.get(junk) == b"junk"
 
 
 # ------------------------------------------------------------------ item 18
@@ -225,7 +237,8 @@ async def test_fenced_acquire_warns_once_per_client_without_persistence(
     await first.fenced_lock("f18").release()
     assert await first.fenced_lock("f18-other").acquire(lease_time=5)
     warnings = persistence_warnings(caplog)
-    assert len(warnings) == 1 and "go backwards" in warnings[0]
+    assert len(warnings) == 1
+    assert "go backwards" in warnings[0]
     second = async_make_client()
     assert await second.fenced_lock("f18").acquire(lease_time=5)
     assert len(persistence_warnings(caplog)) == 2  # once per client

@@ -17,7 +17,9 @@ def test_token_increments_on_every_acquisition_including_reentry(client, r):
     assert lock.token is None
     t1 = lock.acquire_token()
     t2 = lock.acquire_token()  # re-entry draws a new token too
-    assert t1 is not None and t2 == t1 + 1 and lock.token == t2
+    assert t1 is not None
+    assert t2 == t1 + 1
+    assert lock.token == t2
     assert lock.hold_count() == 2
     assert int(r.get(keys.token_key("ledger"))) == t2
     assert r.ttl(keys.token_key("ledger")) == -1  # the counter never expires
@@ -48,7 +50,8 @@ def test_tokens_strictly_increase_across_clients_and_callers(
         lock = c.fenced_lock("shared")
         for _ in range(rounds):
             token = lock.acquire_token(timeout=10)
-            assert token is not None and lock.token == token
+            assert token is not None
+            assert lock.token == token
             seen.append(token)  # appended in acquisition order: we hold the lock
             sleep(0)
             lock.release()
@@ -56,11 +59,13 @@ def test_tokens_strictly_increase_across_clients_and_callers(
     gather(*(partial(worker, c) for c in made for _ in range(per_client)))
     total = clients * per_client * rounds
     assert len(seen) == total
-    assert seen == sorted(seen) and len(set(seen)) == total
+    assert seen == sorted(seen)
+    assert len(set(seen)) == total
     lock = made[0].fenced_lock("shared")
     t1 = lock.acquire_token()
     t2 = lock.acquire_token()
-    assert t2 == t1 + 1 and lock.hold_count() == 2
+    assert t2 == t1 + 1
+    assert lock.hold_count() == 2
     lock.release()
     lock.release()
 
@@ -74,5 +79,5 @@ def test_fenced_write_refuses_lower_tokens_and_accepts_equal(r):
     assert tenure.fenced_read(r, "res") == (7, b"c")
     with pytest.raises(TypeError):
         tenure.fenced_write(r, "res", "7", b"x")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="token must be >= 0"):
         tenure.fenced_write(r, "res", -1, b"x")

@@ -20,7 +20,7 @@ def test_the_default_name_is_host_and_pid(make_client):
     client = make_client()
     assert client.name == f"{socket.gethostname()}:{os.getpid()}"
     assert make_client(name="billing-worker").name == "billing-worker"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must not be empty"):
         make_client(name="")
     with pytest.raises(TypeError):
         make_client(name=42)

@@ -91,7 +91,8 @@ def test_loss_found_by_the_watchdog_is_a_warning(make_client, r, tenure_log):
     assert reported.wait(5), "the watchdog did not report the loss"
     assert warned.event.wait(1), "no WARNING record for the loss"
     message = warned.records[0].getMessage()
-    assert "lost" in message and client.client_id in message, message
+    assert "lost" in message, message
+    assert client.client_id in message, message
     with pytest.raises(tenure.LockLostError):
         lock.release()
 
@@ -105,7 +106,8 @@ def test_loss_found_at_release_is_a_warning(client, r, tenure_log):
         lock.release()
     assert warned.records, "no WARNING record for the loss"
     message = warned.records[0].getMessage()
-    assert "found at release" in message and client.client_id in message, message
+    assert "found at release" in message, message
+    assert client.client_id in message, message
 
 
 def test_failed_renewal_is_a_warning(make_client, r, tenure_log):
@@ -116,4 +118,5 @@ def test_failed_renewal_is_a_warning(make_client, r, tenure_log):
     r.client_pause(1200, all=True)  # the next renewal call times out
     assert warned.event.wait(5), "no WARNING record for the failed renewal"
     message = warned.records[0].getMessage()
-    assert "'stalled'" in message and client.client_id in message, message
+    assert "'stalled'" in message, message
+    assert client.client_id in message, message

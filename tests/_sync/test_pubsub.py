@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from functools import partial
 
+import pytest
+
 from support.twins import Event, sleep, spawn, wait_until
-from support.wire import pubsub_clients, shared_channels
+from support.wire import numsub, pubsub_clients
 from tenure import keys
 from tenure._concurrency import waiter_key
 
@@ -27,7 +29,8 @@ def test_many_waiters_share_one_connection(make_client, r):
             lock.release()
 
     jobs = [spawn(partial(take, names[i % 2])) for i in range(20)]
-    assert wait_until(lambda: len(shared_channels(r)) == 2, 5, 0.02)
+    channels = [keys.lock_channel(name) for name in names]
+    assert wait_until(lambda: [numsub(r, c) for c in channels] == [1, 1], 5, 0.02)
     assert pubsub_clients(r) == 1
     holder.force_release()
     make_client().lock("other").force_release()
@@ -48,11 +51,11 @@ def test_waiter_survives_pubsub_reconnect(make_client, r):
             waiter.release()  # the owner is this caller
 
     job = spawn(wait)
-    channel = [b"redisson_lock__channel:{re}"]
-    assert wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
+    channel = keys.lock_channel("re")
+    assert wait_until(lambda: numsub(r, channel) == 1, 5, 0.02)
     assert r.client_kill_filter(_type="pubsub") >= 1
     assert wait_until(
-        lambda: shared_channels(r) == channel and pubsub_clients(r) == 1, 5, 0.02
+        lambda: numsub(r, channel) == 1 and pubsub_clients(r) == 1, 5, 0.02
     )
     holder.release()
     assert got.wait(2), "the waiter missed the unlock after its listener reconnected"
@@ -155,19 +158,16 @@ def test_a_refused_subscribe_is_an_error_for_its_channel_only(make_client, serve
             return got
 
         job = spawn(take)
-        channel = [b"redisson_lock__channel:{open}"]
-        assert wait_until(lambda: shared_channels(r) == channel, 5, 0.02)
+        channel = keys.lock_channel("open")
+        assert wait_until(lambda: numsub(r, channel) == 1, 5, 0.02)
         before = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
         assert len(before) == 1
 
         started = time.monotonic()
-        try:
+        closed = r"redisson_lock__channel:\{closed\}"
+        with pytest.raises(tenure.BackendError, match=closed) as refused:
             client.lock("closed").acquire(timeout=20)
-        except tenure.BackendError as error:
-            assert "redisson_lock__channel:{closed}" in str(error)
-            assert "NOPERM" in str(error) or "permission" in str(error).lower()
-        else:
-            raise AssertionError("a refused SUBSCRIBE must raise BackendError")
+        assert "NOPERM" in str(refused.value) or "permission" in str(refused.value).lower()
         assert time.monotonic() - started < 2.0  # no socket timeout, no retry loop
         sleep(0.3)  # a reconnect loop would show here
         after = {c["id"] for c in r.client_list() if c["user"] == "limited" and c["sub"] != "0"}
@@ -197,13 +197,23 @@ def test_idle_waiters_send_nothing_while_their_holder_renews(make_client, r):
             done.append(1)
             lock.release()
 
-    jobs = [spawn(take) for _ in range(50)]
-    assert wait_until(lambda: r.pubsub_numsub(keys.lock_channel("crowd"))[0][1] == 1)
-    sleep(1.0)  # the first attempts of all 50 are over
-
     def attempts() -> int:  # each acquire attempt runs one PTTL (renewals run none)
         return int(r.info("commandstats").get("cmdstat_pttl", {}).get("calls", 0))
 
+    channel = keys.lock_channel("crowd")
+    start = attempts()
+    jobs = [spawn(take) for _ in range(50)]
+    assert wait_until(lambda: numsub(r, channel) == 1)
+
+    def parked() -> int:  # this client's waiters of the channel now in their Wait: asleep,
+        # or the one reading the shared socket meanwhile (core/listening.py)
+        table = client._runner._listener._by_channel[channel]._table
+        entry = table.parking.channels.get(channel)
+        waiting = set(table.sleepers) | {table.reader}
+        return 0 if entry is None else len(waiting & entry.tickets.keys())
+
+    # every attempt before a wait is over once all 50 wait (the first attempts at least)
+    assert wait_until(lambda: parked() == 50 and attempts() - start >= 50, 10)
     before = attempts()
     sleep(4.0)  # past the lease end the first attempts saw, and one more
     idle = attempts() - before

@@ -27,13 +27,14 @@ def red(nodes):
 
 
 def test_empty_red_lock(client):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least one member"):
         client.red_lock()
 
 
 def test_all_up(red, nodes):
     assert red.validity is None
     assert red.acquire(lease_time=10)
+    assert red.validity is not None
     assert 0 < red.validity < 10
     assert sum(keys_on(nodes, "red")) >= 3  # a quorum at once; the others may still be answering
     assert red.owned()

@@ -41,7 +41,8 @@ def test_grant_answered_after_its_lease_is_never_returned(proxy, make_client, r)
         proxy.thaw()
         assert job.result(10) is False  # the late grant was undone, the wait went on
         assert taker.owned()
-        assert not lock.owned() and not lock.lost
+        assert not lock.owned()
+        assert not lock.lost
         taker.release()
     finally:
         proxy.thaw()
@@ -79,7 +80,8 @@ def test_loss_reported_on_the_local_clock_during_a_partition(proxy):
             late = lost_at[name] - hold.valid_until
             print(f"{name}: on_lost {late * 1000:.1f} ms after the local expiry")
             assert 0 <= late < 0.25  # target 10 ms; generous for 2 shared cores
-        assert renewed.lost and leased.lost
+        assert renewed.lost
+        assert leased.lost
         with pytest.raises(tenure.LockLostError):
             renewed.release()  # still partitioned: no I/O, or this would hang
         with pytest.raises(tenure.LockLostError):
@@ -102,7 +104,9 @@ def test_hold_of_a_finished_owner_is_let_go(make_client, r, caplog):
     with caplog.at_level(logging.WARNING, logger="tenure"):
         assert wait_until(lambda: not r.exists("orphaned"), timeout=3)
     assert any("orphaned" in m and "ended" in m for m in caplog.messages)
-    assert r.exists("kept") and kept.owned() and not kept.lost
+    assert r.exists("kept")
+    assert kept.owned()
+    assert not kept.lost
     kept.release()
 
 
@@ -117,7 +121,8 @@ def test_fenced_lock_forgets_the_tokens_of_owners_that_ended(client):
         return token
 
     tokens = [spawn(request).result() for _ in range(300)]
-    assert tokens == sorted(tokens) and len(set(tokens)) == 300
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == 300
     assert len(ledger.core._tokens) < 150  # 300 owners came and went
 
 
@@ -147,7 +152,8 @@ def test_acquire_that_timed_out_leaves_no_hold_once_the_server_answers(own_serve
         assert wait_until(lambda: not r.exists("ambiguous"), timeout=5)
         print(f"orphan hold gone {1000 * (time.monotonic() - answered):.0f} ms after resume")
         assert time.monotonic() - answered < 0.5 + 0.5  # target 0.5 s; slack for 2 cores
-        assert lock.acquire() and lock.hold_count() == 1
+        assert lock.acquire()
+        assert lock.hold_count() == 1
         lock.release()
         assert not r.exists("ambiguous")  # the cycle after it frees the lock again
     finally:

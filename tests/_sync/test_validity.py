@@ -10,7 +10,7 @@ import pytest
 
 import tenure
 from support.servers import Server
-from support.twins import sleep, wait_until
+from support.twins import is_asyncio, sleep, wait_until
 
 
 def test_valid_for_and_checkpoint_when_nothing_is_held(client):
@@ -74,7 +74,8 @@ def test_every_kind_has_validity(make_client, r):
         lock.release()
     write = rw.write_lock()
     write.acquire(lease_time=5)
-    assert 4 < write.valid_for() <= 5 and rw.read_lock().valid_for() == 0.0
+    assert 4 < write.valid_for() <= 5
+    assert rw.read_lock().valid_for() == 0.0
     write.release()
     other = make_client()
     multi = client.multi_lock(client.lock("v-m1"), other.lock("v-m2"))
@@ -109,14 +110,17 @@ def test_in_doubt_while_renewal_fails_and_cleared_by_a_confirmed_renewal(own_ser
             try:
                 # the next pass (within 1 s) times out after 0.25 s: in doubt, still valid
                 assert wait_until(lambda: lock.in_doubt, timeout=3)
-                assert lock.valid_for() > 0 and not lock.lost
+                assert lock.valid_for() > 0
+                assert not lock.lost
                 lock.checkpoint()  # still valid: no error
                 assert wait_until(lambda n=episode: len(doubts) == n, timeout=2)
             finally:
                 own_server.resume()
             # the next confirmed renewal clears it
             assert wait_until(lambda: not lock.in_doubt, timeout=3)
-            assert lock.valid_for() > 2 and not lock.lost and losses == []
+            assert lock.valid_for() > 2
+            assert not lock.lost
+            assert losses == []
             assert doubts == [lock] * episode  # once per episode
         lock.release()
     finally:
@@ -156,7 +160,8 @@ def test_a_hold_paused_past_its_lease_goes_from_doubt_to_lost(own_server):
         try:
             assert wait_until(lambda: lock.in_doubt, timeout=3)
             assert wait_until(lambda: lock.lost, timeout=3)
-            assert not lock.in_doubt and lock.valid_for() == 0.0
+            assert not lock.in_doubt
+            assert lock.valid_for() == 0.0
         finally:
             own_server.resume()
     finally:
@@ -187,14 +192,14 @@ def test_max_hold_stops_renewal_and_the_hold_ends(make_client, r):
 def test_max_hold_in_the_context_and_its_checks(make_client, r):
     lock = make_client(watchdog_timeout=0.6).lock("v-cap-ctx")
     for bad in (0, -1, float("nan"), float("inf")):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="max_hold"):
             lock.acquire(max_hold=bad)
     with pytest.raises(TypeError):
         lock.acquire(max_hold="1")
     assert not r.exists("v-cap-ctx")  # nothing sent
     with pytest.raises(tenure.LockLostError):
         with lock(max_hold=0.3):
-            sleep(3 if tenure.Client is not tenure.Client else 1.2)
+            sleep(3 if is_asyncio else 1.2)
     fenced = make_client(watchdog_timeout=0.6).fenced_lock("v-cap-fenced")
     assert fenced.acquire_token(max_hold=0.3) is not None
     assert wait_until(lambda: fenced.lost, timeout=3)
@@ -204,7 +209,8 @@ def test_without_max_hold_the_watchdog_keeps_renewing(make_client, r):
     lock = make_client(watchdog_timeout=0.6).lock("v-nocap")
     lock.acquire()
     sleep(1.5)
-    assert r.exists("v-nocap") and not lock.lost
+    assert r.exists("v-nocap")
+    assert not lock.lost
     lock.release()
 
 
@@ -218,7 +224,7 @@ def test_max_hold_caps_every_member_of_a_composite(make_client, r):
     assert wait_until(lambda: not r.exists("v-cap-m1", "v-cap-m2"), timeout=2)
     with pytest.raises(tenure.LockLostError):
         multi.release()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_hold"):
         multi.acquire(max_hold=0)
 
 
@@ -241,7 +247,8 @@ def test_a_member_in_doubt_puts_a_multi_lock_in_doubt(own_server, make_client):
         finally:
             own_server.resume()
         assert wait_until(lambda: not multi.in_doubt, timeout=3)
-        assert doubts == [multi] and not multi.lost
+        assert doubts == [multi]
+        assert not multi.lost
         multi.release()
     finally:
         paused.close()

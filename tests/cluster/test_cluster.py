@@ -33,7 +33,8 @@ def owners(cluster: Cluster, names: list[str]) -> set[int]:
 def test_a_url_of_a_cluster_node_gives_a_cluster_client(fresh: Cluster) -> None:
     with tenure.Client(fresh.url) as c:
         assert c.lock("x").acquire(timeout=1)
-        assert c._route.cluster and c._route.sharded
+        assert c._route.cluster
+        assert c._route.sharded
 
 
 def test_every_primitive_on_names_over_every_shard(fresh: Cluster, client: tenure.Client) -> None:
@@ -42,7 +43,8 @@ def test_every_primitive_on_names_over_every_shard(fresh: Cluster, client: tenur
     try:
         for name in NAMES:
             lock = client.lock(name)
-            assert lock.acquire(timeout=1) and lock.acquire(timeout=1)  # reentrant
+            assert lock.acquire(timeout=1)
+            assert lock.acquire(timeout=1)
             assert not other.lock(name).acquire(blocking=False)
             lock.release()
             lock.release()
@@ -59,6 +61,7 @@ def test_every_primitive_on_names_over_every_shard(fresh: Cluster, client: tenur
             rw.write_lock().release()
             fenced = client.fenced_lock(name + ":fenced")
             first = fenced.acquire_token(timeout=1)
+            assert first is not None
             fenced.release()
             assert fenced.acquire_token(timeout=1) == first + 1
             fenced.release()
@@ -103,9 +106,11 @@ def test_one_waiter_per_shard_woken_by_spublish(fresh: Cluster, client: tenure.C
             released = time.monotonic()
             lock.release()
             message = raw.get_message(timeout=2)
-            assert message is not None and message["type"] == "smessage"
+            assert message is not None
+            assert message["type"] == "smessage"
             waiter.join(10)
-            assert woken and woken[0] - released < 0.1, woken[0] - released
+            assert woken, "the waiter was never woken"
+            assert woken[0] - released < 0.1, woken[0] - released
             raw.close()
             wait_until(lambda c=channel, p=port: _numsub(p, c) == 0, 5, "0 subscriptions")
         for m in monitors:
@@ -254,7 +259,8 @@ def test_release_during_migration_follows_ask(fresh: Cluster) -> None:
                 with node.client() as r:
                     r.execute_command("CLUSTER", "SETSLOT", slot, "NODE", tid)
             releaser.join(5)
-            assert not releaser.is_alive() and errors == []
+            assert not releaser.is_alive()
+            assert errors == []
             assert not t.exists(name)
 
 
@@ -292,7 +298,8 @@ def test_master_killed_acquires_resume_after_promotion(fresh: Cluster) -> None:
             times.append(time.monotonic() - died)
             c.lock(name).release()
             for lock in held:  # the other shards never noticed
-                assert lock.owned() and not lock.lost
+                assert lock.owned()
+                assert not lock.lost
                 lock.release()
     print(f"death -> first acquire on its shard: median {statistics.median(times):.2f} s {times}")
     assert statistics.median(times) < 15
@@ -352,7 +359,8 @@ def test_url_cluster_client_pools_block_instead_of_failing(fresh: Cluster) -> No
     with tenure.Client(fresh.url) as c:
         assert c.lock("p").acquire(timeout=1)
         pool = c._route.pool_for("p")
-        assert isinstance(pool, redis.BlockingConnectionPool) and pool.max_connections == 100
+        assert isinstance(pool, redis.BlockingConnectionPool)
+        assert pool.max_connections == 100
 
 
 def test_waiter_on_a_killed_master_gets_the_lock_from_the_promoted_replica(
@@ -406,7 +414,8 @@ def test_waiter_on_a_killed_master_gets_the_lock_from_the_promoted_replica(
         release.set()
         holder_thread.join(15)
         waiter.join(15)
-        assert errors == [] and result, "the waiter never got the lock"
+        assert errors == [], errors
+        assert result, "the waiter never got the lock"
         assert result[0] - released < 5
         wait_until(lambda: _numsub(promoted.port, channel) == 0, 5, "0 subscriptions")
     finally:
@@ -437,7 +446,7 @@ def test_a_channel_outside_its_keys_slot_uses_plain_pubsub(
     channel = "redisson_countdownlatch__channel__{{tag}latch}"
     woke: list[bool] = []
 
-    def flow():  # type: ignore[no-untyped-def]
+    def flow():
         yield Subscribe(channel, sharded=False)
         try:
             woke.append((yield Wait(channel, 10.0)))

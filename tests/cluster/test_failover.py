@@ -107,7 +107,8 @@ def test_semaphore_acquires_absorb_a_cluster_failover(fresh: Cluster) -> None:
     with tenure.Client(url, socket_timeout=1, socket_connect_timeout=1) as c:
         semaphore = c.semaphore(plain)
         permits = c.permit_expirable_semaphore(expirable)
-        assert semaphore.try_set_permits(1) and permits.try_set_permits(1)
+        assert semaphore.try_set_permits(1)
+        assert permits.try_set_permits(1)
         killed = _fail_over(fresh, victim, replica)
         assert semaphore.acquire(timeout=TIMEOUT)
         took = time.monotonic() - killed
@@ -115,7 +116,8 @@ def test_semaphore_acquires_absorb_a_cluster_failover(fresh: Cluster) -> None:
         assert permit is not None
         permits.release(permit)
         semaphore.release()
-        assert semaphore.available_permits() == 1 and permits.available_permits() == 1
+        assert semaphore.available_permits() == 1
+        assert permits.available_permits() == 1
     print(f"sync cluster semaphore: kill -> acquire returned {took:.2f} s")
     assert took < TIMEOUT
 

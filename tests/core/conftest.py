@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -50,7 +49,7 @@ def owner(ctx: Context) -> str:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """Every ``time.monotonic()`` of ``tenure.core`` reads this clock instead.
 
     Patched per module (``module.time`` or a ``from time import monotonic`` name), never the
@@ -63,4 +62,4 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
             monkeypatch.setattr(module, "time", shim)
         if getattr(module, "monotonic", None) is time.monotonic:
             monkeypatch.setattr(module, "monotonic", fake)
-    yield fake
+    return fake

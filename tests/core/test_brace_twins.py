@@ -33,6 +33,8 @@ def test_collide_exactly_when_the_derived_names_are_equal(a: str, b: str) -> Non
 def test_examples() -> None:
     assert keys.brace_twin("orders") == "{orders}"
     assert keys.brace_twin("{orders}") == "orders"
-    assert keys.brace_twin("{t}:orders") is None and keys.brace_twin("{}") is None
-    assert keys.derived_names_collide("x", "{x}") and keys.derived_names_collide("{x}", "x")
+    assert keys.brace_twin("{t}:orders") is None
+    assert keys.brace_twin("{}") is None
+    assert keys.derived_names_collide("x", "{x}")
+    assert keys.derived_names_collide("{x}", "x")
     assert not keys.derived_names_collide("x", "x")

@@ -112,7 +112,8 @@ def test_multi_member_lease(lease: float | None, round_wait: float) -> None:
         assert member is None  # the watchdog keeps each member
     else:
         assert member == max(lease, 2 * round_wait)
-        assert member >= lease and member >= 2 * round_wait
+        assert member >= lease
+        assert member >= 2 * round_wait
 
 
 # -------------------------------------------------------------------- CompositeCore
@@ -178,7 +179,8 @@ def test_granted_then_concluded_is_held_until_forgotten() -> None:
     assert multi.held_count(acq) == 3
     assert acq.members == dict(enumerate(owners))
     assert multi.conclude(acq, None) is None
-    assert acq.validity is None and not acq.settled
+    assert acq.validity is None
+    assert not acq.settled
     assert multi.current(owners) is acq
     assert multi.forget(owners) is acq
     assert acq.settled
@@ -244,11 +246,13 @@ def test_conclude_needs_a_quorum_and_positive_validity(
     outcome = red.conclude(acq, valid)
     if success:
         assert outcome is None
-        assert red.current(owners) is acq and acq.validity == valid
+        assert red.current(owners) is acq
+        assert acq.validity == valid
         assert not acq.settled
     else:
         assert outcome == {i: owners[i] for i in range(held)}
-        assert acq.settled and red.current(owners) is None
+        assert acq.settled
+        assert red.current(owners) is None
         assert red.granted(acq, held) is False
 
 
@@ -261,7 +265,8 @@ def test_multilock_conclude_needs_every_member(held: int) -> None:
     for i in range(held):
         multi.granted(acq, i)
     assert multi.conclude(acq, None) == {i: owners[i] for i in range(held)}
-    assert acq.settled and multi.current(owners) is None
+    assert acq.settled
+    assert multi.current(owners) is None
 
 
 def test_conclude_without_validity_skips_the_validity_check() -> None:
@@ -272,7 +277,8 @@ def test_conclude_without_validity_skips_the_validity_check() -> None:
     red.granted(acq, 0)
     red.granted(acq, 1)
     assert red.conclude(acq, None) is None
-    assert acq.validity is None and red.current(owners) is acq
+    assert acq.validity is None
+    assert red.current(owners) is acq
 
 
 def test_conclude_records_validity_and_clears_an_old_loss() -> None:
@@ -311,7 +317,8 @@ def test_multilock_is_lost_at_the_first_member_lost() -> None:
     acq = held(multi, owners, [0, 1, 2])
     cores[1].hold_lost(owners[1])
     assert multi.is_lost(owners)
-    assert acq.lost and acq.lost_members == {1}
+    assert acq.lost
+    assert acq.lost_members == {1}
     assert losses.fronts == [front]
     cores[2].hold_lost(owners[2])  # reported once per acquisition
     assert losses.fronts == [front]
@@ -335,11 +342,13 @@ def test_redlock_is_lost_only_below_a_majority() -> None:
     held(red, owners, [0, 1, 2, 3, 4], valid=1.0)
     cores[0].hold_lost(owners[0])
     cores[1].hold_lost(owners[1])
-    assert not red.is_lost(owners) and losses.fronts == []  # 3 of 5 left
+    assert not red.is_lost(owners)
+    assert losses.fronts == []
     cores[1].hold_lost(owners[1])  # the same member again changes nothing
     assert not red.is_lost(owners)
     cores[4].hold_lost(owners[4])
-    assert red.is_lost(owners) and len(losses.fronts) == 1
+    assert red.is_lost(owners)
+    assert len(losses.fronts) == 1
 
 
 def test_redlock_acquired_with_a_bare_quorum_is_lost_at_one_member() -> None:
@@ -361,7 +370,8 @@ def test_losses_of_other_owners_or_unheld_composites_are_ignored() -> None:
     cores[0].hold_lost(owners[0])  # nothing held yet
     held(multi, owners, [0, 1])
     cores[0].hold_lost("another-caller:1")
-    assert not multi.is_lost(owners) and losses.fronts == []
+    assert not multi.is_lost(owners)
+    assert losses.fronts == []
 
 
 def test_every_acquisition_holding_the_member_is_reported() -> None:

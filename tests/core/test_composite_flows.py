@@ -32,7 +32,7 @@ from .scripted import DEAD, SLOW, Clock, Do, drive, fails
 ACQ, REL = "lock_acquire", "lock_release"
 
 
-def on(index: int, script: str = ACQ):  # type: ignore[no-untyped-def]
+def on(index: int, script: str = ACQ):
     """Matches a call of ``script`` on member ``index`` (keys ``m<index>``)."""
 
     def match(effect: object) -> bool:
@@ -221,7 +221,8 @@ def test_multilock_loss_of_one_member_is_a_loss() -> None:
     multi = composite.MultiLockCore(cores, calls)
     drive(multi.acquire(owners, False, None, None), [(on(0), None), (on(1), None)])
     cores[1].hold_lost(owners[1])
-    assert multi.is_lost(owners) and calls.count == 1
+    assert multi.is_lost(owners)
+    assert calls.count == 1
 
 
 # -------------------------------------------------------------------------- RedLock
@@ -264,7 +265,8 @@ def test_redlock_without_a_lease_takes_validity_from_the_shortest_watchdog(clock
     assert [c.args[0] for c in run.calls(ACQ)] == [30000, 10000, 20000]
     assert len(run.extra) == 3
     acq = red.current(owners)
-    assert acq is not None and acq.validity == pytest.approx(validity(10.0, 0))
+    assert acq is not None
+    assert acq.validity == pytest.approx(validity(10.0, 0))
 
 
 def test_redlock_quorum_with_a_dead_node(clock: Clock) -> None:

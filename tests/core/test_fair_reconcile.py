@@ -38,8 +38,10 @@ def test_a_lost_acquire_leaves_the_queue_again_after_the_holds_reconcile(
         return 1
 
     run = drive(flow, [(GUARDED_RELEASE, None), (GUARDED_RELEASE, None), (GIVE_UP, Do(give_up))])
-    assert run.names[-1] == GIVE_UP and run.effects[-1].args[0] == owner
-    assert seen == [True] and pending not in ctx.reconciling
+    assert run.names[-1] == GIVE_UP
+    assert run.effects[-1].args[0] == owner
+    assert seen == [True]
+    assert pending not in ctx.reconciling
 
 
 def test_no_second_give_up_when_the_owner_queued_again(ctx: Context, owner: str) -> None:

@@ -12,7 +12,7 @@ from tenure.core.effects import Command
 from tenure.core.fenced import FencedLockCore
 from tenure.errors import BackendError
 
-from .scripted import drive
+from .scripted import Step, drive
 
 NO_AOF = b"# Persistence\r\nloading:0\r\naof_enabled:0\r\n"
 AOF = b"# Persistence\r\nloading:0\r\naof_enabled:1\r\n"
@@ -38,9 +38,10 @@ def test_warns_when_nothing_is_persisted(
     ctx.persistence_checked = False
     caplog.set_level(logging.WARNING, logger="tenure")
     core = FencedLockCore(ctx, "ledger")
-    steps = [(Command, info), (Command, save), ("fenced_acquire", [1, 7])]
+    steps: list[Step] = [(Command, info), (Command, save), ("fenced_acquire", [1, 7])]
     run = drive(core.acquire(owner, True, None, 5.0), steps)
-    assert run.result is True and run.effects[1].args == ("CONFIG", "GET", "save")
+    assert run.result is True
+    assert run.effects[1].args == ("CONFIG", "GET", "save")
     assert bool(caplog.records) is warns
     # once per client: the next acquire goes straight to its script
     run = drive(core.acquire(owner, True, None, 5.0), [("fenced_acquire", [1, 8])])
@@ -50,5 +51,5 @@ def test_warns_when_nothing_is_persisted(
 def test_a_refused_check_is_skipped(ctx: Context, owner: str) -> None:
     ctx.persistence_checked = False
     core = FencedLockCore(ctx, "ledger")
-    steps = [(Command, BackendError("NOPERM")), ("fenced_acquire", [1, 7])]
+    steps: list[Step] = [(Command, BackendError("NOPERM")), ("fenced_acquire", [1, 7])]
     assert drive(core.acquire(owner, True, None, 5.0), steps).result is True

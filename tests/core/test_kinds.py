@@ -10,6 +10,7 @@ from tenure import keys
 from tenure.core.context import Context
 from tenure.core.effects import (
     Background,
+    Call,
     Command,
     Sleep,
     Subscribe,
@@ -22,7 +23,7 @@ from tenure.core.fenced import FencedLockCore
 from tenure.core.rwlock import ReadLockCore, WriteLockCore
 from tenure.errors import BackendError, LockUpgradeError, NotOwnedError, ReplicationError
 
-from .scripted import Clock, Do, drive, fails
+from .scripted import Clock, Do, Step, drive, fails
 
 FAIR, GIVE_UP = "fair_acquire", "fair_give_up"
 
@@ -58,25 +59,29 @@ def test_fair_waiter_joins_with_an_entry_its_client_refreshes(
     # whatever its wait, a waiter's entry lasts watchdog_timeout (three renewal passes); the
     # head's grace once the lock is free is one renewal period
     lock = FairLockCore(ctx, "f")
-    steps = [(FAIR, 500), (Subscribe, None), (FAIR, None), (Unsubscribe, None)]
+    steps: list[Step] = [(FAIR, 500), (Subscribe, None), (FAIR, None), (Unsubscribe, None)]
     run = drive(lock.acquire(owner, True, timeout, 4), steps)
     assert run.result is True
     assert run.effects[0].args[:4] == [4000, owner, 30000, 10000]
     assert any(isinstance(e, WatchHolds) for e in run.extra)  # the keeper refreshes it
     assert len(ctx.holds.waiters) == 0  # granted: no longer refreshed
     hold = ctx.holds.get("f", owner)
-    assert hold is not None and hold.renewal.name == "lock_renew"  # as a Lock's hold
+    assert hold is not None
+    assert hold.renewal.name == "lock_renew"
 
 
 def test_fair_queued_waiter_is_refreshed_until_it_leaves(ctx: Context, owner: str) -> None:
     lock = FairLockCore(ctx, "f")
     flow = lock.acquire(owner, True, 10, None)
     assert isinstance(flow.send(None), WatchHolds)
-    assert flow.send(None).script.name == FAIR
+    call = flow.send(None)
+    assert isinstance(call, Call)
+    assert call.script.name == FAIR
     assert ctx.holds.waiters.snapshot(lambda _: True) == [(lock, owner)]
     flow.close()
     run = drive(lock.give_up(owner), [(GIVE_UP, 1)])
-    assert run.names == [GIVE_UP] and len(ctx.holds.waiters) == 0
+    assert run.names == [GIVE_UP]
+    assert len(ctx.holds.waiters) == 0
 
 
 def test_fair_waits_on_its_own_channel_and_leaves_no_queue_entry_when_granted(
@@ -137,18 +142,24 @@ def test_fair_waiter_that_became_the_head_before_it_listened_takes_the_lock(
         lock.acquire(owner, True, None, None),
         [(FAIR, -2), (Subscribe, None), (FAIR, None), (Unsubscribe, None)],
     )
-    assert run.result is True and run.of(Wait) == []
+    assert run.result is True
+    assert run.of(Wait) == []
 
 
 def test_fair_waiter_whose_entry_was_dropped_joins_again(ctx: Context, owner: str) -> None:
     lock = FairLockCore(ctx, "f")
+
+    def renewal_saw_it_gone(_: object) -> bool:
+        lock.entry_gone(owner)
+        return True
+
     run = drive(
         lock.acquire(owner, True, None, None),
         [
             (FAIR, -2),
             (Subscribe, None),
             (FAIR, -2),
-            (Wait, Do(lambda _: lock.entry_gone(owner) or True)),  # the renewal pass saw it
+            (Wait, Do(renewal_saw_it_gone)),
             (FAIR, None),
             (Unsubscribe, None),
         ],
@@ -184,9 +195,14 @@ def test_fair_deadline_before_subscribing_still_leaves_the_queue(
     ctx: Context, owner: str, clock: Clock
 ) -> None:
     lock = FairLockCore(ctx, "f")
+
+    def past_the_deadline(_: object) -> int:
+        clock.advance(1)
+        return 500
+
     run = drive(
         lock.acquire(owner, True, 1, None),
-        [(FAIR, Do(lambda c: clock.advance(1) or 500)), (GIVE_UP, None)],
+        [(FAIR, Do(past_the_deadline)), (GIVE_UP, None)],
         clock=clock,
     )
     assert run.result is False
@@ -313,7 +329,8 @@ def test_read_acquire_call_and_hold(ctx: Context, owner: str) -> None:
     assert call.keys == ["rw", timeout_key(owner, 1)]
     assert call.args == [3000, owner, f"{owner}:write", 1, owner, 1]
     hold = ctx.holds.get("rw", owner)
-    assert hold is not None and hold.renewal.name == "rw_read_renew"
+    assert hold is not None
+    assert hold.renewal.name == "rw_read_renew"
     # re-entry declares the holds the table knows plus the new one
     run = drive(lock.acquire(owner, True, None, None), [("rw_read_acquire", None)])
     (call,) = run.effects
@@ -479,7 +496,8 @@ def test_read_release_declares_every_reader_of_the_table(ctx: Context, owner: st
     ]
     assert call.args == ["0", owner, 2, owner, 2, other, 1]
     hold = ctx.holds.get("rw", owner)
-    assert hold is not None and hold.leases == [4]
+    assert hold is not None
+    assert hold.leases == [4]
 
 
 def test_write_release_call_publishes_wake_all(ctx: Context, owner: str) -> None:
@@ -492,7 +510,8 @@ def test_write_release_call_publishes_wake_all(ctx: Context, owner: str) -> None
     assert call.keys == ["rw", RW_CHANNEL]
     assert call.args == ["1", 2000, f"{owner}:write", owner, 1, owner, 0]
     hold = ctx.holds.get("rw", f"{owner}:write")
-    assert hold is not None and hold.leases == [2]
+    assert hold is not None
+    assert hold.leases == [2]
     assert isinstance(fails(lock.release(owner), [("rw_write_release", None)]).error, NotOwnedError)
 
 
@@ -508,7 +527,8 @@ def test_write_release_declares_the_writers_read_holds(ctx: Context, owner: str)
     assert call.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 2]
     assert ctx.holds.get("rw", f"{owner}:write") is None
     hold = ctx.holds.get("rw", owner)
-    assert hold is not None and hold.leases == [None, None]
+    assert hold is not None
+    assert hold.leases == [None, None]
 
 
 def test_rw_sides_with_a_hash_tagged_name(ctx: Context, owner: str) -> None:
@@ -544,7 +564,8 @@ def test_fenced_token_from_the_script_reply(ctx: Context, owner: str) -> None:
     drive(lock.acquire(owner, True, None, None), [("fenced_acquire", [b"1", b"8"])])
     assert lock.token(owner) == 8
     hold = ctx.holds.get("ledger", owner)
-    assert hold is not None and len(hold.leases) == 2
+    assert hold is not None
+    assert len(hold.leases) == 2
 
 
 def test_fenced_refusal_carries_the_pttl_and_keeps_the_token(
@@ -571,7 +592,8 @@ def test_fenced_refusal_carries_the_pttl_and_keeps_the_token(
     )
     assert run.result is False
     assert [w.seconds for w in run.of(Wait)] == pytest.approx([0.4, 0.4, 0.2])
-    assert lock.token(other) is None and lock.token(owner) == 3
+    assert lock.token(other) is None
+    assert lock.token(owner) == 3
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,8 @@ def test_read_acquire_declares_again_what_the_stale_reply_counts(
     assert second.keys == ["rw", *(timeout_key(owner, n) for n in (1, 2, 3))]
     assert second.args == [30000, owner, f"{owner}:write", 1, owner, 3]
     hold = ctx.holds.get("rw", owner)
-    assert hold is not None and hold.leases == [None]
+    assert hold is not None
+    assert hold.leases == [None]
 
 
 def test_read_acquire_stale_reply_without_its_field_declares_the_new_hold(
@@ -123,7 +124,8 @@ def test_read_acquire_unreplicated_grant_is_undone_with_a_declared_release(
     assert undo.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2)]
     assert undo.args == ["0", owner, 1, owner, 2]
     hold = ctx.holds.get("rw", owner)
-    assert hold is not None and hold.leases == [None]
+    assert hold is not None
+    assert hold.leases == [None]
 
 
 def test_read_acquire_undo_declares_again_on_a_stale_reply(ctx: Context, owner: str) -> None:
@@ -241,7 +243,8 @@ def test_read_acquire_gives_up_after_declarations(ctx: Context, owner: str) -> N
         [("rw_read_acquire", reply) for reply in replies],
     )
     assert type(run.error) is BackendError
-    assert "'rw'" in str(run.error) and f"{DECLARATIONS} declarations" in str(run.error)
+    assert "'rw'" in str(run.error)
+    assert f"{DECLARATIONS} declarations" in str(run.error)
     assert [c.args[3:] for c in run.effects] == [[1, owner, n] for n in range(1, DECLARATIONS + 1)]
     assert ctx.holds.get("rw", owner) is None
 

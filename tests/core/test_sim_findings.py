@@ -26,9 +26,10 @@ def test_an_interrupt_at_the_turn_watch_after_a_fair_grant_leaves_no_hold() -> N
     token = _Owner()
     owner = ctx.identity.owner_of(token, running=lambda _: True)
     flow = core.acquire(owner, True, 5.0, 2.0)
-    effect: Any = flow.send(None)
-    interrupted = False
-    with pytest.raises(KeyboardInterrupt):
+
+    def drive() -> None:
+        effect: Any = flow.send(None)
+        interrupted = False
         while True:
             if isinstance(effect, Call) and effect.script.name == "fair_acquire":
                 effect = flow.send(b"W")  # granted, waiters remain
@@ -38,4 +39,7 @@ def test_an_interrupt_at_the_turn_watch_after_a_fair_grant_leaves_no_hold() -> N
                 effect = flow.throw(KeyboardInterrupt())
             else:
                 effect = flow.send(None)
+
+    with pytest.raises(KeyboardInterrupt):
+        drive()
     assert ctx.holds.get(core.key, owner) is None, "the interrupted grant is still recorded"

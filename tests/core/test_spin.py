@@ -24,7 +24,7 @@ def test_pauses_start_at_1_ms_double_with_growing_jitter_and_cap_at_128_ms() -> 
 
 def test_without_jitter_the_pauses_are_powers_of_two() -> None:
     class Zero(random.Random):
-        def randrange(self, *args: object, **kwargs: object) -> int:  # type: ignore[override]
+        def randrange(self, *args: object, **kwargs: object) -> int:
             return 0
 
     backoff = BackOff(Zero())

@@ -57,11 +57,13 @@ def test_a_failed_renewal_puts_a_valid_hold_in_doubt_once_and_a_confirmed_one_cl
     assert not lock.in_doubt("o")
     for _ in range(2):  # two failed passes: one episode, one call
         drive(renew(ctx), [("lock_renew", BackendError("timeout"))])
-    assert lock.in_doubt("o") and doubts == ["doubt"]
+    assert lock.in_doubt("o")
+    assert doubts == ["doubt"]
     drive(renew(ctx), [("lock_renew", [1])])
     assert not lock.in_doubt("o")
     drive(renew(ctx), [("lock_renew", BackendError("timeout"))])
-    assert lock.in_doubt("o") and doubts == ["doubt", "doubt"]
+    assert lock.in_doubt("o")
+    assert doubts == ["doubt", "doubt"]
 
 
 def test_an_unconfirmed_renewal_past_one_period_and_a_half_is_doubt_on_the_clock():
@@ -88,9 +90,11 @@ def test_the_keeper_reports_doubt_on_its_clock_once_and_plans_a_look_for_it():
     assert ctx.holds.plan(hold.confirmed + 100) == pytest.approx(hold.confirmed + 1.5)
     report_doubts(ctx, hold.confirmed + 1.6)
     report_doubts(ctx, hold.confirmed + 1.7)
-    assert doubts == ["doubt"] and hold.doubted
+    assert doubts == ["doubt"]
+    assert hold.doubted
     drive(renew(ctx), [("lock_renew", [1])])  # confirmed: the episode ends
-    assert not hold.doubted and not lock.in_doubt("o")
+    assert not hold.doubted
+    assert not lock.in_doubt("o")
 
 
 def test_a_leased_hold_is_never_in_doubt():
@@ -120,7 +124,8 @@ def test_a_loss_tells_the_scopes_of_that_hold_only():
     take(a, "o")
     take(b, "o")
     sa, sb, never = Scope(), Scope(), Scope()
-    assert a.watch("o", sa) and b.watch("o", sb)
+    assert a.watch("o", sa)
+    assert b.watch("o", sb)
     assert not a.watch("other", never)  # holds nothing: not registered
     lost = drive(renew(ctx), [("lock_renew", [0, 1])]).result
     assert [h.key for h in lost] == ["a"]
@@ -137,7 +142,7 @@ def test_guarded_write_checks_before_any_io():
     with pytest.raises(NotOwnedError):
         drive(lock.execute_if_held("o", ("SET", "k", "v"), False), [])
     take(lock, "o")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs a command"):
         lock.execute_if_held("o", (), False)
     with pytest.raises(TypeError):
         lock.execute_if_held("o", ("SET", "k", None), False)
@@ -152,7 +157,9 @@ def test_guarded_write_refused_by_the_server_reports_the_loss():
     run = drive(lock.execute_if_held("o", ("INCR", "{g}:n"), False), [("guarded_execute", [1, 7])])
     assert run.result == 7
     call = run.calls("guarded_execute")[0]
-    assert call.args[:3] == ["o", "INCR", "{g}:n"] and call.keys == ["g", "{g}:n"]
+    assert call.args[:3] == ["o", "INCR", "{g}:n"]
+    assert call.keys == ["g", "{g}:n"]
     run = fails(lock.execute_if_held("o", ("INCR", "{g}:n"), False), [("guarded_execute", [0])])
     assert isinstance(run.error, LockLostError)
-    assert lock.is_lost("o") and lock.valid_for("o") == 0.0
+    assert lock.is_lost("o")
+    assert lock.valid_for("o") == 0.0

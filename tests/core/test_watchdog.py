@@ -128,12 +128,15 @@ def test_a_hold_reported_gone_is_lost_and_removed(ctx: Context, owner: str) -> N
     run = drive(renew(ctx), [(RENEW, Do(lambda c: [int(k == "a") for k in c.keys]))])
     assert run.effects[0].keys == ["a", "b"]
     (lost,) = run.result
-    assert lost.key == "b" and lost.sink is b and lost.owner == owner
+    assert lost.key == "b"
+    assert lost.sink is b
+    assert lost.owner == owner
     assert ctx.holds.get("b", owner) is None
     assert ctx.holds.get("a", owner) is not None
     # the driver then reports it: LockLostError at release
     lost.sink.hold_lost(lost.owner)
-    assert b.is_lost(owner) and not a.is_lost(owner)
+    assert b.is_lost(owner)
+    assert not a.is_lost(owner)
 
 
 def test_renewal_confirms_at_send_time(ctx: Context, owner: str, clock: Clock) -> None:
@@ -278,8 +281,10 @@ def test_reply_is_per_hold_not_per_key(ctx: Context, owner: str) -> None:
         f"{{s}}:{owner}:rwlock_timeout:1",
     ]
     (lost,) = run.result
-    assert lost.key == "r" and lost.owner == mate
-    assert ctx.holds.get("r", owner) is not None and ctx.holds.get("s", owner) is not None
+    assert lost.key == "r"
+    assert lost.owner == mate
+    assert ctx.holds.get("r", owner) is not None
+    assert ctx.holds.get("s", owner) is not None
 
 
 # ------------------------------------------------------------------------ renewal keys
@@ -387,7 +392,8 @@ def test_hold_table_pop_takes_the_newest_then_the_entry(ctx: Context, owner: str
     take(lock, owner, lease=1)
     take(lock, owner, lease=2)
     hold = ctx.holds.pop("l", owner)
-    assert hold is not None and hold.leases == [1]
+    assert hold is not None
+    assert hold.leases == [1]
     ctx.holds.pop("l", owner)
     assert ctx.holds.get("l", owner) is None
     assert ctx.holds.pop("l", owner) is None
@@ -436,7 +442,8 @@ def test_queued_fair_waiters_are_refreshed_in_batches_per_slot(owner: str) -> No
     )
     assert run.result == 1  # one entry was gone
     first = run.effects[0]
-    assert first.keys[:4] == locks[0].waiter_keys() and len(first.keys) == 4 * BATCH
+    assert first.keys[:4] == locks[0].waiter_keys()
+    assert len(first.keys) == 4 * BATCH
     # entry lease, grace (one renewal period), wake-up message, then owner and channel prefix
     assert first.args[:5] == [3000, 1000, "0", owner, "redisson_lock__channel:{s}:0:"]
     for call in run.effects:

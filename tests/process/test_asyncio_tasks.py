@@ -107,4 +107,5 @@ async def test_cancelled_at_every_await_point_leaves_no_hold(async_client, r, ki
         assert await async_wait_until(lambda: not r.exists("every-await"), 0.5, 0.01), steps
     # Cancelled at first, then at each later await point, until the acquire completed: every
     # point between was hit.
-    assert outcomes[0] is False and outcomes[-1] is True
+    assert outcomes[0] is False
+    assert outcomes[-1] is True

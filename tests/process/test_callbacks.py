@@ -18,7 +18,8 @@ def test_slow_on_lost_does_not_delay_renewal_of_other_holds(make_client, r):
         unblock.wait(10)
 
     victim, kept = client.lock("victim", on_lost=slow), client.lock("kept")
-    assert victim.acquire() and kept.acquire()
+    assert victim.acquire()
+    assert kept.acquire()
     try:
         r.delete("victim")  # the next renewal finds it gone
         assert entered.wait(3), "the loss was not reported"
@@ -26,7 +27,8 @@ def test_slow_on_lost_does_not_delay_renewal_of_other_holds(make_client, r):
         while time.monotonic() < end:
             assert r.pttl("kept") > 0, "the other hold was not renewed"
             time.sleep(0.05)
-        assert victim.lost and not kept.lost
+        assert victim.lost
+        assert not kept.lost
     finally:
         unblock.set()
     kept.release()

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import pytest
 
 from support.servers import Server
 from tenure import demo
 
-SMALL = {"processes": 2, "threads": 2, "rounds": 20}
+
+class Size(TypedDict):
+    processes: int
+    threads: int
+    rounds: int
+
+
+SMALL: Size = {"processes": 2, "threads": 2, "rounds": 20}
 
 
 @pytest.mark.parametrize("use_asyncio", [False, True], ids=["sync", "asyncio"])

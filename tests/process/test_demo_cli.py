@@ -149,7 +149,8 @@ def test_report_shows_the_unlocked_run_handoff_and_a_replaced_holder(server: Ser
     )
     assert done.returncode == 0, done
     out = done.stdout
-    assert "without a lock" in out and "with tenure.Lock" in out
+    assert "without a lock" in out
+    assert "with tenure.Lock" in out
     assert re.search(r"Without a lock \d+ of 120 updates were lost", out), out
     assert "Handoff latency: from one holder's release to the next holder's entry" in out
     replaced = re.search(

@@ -46,7 +46,8 @@ def test_hung_server_gives_backend_error_within_socket_timeout(own_server):
         finally:
             own_server.resume()
         # the acquire that landed late expires with its lease; the socket was not reused
-        assert client.lock("h").remaining_lease() is None or client.lock("h").remaining_lease() <= 5
+        remaining = client.lock("h").remaining_lease()
+        assert remaining is None or remaining <= 5
 
 
 def test_waiter_gets_backend_error_when_server_dies(own_server):
@@ -71,7 +72,8 @@ def test_waiter_gets_backend_error_when_server_dies(own_server):
         own_server.kill()
         t.join(10)
         assert not t.is_alive(), "the waiter hung on a dead server"
-        assert outcome and isinstance(outcome[0], tenure.BackendError)
+        assert outcome
+        assert isinstance(outcome[0], tenure.BackendError)
 
 
 def test_close_wakes_waiters_with_backend_error(own_server):
@@ -97,7 +99,8 @@ def test_close_wakes_waiters_with_backend_error(own_server):
     client.close()
     t.join(5)
     assert not t.is_alive()
-    assert outcome and isinstance(outcome[0], tenure.BackendError)
+    assert outcome
+    assert isinstance(outcome[0], tenure.BackendError)
     holder.close()
 
 

@@ -34,14 +34,16 @@ def test_paused_holder_write_refused_new_holder_accepted(server, client, r):
         env={**os.environ, "PYTHONPATH": SRC},
     )
     try:
-        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout is not None
+        assert child.stdin is not None
         old_token = int(child.stdout.readline())
         os.kill(child.pid, signal.SIGSTOP)  # the holder pauses longer than its lease
         child.stdin.write("go\n")
         child.stdin.flush()
         lock = client.fenced_lock("job")
         new_token = lock.acquire_token(timeout=10)  # granted once the paused lease ran out
-        assert new_token is not None and new_token > old_token
+        assert new_token is not None
+        assert new_token > old_token
         assert tenure.fenced_write(r, "resource", new_token, b"new")
         os.kill(child.pid, signal.SIGCONT)
         assert child.stdout.readline().strip() == "refused"

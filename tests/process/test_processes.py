@@ -12,7 +12,15 @@ import redis
 import tenure
 from support.servers import Server
 from support.twins import spawn, stamped, wait_until
-from support.wire import deadlines, max_concurrency, overlaps, owner_of, queue_of, server_ms
+from support.wire import (
+    deadlines,
+    max_concurrency,
+    overlaps,
+    owner_of,
+    queue_of,
+    server_ms,
+    text,
+)
 from support.workers import (
     count_under_lock,
     fair_queue_in_turn,
@@ -93,7 +101,8 @@ def test_killed_fair_waiter_is_dropped_within_one_renewal_period(
         print(f"live waiter got the lock {delay:.3f} s after the release")
         assert acquired, "the live waiter never got the lock"
         assert delay <= WATCHDOG / 3 + 0.5, f"took {delay:.3f} s after the release"
-        assert dead_owner not in queue_of(r, "dead") and dead_owner not in deadlines(r, "dead")
+        assert dead_owner not in queue_of(r, "dead")
+        assert dead_owner not in deadlines(r, "dead")
     finally:
         proc.kill()
 
@@ -126,10 +135,12 @@ def test_live_fair_waiters_parked_for_many_periods_keep_their_places(
     now = server_ms(r)
     later = deadlines(r, "parked")
     for waiter in waiters:  # refreshed: each still runs out in the future, later than at first
-        assert later[waiter] > now and later[waiter] > joined[waiter] + WATCHDOG * 1000
+        assert later[waiter] > now
+        assert later[waiter] > joined[waiter] + WATCHDOG * 1000
     released = time.monotonic()
     holder.release()
-    assert granted[0].wait(10) and time.monotonic() - released < 1.0
+    assert granted[0].wait(10)
+    assert time.monotonic() - released < 1.0
     for job in jobs:
         job.result()
     assert order == [0, 1]
@@ -177,7 +188,8 @@ def test_readers_overlap_writers_exclusive_across_processes(server: Server, r: r
         results = [f.result(timeout=90) for f in futures]
     reads = results[0] + results[1]
     writes = results[2] + results[3]
-    assert len(reads) == 32 and len(writes) == 20
+    assert len(reads) == 32
+    assert len(writes) == 20
     assert int(r.get("violations") or 0) == 0
     assert max_concurrency(reads) > 1  # 8 readers overlap
     for a, b in writes:  # no span of anyone intersects a write span
@@ -198,14 +210,15 @@ def test_dead_reader_expires_on_its_own_lease(
         assert rw.read_lock().acquire(lease_time=30)
         ours = f"{{dead}}:{owner_of(r, 'dead', client.client_id)}:"
         writer = spawn(stamped, lambda: rw.write_lock().acquire(timeout=20))
-        dead_keys = [k for k in r.keys("{dead}:*") if not k.decode().startswith(ours)]
+        dead_keys = [k for k in r.keys("{dead}:*") if not text(k).startswith(ours)]
         assert len(dead_keys) == 1
         assert wait_until(lambda: r.exists(*dead_keys) == 0, 5)  # gone after its 1 s lease
         assert r.pttl("dead") > 20_000  # while our 30 s hold keeps the lock
         released = time.monotonic()
         rw.read_lock().release()  # the dead reader's field no longer counts
         acquired, at = writer.result()
-        assert acquired and at - released < 1.0
+        assert acquired
+        assert at - released < 1.0
     finally:
         proc.kill()
         proc.join()

@@ -12,10 +12,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 import redis.asyncio.sentinel
 import redis.sentinel
+from redis.crc import key_slot
 
 from support.servers import Server, free_port
 
@@ -24,7 +26,7 @@ NODE_TIMEOUT_MS = 1000
 """cluster-node-timeout: a killed master is failed over after about 1-3 s."""
 
 
-def wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
+def wait_until(check: Callable[..., bool], seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -129,14 +131,14 @@ class Cluster:
     def running(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
 
-    def redis(self, **kwargs: object) -> redis.cluster.RedisCluster:
+    def redis(self, **kwargs: Any) -> redis.cluster.RedisCluster:
         """A redis-py cluster client on this cluster."""
         node = self.running()[0]
-        return redis.cluster.RedisCluster(host="127.0.0.1", port=node.port, **kwargs)  # type: ignore[arg-type]
+        return redis.cluster.RedisCluster(host="127.0.0.1", port=node.port, **kwargs)
 
     def master_of(self, key: str) -> ClusterNode:
         """The running node that owns ``key``'s slot now (asked of the cluster)."""
-        slot = redis.cluster.key_slot(key.encode())
+        slot = key_slot(key.encode())
         with self.running()[0].client() as r:
             for start, end, primary, *_ in r.execute_command("CLUSTER", "SLOTS"):
                 if start <= slot <= end:
@@ -221,10 +223,10 @@ class Sentinels:
 
     def start(self) -> Sentinels:
         self.primary.start()
-        self.replica = Server(
+        replica = self.replica = Server(
             self.binary, "--replicaof", "127.0.0.1", str(self.primary.port)
         ).start()
-        wait_until(lambda: _link_up(self.replica), 30, "the replica to sync")  # type: ignore[arg-type]
+        wait_until(lambda: _link_up(replica), 30, "the replica to sync")
         conf = os.path.join(self.dir, "sentinel.conf")
         with open(conf, "w") as f:
             f.write(
@@ -245,11 +247,11 @@ class Sentinels:
         with redis.Redis(port=self.sentinel_port, socket_timeout=1) as s:
             return len(s.sentinel_slaves(self.NAME)) >= 1
 
-    def sentinel(self, **kwargs: object) -> redis.sentinel.Sentinel:
-        return redis.sentinel.Sentinel([("127.0.0.1", self.sentinel_port)], **kwargs)  # type: ignore[arg-type]
+    def sentinel(self, **kwargs: Any) -> redis.sentinel.Sentinel:
+        return redis.sentinel.Sentinel([("127.0.0.1", self.sentinel_port)], **kwargs)
 
-    def async_sentinel(self, **kwargs: object) -> redis.asyncio.sentinel.Sentinel:
-        return redis.asyncio.sentinel.Sentinel([("127.0.0.1", self.sentinel_port)], **kwargs)  # type: ignore[arg-type]
+    def async_sentinel(self, **kwargs: Any) -> redis.asyncio.sentinel.Sentinel:
+        return redis.asyncio.sentinel.Sentinel([("127.0.0.1", self.sentinel_port)], **kwargs)
 
     def master_port(self) -> int:
         with redis.Redis(port=self.sentinel_port, socket_timeout=1) as s:

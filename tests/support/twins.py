@@ -28,6 +28,11 @@ from tenure._concurrency import Event as Event
 AsyncRedis = redis.asyncio.Redis
 Redis = redis.Redis
 
+# the side a test runs on: asyncio (a body is a task, blocking the loop pauses the whole
+# client) or threads
+async_is_asyncio = True
+is_asyncio = False
+
 
 def _timeout(seconds: float | None) -> float | None:
     return None if seconds is None else max(0.0, seconds)
@@ -175,7 +180,7 @@ def sleep(seconds: float) -> None:
 
 
 async def async_wait_until(
-    predicate: Callable[[], Any], timeout: float = 10.0, poll: float = 0.01
+    predicate: Callable[..., Any], timeout: float = 10.0, poll: float = 0.01
 ) -> bool:
     """Poll ``predicate()`` (a plain function, e.g. a raw-redis check) every ``poll``
     seconds; True once it holds, False after ``timeout`` seconds."""
@@ -187,9 +192,9 @@ async def async_wait_until(
     return True
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, poll: float = 0.01) -> bool:
-    """Poll ``predicate()`` every ``poll`` seconds; True once it holds, False after
-    ``timeout`` seconds."""
+def wait_until(predicate: Callable[..., Any], timeout: float = 10.0, poll: float = 0.01) -> bool:
+    """Poll ``predicate()`` (no argument, or only defaulted ones) every ``poll`` seconds; True
+    once it holds, False after ``timeout`` seconds."""
     end = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > end:

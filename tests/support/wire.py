@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from tenure import keys
 
 
+def text(value: bytes | str) -> str:
+    """A reply as text: redis-py types replies ``bytes | str`` (``decode_responses``)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def owner_fields(r: redis.Redis, name: str, client_id: str) -> list[str]:
     """The fields of hash ``name`` that belong to the client ``client_id`` (its threads' or
     tasks' owner fields are ``<client_id>:<n>``, a write hold adds ``:write``)."""
-    return sorted(f.decode() for f in r.hkeys(name) if f.decode().startswith(client_id + ":"))
+    return sorted(text(f) for f in r.hkeys(name) if text(f).startswith(client_id + ":"))
 
 
 def owner_of(r: redis.Redis, name: str, client_id: str) -> str:
@@ -26,12 +31,15 @@ def owner_of(r: redis.Redis, name: str, client_id: str) -> str:
 
 def queue_of(r: redis.Redis, name: str) -> list[str]:
     """The fair lock's waiting line, head first."""
-    return [o.decode() for o in r.lrange(keys.fair_queue_key(name), 0, -1)]
+    return [text(o) for o in r.lrange(keys.fair_queue_key(name), 0, -1)]
 
 
 def deadlines(r: redis.Redis, name: str) -> dict[str, float]:
     """The fair lock's waiter deadlines (server ms) by owner."""
-    return {o.decode(): s for o, s in r.zrange(keys.fair_timeout_key(name), 0, -1, withscores=True)}
+    # withscores=True: (member, score) pairs, which redis-py's reply type does not say
+    reply = r.zrange(keys.fair_timeout_key(name), 0, -1, withscores=True)
+    pairs = cast(list[tuple[bytes, float]], reply)
+    return {text(owner): score for owner, score in pairs}
 
 
 def server_ms(r: redis.Redis) -> int:
@@ -69,7 +77,14 @@ def max_concurrency(spans: list[tuple[int, int]]) -> int:
     return best
 
 
+def numsub(r: redis.Redis, channel: str) -> int:
+    """Subscribers of ``channel`` (PUBSUB NUMSUB): a test waits on its own channel's count,
+    never on the server's whole channel list (other clients' channels come and go)."""
+    return int(r.pubsub_numsub(channel)[0][1])
+
+
 def shared_channels(r: redis.Redis) -> list[bytes]:
     """The channels subscribed on the server, less tenure's client channels: a client waiting
     on a Lock listens on its own channel beside the lock's (keys.lock_client_channel)."""
-    return sorted(c for c in r.pubsub_channels() if b":tenure:" not in c)
+    channels = [text(c).encode() for c in r.pubsub_channels()]
+    return sorted(c for c in channels if b":tenure:" not in c)
