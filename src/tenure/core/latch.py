@@ -26,10 +26,10 @@ from tenure.core.effects import (
     Drain,
     Flow,
     Subscribe,
-    Unsubscribe,
     Wait,
 )
 from tenure.core.semaphore import check_count
+from tenure.core.waiting import subscribed
 
 WAKE = frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})
 
@@ -90,20 +90,14 @@ class LatchCore:
             return False
         if self.ctx.hears(self.channel):  # messages from before the read above: not ours
             yield Drain(self.channel)
-        yield Subscribe(self.channel, WAKE)
-        try:
-            while True:
-                done = (yield from self.count()) == 0
-                if done or deadline.remaining() <= 0:
-                    break
-                woken = yield Wait(self.channel, deadline.remaining())
-                if woken == keys.LATCH_ZERO_MESSAGE:  # it says zero: no read needed
-                    done = True
-                    break
-        except GeneratorExit:
-            raise
-        except BaseException:
-            yield Unsubscribe(self.channel, pass_on=True)
-            raise
-        yield Unsubscribe(self.channel)
-        return done
+        return (yield from subscribed(Subscribe(self.channel, WAKE), self._sleep(deadline)))
+
+    def _sleep(self, deadline: Deadline) -> Flow[bool]:
+        while True:
+            if (yield from self.count()) == 0:
+                return True
+            if deadline.remaining() <= 0:
+                return False
+            woken = yield Wait(self.channel, deadline.remaining())
+            if woken == keys.LATCH_ZERO_MESSAGE:  # it says zero: no read needed
+                return True

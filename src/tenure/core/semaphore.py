@@ -50,12 +50,12 @@ from tenure.core.effects import (
     Deadline,
     Flow,
     Subscribe,
-    Unsubscribe,
     Wait,
     wait_for,
 )
 from tenure.core.holds import LossScope
 from tenure.core.parking import WAKE_ANY, WAKE_COUNT
+from tenure.core.waiting import subscribed
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError, ServerError
 
 log = logging.getLogger("tenure")
@@ -102,20 +102,19 @@ def wait_granted(
         return True
     if deadline.remaining() <= 0:
         return False
-    yield Subscribe(channel, wake)
-    try:
-        while True:
-            hint = yield from attempt()
-            if hint is None or deadline.remaining() <= 0:
-                break
-            yield Wait(channel, wait_for(hint, deadline))
-    except GeneratorExit:
-        raise
-    except BaseException:
-        yield Unsubscribe(channel, pass_on=True)
-        raise
-    yield Unsubscribe(channel)
-    return hint is None
+    return (yield from subscribed(Subscribe(channel, wake), _sleep(attempt, channel, deadline)))
+
+
+def _sleep(
+    attempt: Callable[[], Flow[int | None]], channel: str, deadline: Deadline
+) -> Flow[bool]:
+    while True:
+        hint = yield from attempt()
+        if hint is None:
+            return True
+        if deadline.remaining() <= 0:
+            return False
+        yield Wait(channel, wait_for(hint, deadline))
 
 
 class SemaphoreCore:

@@ -1,0 +1,31 @@
+"""The frame every waiter's loop runs in, sans I/O (docs/internals.md, "Waiting").
+
+A waiter subscribes to its channel, runs its loop (attempts and sleeps), and leaves the
+channel however the loop ends. One that ends with an error or a cancellation may have
+taken a wake-up it will not use, so it passes one on to another waiter of its client.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from tenure.core.effects import Flow, Subscribe, Unsubscribe
+
+T = TypeVar("T")
+
+
+def subscribed(subscribe: Subscribe, loop: Flow[T]) -> Flow[T]:
+    """Run ``loop`` as a waiter on ``subscribe.channel``: after ``subscribe`` is confirmed,
+    and leaving the channel when it returns (its result) or raises (re-raised, a wake-up
+    passed on). ``GeneratorExit`` (the flow closed) is re-raised as is: a closed generator
+    may yield nothing more."""
+    yield subscribe
+    try:
+        result = yield from loop
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield Unsubscribe(subscribe.channel, pass_on=True)
+        raise
+    yield Unsubscribe(subscribe.channel)
+    return result
