@@ -161,3 +161,48 @@ def test_json_form_is_plain(client, r):
     text = json.dumps(data, allow_nan=False)
     assert json.loads(text)["remaining_lease"] is None and data["exists"] is True
     assert data["holders"][0]["hold_count"] == 1
+
+
+def test_an_election_shows_its_leader_term_and_candidates_in_order(make_client, r):
+    a, b, c = (make_client(name=n, watchdog_timeout=20) for n in ("alpha", "beta", "gamma"))
+    first, second, third = (x.election("sched") for x in (a, b, c))
+    term = first.campaign("host-a:1")
+    assert term is not None
+    queue, channel = "{sched}:tenure_election_queue", keys.lock_channel("{sched}:tenure_election")
+    runner_up = spawn(lambda: second.campaign("host-b:2", timeout=30))
+    assert wait_until(lambda: r.llen(queue) == 1)
+    last = spawn(lambda: third.campaign("host-c:3", timeout=30))
+    assert wait_until(lambda: r.llen(queue) == 2)
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 2)
+    before = state(r)
+    info = a.inspect("sched")
+    assert state(r) == before  # looking changes nothing
+    assert info.kind == "election" and info.held and info.exists
+    (leader,) = info.holders
+    assert leader.client_id == a.client_id and leader.client_name == "alpha"
+    assert leader.hold_count == 1 and leader.remaining_lease == info.remaining_lease
+    assert info.value == "host-a:1" and info.term == term and 15 < info.remaining_lease <= 20
+    assert [q.client_id for q in info.queue] == [b.client_id, c.client_id]  # in order
+    assert [q.value for q in info.queue] == ["host-b:2", "host-c:3"]
+    assert [q.client_name for q in info.queue] == ["beta", "gamma"]
+    for candidate in info.queue:
+        assert candidate.remaining is not None and candidate.deadline is not None
+        assert 0 < candidate.remaining <= 20
+        assert math.isclose(
+            candidate.deadline - info.server_time, candidate.remaining, abs_tol=0.01
+        )
+    assert info.waiters == 2 and info.fencing_token is None
+    assert json.loads(json.dumps(info.to_dict()))["term"] == term
+
+    first.resign()  # the next candidate leads at once
+    assert runner_up.result() == term + 1
+    info = a.inspect("sched")
+    assert info.holders[0].client_id == b.client_id and info.value == "host-b:2"
+    assert info.term == term + 1 and [q.client_id for q in info.queue] == [c.client_id]
+    second.resign()
+    assert last.result() == term + 2
+    third.resign()
+    info = a.inspect("sched")  # vacant: the last term handed out, nobody queued
+    assert info.kind == "election" and not info.held and not info.exists
+    assert info.holders == () and info.queue == () and info.value is None
+    assert info.term == term + 2 and info.remaining_lease is None

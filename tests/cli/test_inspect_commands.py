@@ -96,6 +96,42 @@ def test_list_shows_a_free_fenced_lock_by_its_token(server, r, client):
     assert item["fencing_token"] == 1
 
 
+def test_status_and_list_show_an_election(server, r, make_client):
+    leader_client, other = make_client(name="scheduler-a"), make_client(name="scheduler-b")
+    leading, waiting = leader_client.election("cron"), other.election("cron")
+    term = leading.campaign("host-a:8080")
+    queue = "{cron}:tenure_election_queue"
+    candidate = spawn(lambda: waiting.campaign("host-b:8080", timeout=30))
+    assert wait_until(lambda: r.llen(queue) == 1)
+    try:
+        done = tenure_cmd("status", "cron", "--json", url=server.url)
+        assert done.returncode == 0, done.stderr
+        data = json.loads(done.stdout)
+        assert data["kind"] == "election" and data["held"] and data["term"] == term
+        assert data["value"] == "host-a:8080"
+        assert data["holders"][0]["client_id"] == leader_client.client_id
+        assert [(q["client_id"], q["value"]) for q in data["queue"]] == [
+            (other.client_id, "host-b:8080")
+        ]
+        table = tenure_cmd("status", "cron", url=server.url)
+        assert table.returncode == 0, table.stderr
+        for text in ("election", "leader", "scheduler-a", "host-a:8080", "candidate #1"):
+            assert text in table.stdout, table.stdout
+        assert "term" in table.stdout and str(term) in table.stdout
+        for pattern in ("cr*", "*"):  # by the election's own keys, named once
+            listed = tenure_cmd("list", pattern, "--json", url=server.url)
+            assert listed.returncode == 0, listed.stderr
+            items = [i for i in json.loads(listed.stdout) if i["kind"] == "election"]
+            assert [(i["name"], i["term"]) for i in items] == [("cron", term)]
+        plain = tenure_cmd("list", "cr*", url=server.url)
+        assert "election" in plain.stdout and f"term {term}" in plain.stdout
+        assert "1 candidate" in plain.stdout and "1 candidates" not in plain.stdout
+    finally:
+        leading.resign()
+        assert candidate.result() == term + 1
+        waiting.resign()
+
+
 def test_force_release_wakes_a_waiter(server, r, make_client):
     holder, other = make_client(), make_client()
     assert holder.lock("stuck").acquire(lease_time=120)

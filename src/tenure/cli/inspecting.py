@@ -13,6 +13,7 @@ from rich.table import Table
 import tenure
 from tenure import keys
 from tenure.cli.common import client, json_option, print_json, seconds, url_option
+from tenure.core.election import LEADER as ELECTION
 from tenure.core.fair import ALIVE as FAIR_ALIVE
 from tenure.core.watchdog import REGISTRY_PREFIX
 
@@ -22,6 +23,7 @@ SCAN_COUNT = 1000
 AUX_PREFIXES = (keys.LOCK_TOKEN, keys.FAIR_QUEUE, keys.FAIR_TIMEOUT, FAIR_ALIVE)
 READ_TIMEOUT = re.compile(r"^(.*):[0-9a-fA-F-]{36}:\d+:rwlock_timeout:\d+$")
 PERMIT_TIMEOUT = re.compile(r"^(.*):timeout$")
+ELECTION_KEY = re.compile(rf"^(.*):{ELECTION}(?:_term|_queue|_deadlines|_candidates|_log)?$")
 
 
 # ------------------------------------------------------------------ status
@@ -41,8 +43,10 @@ def status(name: str, url: str, as_json: bool) -> None:
     remaining_lease (seconds; null without expiry or key), mode, queue [{owner, client_id,
     number, deadline, remaining, client_name, host, pid}], fencing_token, permits,
     permit_leases [{permit_id, remaining_lease}], count, waiters, server_time (epoch
-    seconds), notes. client_name, host and pid are null for a client that registers
-    nothing (Java Redisson).
+    seconds), notes, value, term. client_name, host and pid are null for a client that
+    registers nothing (Java Redisson). An election (kind election): its leader is the one
+    holder, value and term are the leader's, queue lists the candidates in the order they
+    will be elected, each with its value.
 
     \b
     Example:
@@ -68,6 +72,8 @@ def status_table(info: tenure.LockInfo) -> Table:
     table.add_row("state", held if info.exists or info.kind == "free" else f"{held} (no key)")
     if info.mode is not None:
         table.add_row("mode", info.mode)
+    if info.kind == "election":
+        return _election_rows(table, info)
     if info.exists:
         table.add_row("remaining lease", seconds(info.remaining_lease))
     for holder in info.holders:
@@ -96,6 +102,26 @@ def status_table(info: tenure.LockInfo) -> Table:
     return table
 
 
+def _election_rows(table: Table, info: tenure.LockInfo) -> Table:
+    """An election's rows: leader, value, term, lease; candidates, next elected first."""
+    for leader in info.holders:
+        table.add_row("leader", f"{who(leader)}{leader.owner}")
+        table.add_row("value", info.value or "")
+        table.add_row("remaining lease", seconds(info.remaining_lease))
+    if info.term is not None:
+        table.add_row("term" if info.held else "last term", str(info.term))
+    for position, candidate in enumerate(info.queue, 1):
+        table.add_row(
+            f"candidate #{position}",
+            f"{who(candidate)}{candidate.owner}  value {candidate.value or ''!r}  "
+            f"deadline in {seconds(candidate.remaining)}",
+        )
+    table.add_row("waiting clients", str(info.waiters))
+    for note in info.notes:
+        table.add_row("note", note)
+    return table
+
+
 SYNCHRONIZERS = ("semaphore", "permit_expirable_semaphore", "latch")
 
 
@@ -114,11 +140,12 @@ def who(entry: tenure.Holder | tenure.QueuedWaiter) -> str:
 # ------------------------------------------------------------------ list
 def name_of(key: str) -> str:
     """The name a key belongs to: a token, queue, deadline, read-hold or permit key gives
-    its lock's name (docs/wire.md), any other key is a name itself."""
+    its lock's name, an election's keys its name (docs/wire.md), any other key is a name
+    itself."""
     for prefix in AUX_PREFIXES:
         if key.startswith(prefix + ":"):
             return _unbrace(key[len(prefix) + 1 :])
-    for pattern in (READ_TIMEOUT, PERMIT_TIMEOUT):
+    for pattern in (READ_TIMEOUT, PERMIT_TIMEOUT, ELECTION_KEY):
         match = pattern.match(key)
         if match is not None:
             return _unbrace(match.group(1))
@@ -133,10 +160,12 @@ def _unbrace(name: str) -> str:
 
 def scan_names(c: tenure.Client, pattern: str) -> Iterator[str]:
     """Names with keys matching ``pattern`` (SCAN ... COUNT, never KEYS), each once; also
-    the names whose token or fair queue alone matches (a free fenced or fair lock)."""
+    the names whose token or fair queue alone matches (a free fenced or fair lock), and
+    elections (whose keys are ``{name}:tenure_election...``)."""
     patterns = [pattern]
     if "{" not in pattern and pattern != "*":
         patterns += [f"{prefix}:{{{pattern}}}" for prefix in AUX_PREFIXES]
+        patterns.append(f"{{{pattern}}}:{ELECTION}*")
     seen: set[str] = set()
     for match in patterns:
         for raw in c.redis.scan_iter(match=match, count=SCAN_COUNT):
@@ -153,8 +182,9 @@ def scan_names(c: tenure.Client, pattern: str) -> Iterator[str]:
 @url_option
 @json_option
 def list_names(pattern: str, url: str, as_json: bool) -> None:
-    """List the locks and synchronizers whose names match PATTERN (a Redis glob, default
-    *): one line each with kind, holders and remaining lease. Keys tenure did not write
+    """List the locks, synchronizers and elections whose names match PATTERN (a Redis
+    glob, default *): one line each with kind, holders (an election: its leader) and
+    remaining lease. Keys tenure did not write
     are left out. Uses SCAN with a COUNT, never KEYS.
 
     --json prints a list of the objects `tenure status --json` prints.
@@ -207,6 +237,14 @@ def _short(holder: tenure.Holder) -> str:
 
 def _details(info: tenure.LockInfo) -> str:
     parts = []
+    if info.kind == "election":
+        if info.value is not None:
+            parts.append(f"value {info.value!r}")
+        if info.term is not None:
+            parts.append(f"term {info.term}")
+        if info.queue:
+            parts.append(f"{len(info.queue)} candidate{'s' if len(info.queue) > 1 else ''}")
+        return ", ".join(parts)
     if info.queue:
         parts.append(f"{len(info.queue)} queued")
     if info.fencing_token is not None:

@@ -17,8 +17,9 @@ Rules (docs/wire.md is the layout read here):
   permit expiries is a ``permit_expirable_semaphore``; another integer STRING is a
   ``latch`` when clients wait on the latch channel and none on the semaphore channel, else
   a ``semaphore`` (both share that layout; a note says so when nobody waits). No key: a
-  fencing token alone is a free ``fenced`` lock, a queue alone a free ``fair`` lock,
-  else ``free``. Anything else is ``unknown``.
+  fencing token alone is a free ``fenced`` lock, a queue alone a free ``fair`` lock, an
+  election's keys (a leader, a term counter or candidates: ``tenure.core.election``) an
+  ``election``, else ``free``. Anything else is ``unknown``.
 
 Nothing here changes a key: inspecting never disturbs holders or waiters.
 """
@@ -35,6 +36,7 @@ from tenure import keys, scripts
 from tenure.core.args import check_name
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
+from tenure.core.election import election_channel, election_keys
 from tenure.core.fair import alive_key
 from tenure.core.watchdog import registration_key
 from tenure.errors import BackendError, ServerError
@@ -47,6 +49,7 @@ KINDS = (
     "semaphore",
     "permit_expirable_semaphore",
     "latch",
+    "election",
     "free",
     "unknown",
 )
@@ -74,7 +77,9 @@ class Holder:
         client_name, host, pid: who holds it: the holder's client name
             (``Client(name=...)``, default ``"<hostname>:<pid>"``), host name and process
             id, as its client registered them; None for a client that registers nothing
-            (a foreign client such as Java Redisson, or a registration run out).
+            (a foreign client such as Java Redisson, or a registration run out). An
+            election's leader: the client name it wrote beside its leadership, until a
+            registration names it.
     """
 
     owner: str
@@ -90,7 +95,7 @@ class Holder:
 
 @dataclass(frozen=True, slots=True)
 class QueuedWaiter:
-    """One entry of a fair lock's queue, head first.
+    """One entry of a fair lock's queue, or an election's candidate, head first.
 
     Attributes:
         owner, client_id, number: as in `Holder`.
@@ -99,6 +104,8 @@ class QueuedWaiter:
             renewal period) or it takes the lock; None if it has no entry.
         remaining: seconds from the read until that deadline (negative once passed).
         client_name, host, pid: who waits, as in `Holder`.
+        value: an election candidate's value (str; what it campaigns with); None for a
+            fair lock's waiter.
     """
 
     owner: str
@@ -109,6 +116,7 @@ class QueuedWaiter:
     client_name: str | None = None
     host: str | None = None
     pid: int | None = None
+    value: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +139,24 @@ class LockInfo:
     Attributes:
         name: the name as given; ``key``: the key on the wire (with the client's prefix).
         kind: one of `KINDS`: ``lock``, ``fair``, ``rw``, ``fenced``, ``semaphore``,
-            ``permit_expirable_semaphore``, ``latch``, ``free`` (no key) or ``unknown``
-            (a key tenure did not write).
+            ``permit_expirable_semaphore``, ``latch``, ``election``, ``free`` (no key) or
+            ``unknown`` (a key tenure did not write).
         exists: True if the name's own key exists (a free fenced or fair lock may keep its
-            token or queue without it).
-        held: True if a lock kind has at least one holder.
-        holders: the holders (locks only), in the hash's order.
+            token or queue without it; an election's own key is its leader hash).
+        held: True if a lock kind has at least one holder; an election, a leader.
+        holders: the holders (locks only), in the hash's order; an election's leader.
         remaining_lease: seconds until the key expires; ``math.inf`` without expiry; None
-            when there is no key.
+            when there is no key. An election: the leader's lease.
         mode: ``"read"`` / ``"write"`` for a held read-write lock, else None.
-        queue: a fair lock's queued waiters, head first.
+        queue: a fair lock's queued waiters, head first; an election's candidates, in the
+            order they will be elected (each with its value and deadline).
         fencing_token: the last fencing token handed out for this name (None if none).
         permits: a semaphore's available permits (None for other kinds).
         permit_leases: a permit-expirable semaphore's taken permits.
         count: a count-down latch's count (None for other kinds).
+        value: an election leader's value (None for other kinds, or when vacant).
+        term: an election's term: the leader's, or when vacant the last one handed out
+            (None for other kinds, or an election that never had a leader).
         waiters: clients subscribed to the kind's channels (waiting), from ``PUBSUB NUMSUB``
             (plus ``SHARDNUMSUB``); each client counts once however many of its threads or
             tasks wait.
@@ -168,6 +180,8 @@ class LockInfo:
     waiters: int = 0
     server_time: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    value: str | None = None
+    term: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with the attribute names as keys (the stable ``--json`` form).
@@ -204,6 +218,19 @@ class Snapshot:
     deadlines: dict[str, int]
     permits: dict[str, int]
     ttls: list[int]
+    election: ElectionSnapshot | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionSnapshot:
+    """The election part of ``inspect.lua``'s reply, decoded."""
+
+    leader: dict[str, str]
+    pttl: int
+    term: str | None
+    candidates: list[str]
+    deadlines: dict[str, int]
+    values: dict[str, str]
 
 
 def _text(value: Any) -> str:
@@ -212,7 +239,7 @@ def _text(value: Any) -> str:
 
 def decode(reply: Any) -> Snapshot:
     """The script's reply as a `Snapshot`."""
-    now, kind, pttl, content, token, queue, deadlines, permits, ttls = reply
+    now, kind, pttl, content, token, queue, deadlines, permits, ttls, election = reply
     kind = _text(kind)
     flat = [_text(v) for v in content] if kind == "hash" and content else []
     return Snapshot(
@@ -226,6 +253,24 @@ def decode(reply: Any) -> Snapshot:
         deadlines=_scores(deadlines),
         permits=_scores(permits),
         ttls=[int(t) for t in ttls],
+        election=_election(election) if election else None,
+    )
+
+
+def _pairs(flat: Any) -> dict[str, str]:
+    items = [_text(v) for v in flat]
+    return dict(zip(items[::2], items[1::2], strict=True))
+
+
+def _election(reply: Any) -> ElectionSnapshot:
+    leader, pttl, term, candidates, deadlines, values = reply
+    return ElectionSnapshot(
+        leader=_pairs(leader),
+        pttl=int(pttl),
+        term=_text(term) if term else None,
+        candidates=[_text(v) for v in candidates],
+        deadlines=_scores(deadlines),
+        values=_pairs(values),
     )
 
 
@@ -246,6 +291,7 @@ def read_call(key: str, extra: list[str]) -> Call:
             keys.fair_timeout_key(key),
             keys.permit_timeout_key(key),
             alive_key(key),
+            *election_keys(key)[:5],
             *extra,
         ],
         [],
@@ -276,6 +322,7 @@ def channels(key: str, snapshot: Snapshot) -> list[str]:
         keys.rw_channel(key),
         keys.semaphore_channel(key),
         keys.latch_channel(key),
+        election_channel(key),
         *(keys.fair_waiter_channel(key, owner) for owner in queued),
     ]
 
@@ -495,6 +542,9 @@ def build(
             kind="semaphore", permits=value, waiters=on_sem, notes=tuple(notes), **common
         )
 
+    if snap.type == "none" and snap.election is not None:
+        return _election_info(snap.election, common, waiting(election_channel(key)), notes)
+
     if snap.type == "none":
         if token is not None:
             kind = "fenced"
@@ -515,4 +565,44 @@ def build(
         waiters=sum(subscribers.values()),
         notes=(f"a {snap.type.upper()} key, not written by tenure",),
         **common,
+    )
+
+
+def _election_info(
+    election: ElectionSnapshot, common: dict[str, Any], waiters: int, notes: list[str]
+) -> LockInfo:
+    """An election's `LockInfo`: its leader as the holder (hold count 1, named by the
+    client name it wrote), its candidates as the queue, head (next elected) first."""
+    now_ms = round(common["server_time"] * 1000)
+    leader = election.leader
+    holders: tuple[Holder, ...] = ()
+    if leader.get("owner"):
+        holder = Holder(*_owner(leader["owner"]), 1, None, _seconds(election.pttl))
+        holders = (replace(holder, client_name=leader.get("client") or None),)
+    values, deadlines = election.values, election.deadlines
+    queue = tuple(
+        QueuedWaiter(
+            *_owner(o),
+            deadline=deadlines[o] / 1000 if o in deadlines else None,
+            remaining=(deadlines[o] - now_ms) / 1000 if o in deadlines else None,
+            client_name=values.get(o + "|client") or None,
+            value=values.get(o),
+        )
+        for o in election.candidates
+    )
+    found = {
+        **common,
+        "exists": bool(holders),
+        "remaining_lease": _seconds(election.pttl) if holders else None,
+    }
+    return LockInfo(
+        kind="election",
+        held=bool(holders),
+        holders=holders,
+        queue=queue,
+        waiters=waiters,
+        notes=tuple(notes),
+        value=leader.get("value") if holders else None,
+        term=_integer(leader.get("term")) if holders else _integer(election.term),
+        **found,
     )
