@@ -22,6 +22,19 @@ local function election_wrong()
     return wrong
 end
 
+-- not_leader(owner): nil when `owner` leads; else what a leader-only script returns: the
+-- kind error of a key of the wrong type, or false (a nil reply) when `owner` does not lead.
+local function not_leader(owner)
+    local wrong = election_wrong()
+    if wrong then
+        return wrong
+    end
+    if redis.call('hget', KEYS[1], 'owner') ~= owner then
+        return false
+    end
+    return nil
+end
+
 -- log_change(owner, value, term, client, lease): one entry in the change log.
 local function log_change(owner, value, term, client, lease)
     redis.call('xadd', KEYS[6], 'MAXLEN', '~', '128', '*', 'owner', owner, 'value', value,

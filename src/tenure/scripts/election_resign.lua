@@ -6,12 +6,9 @@
 -- @include server_time
 -- @include election
 
-local wrong = election_wrong()
-if wrong then
-    return wrong
-end
-if redis.call('hget', KEYS[1], 'owner') ~= ARGV[1] then
-    return nil
+local refused = not_leader(ARGV[1])
+if refused ~= nil then
+    return refused
 end
 redis.call('del', KEYS[1])
 if settle(now_ms(), ARGV[2]) then
