@@ -9,6 +9,7 @@ final value is checked against the acquisitions: a lost update means two holders
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import time
 from typing import Any
 
@@ -66,7 +67,15 @@ def contend(url: str, subject: str, procs: int, seconds: float) -> dict[str, Any
     ]
     for proc in ps:
         proc.start()
-    answers = [ready.get(timeout=120) for _ in ps]
+    answers: list[Any] = []
+    deadline = time.monotonic() + 120
+    while len(answers) < len(ps):
+        try:
+            answers.append(ready.get(timeout=1))
+        except queue.Empty:
+            if time.monotonic() > deadline or any(p.exitcode is not None for p in ps):
+                answers.append("a worker died or hung before it was ready")
+                break
     if any(a is not True for a in answers):
         for proc in ps:
             proc.kill()
