@@ -85,8 +85,9 @@ def _run(lock_rate: float, prl_rate: float, p99: float) -> Results:
 
 def test_runs_merge_into_ranges_and_goals_count_the_runs_that_met_them() -> None:
     runs = [_run(2000.0, 1000.0, 5.0), _run(900.0, 1000.0, 20.0), _run(1500.0, 1000.0, 5.0)]
-    table, cost = report.merge([report.tables(r) for r in runs])
-    assert cost.key == "contended-cost"
+    table, commands, cpu = report.merge([report.tables(r) for r in runs])
+    assert (commands.key, cpu.key) == ("contended-commands", "contended-cpu")
+    assert commands.rows[0] == ("tenure Lock", "tenure", ["10.0"])
     rows = {subject: cells for subject, _, cells in table.rows}
     assert rows["tenure Lock"][0] == "900\u20132,000"  # acq/s, min-max over the runs
     assert rows["tenure Lock"][1] == "0.90\u20132.00"  # ÷ python-redis-lock, per run
