@@ -18,10 +18,31 @@ import redis
 from bench import peers
 from bench.common import Results, calls_delta, command_calls, jain, p
 
+MESSAGE_KINDS = {b"message", b"pmessage", b"smessage", "message", "pmessage", "smessage"}
+
+
+def _count_messages() -> list[int]:
+    """Count the pub/sub messages this process reads (every library here reads them through
+    redis-py's ``AbstractConnection.read_response``): [count], updated in place."""
+    from redis.connection import AbstractConnection
+
+    count = [0]
+    original = AbstractConnection.read_response
+
+    def read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reply = original(self, *args, **kwargs)
+        if isinstance(reply, list) and reply and reply[0] in MESSAGE_KINDS:
+            count[0] += 1
+        return reply
+
+    AbstractConnection.read_response = read_response  # type: ignore[method-assign]
+    return count
+
 
 def _worker(
     subject: str, url: str, name: str, seconds: float, ready: Any, go: Any, start: Any, out: Any
 ) -> None:
+    messages = _count_messages()
     try:
         acquire, release, close = peers.FACTORIES[subject](url, name)
     except Exception as error:  # the parent skips the subject, it does not wait forever
@@ -37,25 +58,27 @@ def _worker(
         go.wait()
         end = start.value + seconds
         waits: list[float] = []
-        cpu = time.process_time()
+        cpu, heard = time.process_time(), messages[0]
         while (called := time.time()) < end:
             acquire()
             waits.append(time.time() - called)
             value = work.get(counter)  # the critical section: GET + SET of a counter
             work.set(counter, int(value or 0) + 1)
             release()
-        out.put((len(waits), waits, time.process_time() - cpu))
+        out.put((len(waits), waits, time.process_time() - cpu, messages[0] - heard))
     finally:
         work.close()
         close()
 
 
 def contend(url: str, subject: str, procs: int, seconds: float) -> dict[str, Any] | None:
-    """Run ``procs`` processes of ``subject`` for ``seconds``: acquisitions/s, Jain's index over
-    the per-process counts, wait (acquire call to return) median, p99 and worst, server commands
-    per acquisition (INFO commandstats, script-inner calls included; the critical section's GET
-    and SET counted out), client CPU per acquisition and lost updates. None when the subject
-    cannot run here (its factory failed: a library version without what it needs)."""
+    """Run ``procs`` processes of ``subject`` for ``seconds``: acquisitions/s, Jain's index
+    over the per-process counts, wait (acquire call to return) median, p99 and worst, server
+    commands per acquisition (INFO commandstats, script-inner calls included; the critical
+    section's GET and SET counted out), client CPU per acquisition, pub/sub messages the
+    processes read per acquisition (each follows one unlock: messages delivered per unlock)
+    and lost updates. None when the subject cannot run here (its factory failed: a library
+    version without what it needs)."""
     ctx = multiprocessing.get_context("spawn")
     ready, out, go, start = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0)
     name = f"bench:c:{subject}:{procs}:{time.time_ns()}"
@@ -107,6 +130,7 @@ def contend(url: str, subject: str, procs: int, seconds: float) -> dict[str, Any
         "cmds_per_acq": (sum(delta.values()) - work) / total if total else float("inf"),
         "cpu_us_per_acq": sum(r[2] for r in reports) / total * 1e6 if total else float("inf"),
         "lost_updates": total - counter,
+        "messages_per_acq": sum(r[3] for r in reports) / total if total else float("inf"),
         "counts": counts,
         "commands": delta,
     }
@@ -121,6 +145,7 @@ METRICS = (
     "cmds_per_acq",
     "cpu_us_per_acq",
     "lost_updates",
+    "messages_per_acq",
 )
 
 PEERS = ("python-redis-lock", "redis-py Lock", "sherlock")

@@ -78,6 +78,7 @@ def _run(lock_rate: float, prl_rate: float, p99: float) -> Results:
             ("cmds_per_acq", 10.0),
             ("cpu_us_per_acq", 300.0),
             ("lost_updates", 0.0),
+            ("messages_per_acq", 1.0),
         ):
             res.add("contended", subject, role, metric, value, procs=8)
     return res
@@ -85,8 +86,12 @@ def _run(lock_rate: float, prl_rate: float, p99: float) -> Results:
 
 def test_runs_merge_into_ranges_and_goals_count_the_runs_that_met_them() -> None:
     runs = [_run(2000.0, 1000.0, 5.0), _run(900.0, 1000.0, 20.0), _run(1500.0, 1000.0, 5.0)]
-    table, commands, cpu = report.merge([report.tables(r) for r in runs])
-    assert (commands.key, cpu.key) == ("contended-commands", "contended-cpu")
+    table, commands, cpu, messages = report.merge([report.tables(r) for r in runs])
+    assert (commands.key, cpu.key, messages.key) == (
+        "contended-commands",
+        "contended-cpu",
+        "contended-messages",
+    )
     assert commands.rows[0] == ("tenure Lock", "tenure", ["10.0"])
     rows = {subject: cells for subject, _, cells in table.rows}
     assert rows["tenure Lock"][0] == "900\u20132,000"  # acq/s, min-max over the runs
