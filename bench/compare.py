@@ -73,6 +73,7 @@ def figures() -> list[Figure]:
             ("  wait p99 ms, P=8", ".1f", get("wait_p99_ms", 8)),
             ("  worst wait ms, P=8", ",.0f", get("wait_max_ms", 8)),
             ("  commands per acquisition, P=8", ".1f", get("cmds_per_acq", 8)),
+            ("  pub/sub messages per unlock, P=8", ".2f", get("messages_per_acq", 8)),
         ]
     out += [
         (
