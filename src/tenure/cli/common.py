@@ -40,6 +40,50 @@ def json_option(command: F) -> F:
     )
 
 
+def positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Option callback: seconds above 0 (or None)."""
+    if value is not None and value <= 0:
+        raise click.BadParameter("must be above 0 seconds")
+    return value
+
+
+def timeout_option(wait: str) -> Callable[[F], F]:
+    """``--timeout S`` of a command that waits ``wait`` ("for the lock", "to be elected")."""
+    return click.option(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"Seconds to wait {wait} (default: forever; 0: one attempt). "
+        "Exit status 75 when it runs out.",
+    )
+
+
+def watchdog_option(lease: str) -> Callable[[F], F]:
+    """``--watchdog-timeout S`` (default 30, above 0), ``lease`` saying what it is."""
+    return click.option(
+        "--watchdog-timeout",
+        type=float,
+        default=30.0,
+        show_default=True,
+        metavar="S",
+        callback=positive,
+        help=lease,
+    )
+
+
+def grace_option(hold: str) -> Callable[[F], F]:
+    """``--grace S``: from SIGTERM to SIGKILL of COMMAND once ``hold`` is lost."""
+    return click.option(
+        "--grace",
+        type=float,
+        default=10.0,
+        show_default=True,
+        metavar="S",
+        help=f"Seconds between SIGTERM and SIGKILL when {hold} is lost.",
+    )
+
+
 def one_line(error: BaseException) -> str:
     """An error as one readable line (no traceback)."""
     if isinstance(error, tenure.BackendError) and error.__cause__ is not None:

@@ -22,8 +22,17 @@ from typing import Any
 import click
 
 import tenure
-from tenure.cli.common import client, json_option, one_line, seconds, url_option
-from tenure.cli.run import EXIT_ERROR, EXIT_TIMEOUT, CommandAfterName, Runner, _interrupt
+from tenure.cli.common import (
+    client,
+    grace_option,
+    json_option,
+    one_line,
+    seconds,
+    timeout_option,
+    url_option,
+    watchdog_option,
+)
+from tenure.cli.run import EXIT_ERROR, EXIT_TIMEOUT, CommandAfterName, Runner
 from tenure.core.election import default_client_name
 
 
@@ -34,12 +43,6 @@ class CommandAfterDashes(CommandAfterName):
 
     def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
         return ["[OPTIONS]", "NAME", "[-- COMMAND...]"]
-
-
-def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and value <= 0:
-        raise click.BadParameter("must be above 0 seconds")
-    return value
 
 
 @click.command(cls=CommandAfterDashes)
@@ -57,32 +60,12 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
     is_flag=True,
     help="Do not campaign: print the leader, then every change (None: vacant), until interrupted.",
 )
-@click.option(
-    "--timeout",
-    type=float,
-    default=None,
-    metavar="S",
-    help="Seconds to wait to be elected (default: forever; 0: one attempt). "
-    "Exit status 75 when it runs out.",
+@timeout_option("to be elected")
+@watchdog_option(
+    "Leadership lease in seconds; renewed every third of it. A crashed leader is "
+    "replaced when it runs out."
 )
-@click.option(
-    "--watchdog-timeout",
-    type=float,
-    default=30.0,
-    show_default=True,
-    metavar="S",
-    callback=_positive,
-    help="Leadership lease in seconds; renewed every third of it. A crashed leader is "
-    "replaced when it runs out.",
-)
-@click.option(
-    "--grace",
-    type=float,
-    default=10.0,
-    show_default=True,
-    metavar="S",
-    help="Seconds between SIGTERM and SIGKILL when the leadership is lost.",
-)
+@grace_option("the leadership")
 @json_option
 @url_option
 def elect(**options: Any) -> None:
@@ -209,14 +192,11 @@ class ElectRunner(Runner):
         if self.command:
             return super()._main()
         election = self._make()
-        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            term = self._acquire(election)
+            term = self._wait_for(election)
         except tenure.BackendError as error:
             self.say(f"error: {one_line(error)}")
             return EXIT_ERROR
-        finally:
-            signal.signal(signal.SIGTERM, previous)
         if term is None:
             self.say(f"not elected within {self.timeout} s{self._holder()}")
             return EXIT_TIMEOUT

@@ -31,7 +31,16 @@ import click
 from rich.console import Console
 
 import tenure
-from tenure.cli.common import client, is_tty, one_line, url_option
+from tenure.cli.common import (
+    client,
+    grace_option,
+    is_tty,
+    one_line,
+    positive,
+    timeout_option,
+    url_option,
+    watchdog_option,
+)
 from tenure.core.clock import drift
 
 EXIT_TIMEOUT = 75
@@ -45,12 +54,6 @@ FORWARDED = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
-
-
-def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and value <= 0:
-        raise click.BadParameter("must be above 0 seconds")
-    return value
 
 
 class CommandAfterName(click.Command):
@@ -107,38 +110,25 @@ class CommandAfterName(click.Command):
 @click.command(cls=CommandAfterName)
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option(
-    "--timeout",
-    type=float,
-    default=None,
-    metavar="S",
-    help="Seconds to wait for the lock (default: forever; 0: one attempt). "
-    "Exit status 75 when it runs out.",
-)
+@timeout_option("for the lock")
 @click.option(
     "--lease",
     type=float,
     default=None,
     metavar="S",
-    callback=_positive,
+    callback=positive,
     help="Fixed lease in seconds instead of the watchdog; CMD is terminated when it runs out.",
 )
-@click.option(
-    "--watchdog-timeout",
-    type=float,
-    default=30.0,
-    show_default=True,
-    metavar="S",
-    callback=_positive,
-    help="Watchdog lease in seconds; renewed every third of it. A loss is noticed "
-    "within one renewal period.",
+@watchdog_option(
+    "Watchdog lease in seconds; renewed every third of it. A loss is noticed "
+    "within one renewal period."
 )
 @click.option(
     "--max-hold",
     type=float,
     default=None,
     metavar="S",
-    callback=_positive,
+    callback=positive,
     help="Hold cap: the watchdog stops renewing S seconds after the grant, so COMMAND is "
     "terminated at most S + the watchdog lease after it started, whatever it does.",
 )
@@ -155,14 +145,7 @@ class CommandAfterName(click.Command):
 @click.option(
     "--fenced", is_flag=True, help="Use a FencedLock; CMD gets the token in TENURE_FENCING_TOKEN."
 )
-@click.option(
-    "--grace",
-    type=float,
-    default=10.0,
-    show_default=True,
-    metavar="S",
-    help="Seconds between SIGTERM and SIGKILL when the lock is lost.",
-)
+@grace_option("the lock")
 @url_option
 def run(**options: Any) -> None:
     """Run COMMAND while holding the lock NAME; at most one such COMMAND runs at a time
@@ -249,15 +232,12 @@ class Runner:
 
     def _main(self) -> int:
         lock = self._make()
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        started = time.monotonic()
         try:
-            started = time.monotonic()
-            token = self._acquire(lock)
+            token = self._wait_for(lock)
         except tenure.BackendError as error:
             self.say(f"error: {one_line(error)}")
             return EXIT_ERROR
-        finally:
-            signal.signal(signal.SIGTERM, previous)
         if token is None:
             holder = self._holder()
             self.say(f"timed out after {self.timeout} s waiting for {self.name!r}{holder}")
@@ -275,6 +255,15 @@ class Runner:
         if self.lost_reason is not None or not released_ok:
             return EXIT_ERROR
         return status
+
+    def _wait_for(self, lock: Any) -> Any:
+        """`_acquire()`, where SIGTERM ends the wait (exit 128 + 15; the wait cleans up
+        after itself). Raises BackendError."""
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            return self._acquire(lock)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     def _acquire(self, lock: Any) -> Any:
         """What `_take()` returns (None when the wait ran out). On a TTY a
