@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +53,27 @@ def tenure_popen(*args: str, url: str, **kwargs: Any) -> subprocess.Popen[str]:
         env=env(url),
         **kwargs,
     )
+
+
+@contextmanager
+def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc``, killed on the way out if it still runs: a failed test leaves no child."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def exit_after(proc: subprocess.Popen[str], lose: Callable[[], object]) -> tuple[float, str]:
+    """Take the hold away from ``tenure`` run as ``proc`` (``lose()``), wait for it to exit:
+    the seconds from the loss to its exit, and what it printed on stderr."""
+    lost_at = time.monotonic()
+    lose()
+    proc.wait(timeout=30)
+    return time.monotonic() - lost_at, stderr(proc)
+
+
+def stderr(proc: subprocess.Popen[str]) -> str:
+    """What ``proc`` (exited) printed on stderr."""
+    return proc.stderr.read() if proc.stderr else ""

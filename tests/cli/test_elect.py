@@ -13,7 +13,7 @@ import pytest
 from support.twins import wait_until
 from tenure.core.election import election_keys
 
-from .runner import tenure_cmd, tenure_popen
+from .runner import exit_after, reaped, tenure_cmd, tenure_popen
 
 LEADER, TERM, QUEUE, _, _, _ = election_keys("sched")
 SHOW = "import os; print(os.environ['TENURE_ELECTION_TERM'], os.environ['TENURE_ELECTION_VALUE'])"
@@ -22,11 +22,8 @@ SHOW = "import os; print(os.environ['TENURE_ELECTION_TERM'], os.environ['TENURE_
 def stop(proc, sig: int = signal.SIGINT, timeout: float = 30) -> tuple[str, str]:
     if proc.poll() is None:
         proc.send_signal(sig)
-    try:
+    with reaped(proc):
         return proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_elect_runs_the_command_while_leading(server, r):
@@ -48,14 +45,11 @@ def test_elect_runs_the_command_while_leading(server, r):
 
 def test_elect_holds_until_interrupted_then_steps_down(server, r):
     proc = tenure_popen("elect", "sched", "--value", "host-a", "--json", url=server.url)
-    try:
+    with reaped(proc):
         assert wait_until(lambda: r.hget(LEADER, "value") == b"host-a", timeout=30)
         waiting = tenure_cmd("elect", "--timeout", "0.3", "sched", url=server.url)
         assert waiting.returncode == 75 and "host-a" in waiting.stderr
         out, err = stop(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, err
     data = json.loads(out.splitlines()[0])
     assert data["name"] == "sched" and data["leader"]["value"] == "host-a"
@@ -65,7 +59,7 @@ def test_elect_holds_until_interrupted_then_steps_down(server, r):
 
 def test_elect_waits_its_turn_and_hands_over_on_exit(server, r):
     first = tenure_popen("elect", "sched", "--value", "a", url=server.url)
-    try:
+    with reaped(first):
         assert wait_until(lambda: r.exists(LEADER), timeout=30)
         second = tenure_popen(
             "elect", "sched", "--value", "b", "--", sys.executable, "-c", SHOW, url=server.url
@@ -76,10 +70,6 @@ def test_elect_waits_its_turn_and_hands_over_on_exit(server, r):
         out, err = second.communicate(timeout=30)
         assert second.returncode == 0, err
         assert out == "2 b\n"
-    finally:
-        for p in (first,):
-            if p.poll() is None:
-                p.kill()
 
 
 def test_lost_leadership_terminates_the_command(server, r, tmp_path):
@@ -94,17 +84,10 @@ def test_lost_leadership_terminates_the_command(server, r, tmp_path):
         "import time; time.sleep(60)",
         url=server.url,
     )
-    try:
+    with reaped(proc):
         assert wait_until(lambda: r.exists(LEADER), timeout=30)
         time.sleep(0.3)
-        lost_at = time.monotonic()
-        r.delete(LEADER)
-        proc.wait(timeout=30)
-        elapsed = time.monotonic() - lost_at
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err = proc.stderr.read() if proc.stderr else ""
+        elapsed, err = exit_after(proc, lambda: r.delete(LEADER))
     assert proc.returncode == 1 and "leadership was lost" in err
     assert elapsed < 2 * 1.5 / 3 + 0.5, elapsed
 
@@ -114,7 +97,7 @@ def test_observe_prints_each_change(server, r, make_client, as_json):
     proc = tenure_popen(
         "elect", "--observe", "sched", *(["--json"] if as_json else []), url=server.url
     )
-    try:
+    with reaped(proc):
         c = make_client()
         election = c.election("sched")
         time.sleep(1.0)
@@ -125,9 +108,6 @@ def test_observe_prints_each_change(server, r, make_client, as_json):
         election.resign()
         time.sleep(0.5)
         out, err = stop(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     got = out.splitlines()
     assert len(got) == 4, (got, err)
     if as_json:

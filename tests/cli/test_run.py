@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from support.twins import wait_until
 from support.wire import overlaps
 
-from .runner import tenure_cmd, tenure_popen
+from .runner import exit_after, reaped, stderr, tenure_cmd, tenure_popen
 
 CHILD = textwrap.dedent(
     """
@@ -150,19 +149,16 @@ def test_loss_terminates_the_child_within_two_renewal_periods(server, r, child, 
         *cmd(child, "polite"),
         url=server.url,
     )
-    try:
-        assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
-        lost_at = time.monotonic()
+
+    def lose() -> None:
         if how == "delete":
             assert r.delete("lossy") == 1
         else:
             assert tenure_cmd("force-release", "lossy", "--yes", url=server.url).returncode == 0
-        proc.wait(timeout=30)
-        elapsed = time.monotonic() - lost_at
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err = proc.stderr.read() if proc.stderr else ""
+
+    with reaped(proc):
+        assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
+        elapsed, err = exit_after(proc, lose)
     print(f"loss ({how}) -> tenure run exited after {elapsed:.3f} s")
     assert proc.returncode == 1 and "lost" in err
     assert lines(child[1], "term") == [[]]  # the child got SIGTERM
@@ -181,14 +177,11 @@ def test_child_ignoring_sigterm_is_killed_after_grace(server, r, child):
         *cmd(child, "stubborn"),
         url=server.url,
     )
-    try:
+    with reaped(proc):
         assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
         (pid,) = lines(child[1], "ready")[0]
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    err = proc.stderr.read() if proc.stderr else ""
+    err = stderr(proc)
     assert proc.returncode == 1 and "lease" in err and "SIGKILL" in err
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid), 0)
@@ -196,7 +189,7 @@ def test_child_ignoring_sigterm_is_killed_after_grace(server, r, child):
 
 def test_signals_are_forwarded(server, r, child):
     proc = tenure_popen("run", "sig", "--", *cmd(child, "polite"), url=server.url)
-    try:
+    with reaped(proc):
         assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
         proc.send_signal(signal.SIGUSR1)
         assert wait_until(lambda: lines(child[1], "usr1"), timeout=10)
@@ -205,9 +198,6 @@ def test_signals_are_forwarded(server, r, child):
         assert r.exists("sig")  # still held while the child runs
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 42  # the child's own status
     assert lines(child[1], "term") == [[]]
     assert not r.exists("sig")  # released when the child exited
@@ -217,14 +207,11 @@ def test_sigterm_while_waiting_leaves_nothing_behind(server, r, make_client):
     holder = make_client()
     assert holder.lock("w").acquire(lease_time=60)
     proc = tenure_popen("run", "w", "--", "true", url=server.url)
-    try:
+    with reaped(proc):
         channel = "redisson_lock__channel:{w}"
         assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1, timeout=30)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM
     (field,) = r.hkeys("w")  # only the holder: the interrupted wait left no hold
     assert field.decode().startswith(holder.client_id)
