@@ -183,3 +183,16 @@ async def test_a_releaser_that_waits_again_is_woken_alone(async_make_client, r) 
     finally:
         messages.close()
         again.close()
+
+
+async def test_a_release_drops_thousands_of_clients_gone_from_the_queue(
+    async_make_client, r
+) -> None:
+    # Clients registered and gone (their channel has no listener) are dropped by the next
+    # release, however many: Lua's unpack() holds a few thousand values at most.
+    lock = async_make_client().lock("crowd")
+    assert await lock.acquire()
+    queue = keys.lock_wake_queue("crowd")
+    r.zadd(queue, {f"gone-{i}": i for i in range(10_000)})
+    await lock.release()
+    assert r.zcard(queue) == 0

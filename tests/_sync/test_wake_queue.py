@@ -183,3 +183,16 @@ def test_a_releaser_that_waits_again_is_woken_alone(make_client, r) -> None:
     finally:
         messages.close()
         again.close()
+
+
+def test_a_release_drops_thousands_of_clients_gone_from_the_queue(
+    make_client, r
+) -> None:
+    # Clients registered and gone (their channel has no listener) are dropped by the next
+    # release, however many: Lua's unpack() holds a few thousand values at most.
+    lock = make_client().lock("crowd")
+    assert lock.acquire()
+    queue = keys.lock_wake_queue("crowd")
+    r.zadd(queue, {f"gone-{i}": i for i in range(10_000)})
+    lock.release()
+    assert r.zcard(queue) == 0

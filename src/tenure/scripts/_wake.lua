@@ -51,8 +51,8 @@ local function wake_one(queue, channel, prefix, message, skip, idle, back)
     end
     -- The PUBLISH (which an ACL can refuse) before any write.
     local heard = redis.call('publish', chosen and prefix .. chosen or channel, message)
-    if #dead > 0 then
-        redis.call('zrem', queue, unpack(dead))
+    for first = 1, #dead, 512 do
+        redis.call('zrem', queue, unpack(dead, first, math.min(first + 511, #dead)))
     end
     local moved = {}
     if chosen then
