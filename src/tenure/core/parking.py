@@ -325,6 +325,8 @@ class Parking:
             )
             if alias is not None:
                 self.aliases[alias] = channel
+        elif WAKE_ANY in wake_all:  # as in join(): a waiter every message must reach
+            entry.wake_all = entry.wake_all | wake_all
         for key in waiters:
             ticket = entry.tickets.get(key)
             if ticket is None:
