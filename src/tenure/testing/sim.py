@@ -706,6 +706,8 @@ class Faults:
     Off by default until the bug they find is fixed (tests/test_sim.py)."""
     drift: float = 0.005
     """Largest client clock rate error (0.005: +-0.5 %, within the 1 % allowance)."""
+    drift_at_bound: bool = False
+    """Every client's clock off by exactly ``drift``, fast or slow (else uniform within)."""
     restarts: float = 0.01
     """Server restarts without persistence, down for longer than the longest lease (as one
     must run a Redis without persistence: else a lock held before is free after)."""
@@ -1030,9 +1032,7 @@ class Listener:
         task.waiting = ("wait", effect.channel, entry, ticket, now + seconds, shared)
         return self.client.recheck(task, first=True)
 
-    def leave(
-        self, channel: str, task: Task, pass_on: bool, lease: float | None = None
-    ) -> None:
+    def leave(self, channel: str, task: Task, pass_on: bool, lease: float | None = None) -> None:
         notify, last = self.parking.leave(channel, task, pass_on, lease)
         if last:
             self._send("unsubscribe", self.table.letting_go(channel))
@@ -1061,7 +1061,11 @@ class SimClient:
         self.index = index
         self.name = f"c{index}"
         rng = sim.rng
-        self.rate = 1.0 + rng.uniform(-sim.options.faults.drift, sim.options.faults.drift)
+        drift = sim.options.faults.drift
+        if sim.options.faults.drift_at_bound:
+            self.rate = 1.0 + rng.choice((-drift, drift))
+        else:
+            self.rate = 1.0 + rng.uniform(-drift, drift)
         self.offset = rng.uniform(0, 1000)
         self.paused_until = 0.0
         self.ctx = Context(
