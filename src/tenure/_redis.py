@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import re
 import select
+import signal
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -422,6 +423,137 @@ QUICK_WRITE = 16384
 def send_command(conn: Any, *args: Any) -> None:
     """``conn.send_command(*args)`` (the twin of `async_send_command()`)."""
     conn.send_command(*args)
+
+
+async def async_read_kept(conn: Any) -> KeptReply:
+    """The reply to the command last sent on ``conn``, read so that an interrupt loses
+    nothing (the twin of `read_kept()`; an asyncio task is not interrupted inside a read,
+    so redis-py reads it, leaving the connection open if it is cancelled)."""
+    return KeptReply(await conn.read_response(disconnect_on_error=False), 0)
+
+
+def read_kept(conn: Any) -> KeptReply:
+    """The reply to the command last sent on ``conn`` (a script's, after `send_kept()`),
+    read so that an interrupt (a signal handler's exception) at any moment loses nothing:
+    until this returns, the reply is still on the socket, whole, for a later read.
+
+    redis-py receives a chunk into a local variable and then stores it: an exception
+    raised between the two drops bytes already taken from the socket. So the reply is
+    first *peeked* (``MSG_PEEK``: the bytes stay in the kernel), parsed here, and only
+    then taken, in an exact length, after the caller had the reply (``taken``). Replies
+    other than an integer, a simple string or a null (an error reply: the script did not
+    change anything) are left to redis-py."""
+    sock = getattr(conn, "_sock", None)
+    timeout = conn.socket_timeout
+    while isinstance(sock, socket.socket):
+        if not select.select([sock], [], [], timeout)[0]:
+            raise RedisTimeoutError("Timeout reading from socket")
+        peeked = sock.recv(_PEEK, socket.MSG_PEEK)
+        if not peeked:
+            break  # closed: redis-py reports it
+        end = peeked.find(b"\r\n")
+        if end < 0 or peeked[:1] not in _KEPT_REPLIES:
+            break  # a longer reply, or one of another kind: redis-py's parser reads it
+        line = peeked[1:end]
+        kind = peeked[:1]
+        if kind == b":":
+            reply: Any = int(line)
+        elif kind == b"+":
+            reply = line.decode() if conn.encoder.decode_responses else line
+        else:  # "_" (RESP3 null) or "$-1" (RESP2 null bulk)
+            if kind == b"$" and line != b"-1":
+                break
+            reply = None
+        return KeptReply(reply, end + 2)
+    return KeptReply(conn.read_response(disconnect_on_error=False), 0)
+
+
+_PEEK = 512
+"""Bytes peeked at once by `read_kept()`: a reply it parses itself is a short line."""
+_KEPT_REPLIES = (b":", b"+", b"_", b"$")
+
+
+class KeptReply:
+    """A reply `read_kept()` parsed: ``value``, whose ``length`` bytes are still on the
+    socket until `take()` (0: redis-py read it already)."""
+
+    __slots__ = ("length", "value")
+
+    def __init__(self, value: Any, length: int) -> None:
+        self.value, self.length = value, length
+
+    def take(self, conn: Any) -> None:
+        """Take the reply's bytes off ``conn``'s socket (they are there: peeked)."""
+        left = self.length
+        while left > 0:
+            got = conn._sock.recv(left)
+            if not got:
+                raise RedisConnectionError("the server closed the connection")
+            left -= len(got)
+        self.length = 0
+
+
+async def async_send_kept(conn: Any, *args: Any) -> None:
+    """`async_send_command()`: an asyncio task is cancelled only at an await, and a small
+    command goes out without one (the twin of `send_kept()`)."""
+    await async_send_command(conn, *args)
+
+
+def send_kept(conn: Any, *args: Any) -> None:
+    """Send a command whose reply the caller reads even when it is interrupted while
+    sending (a signal handler's exception): the connection stays open, where redis-py
+    disconnects on any interruption and so loses the reply of a command that went out
+    whole. A socket error disconnects and raises redis-py's error, as redis-py does."""
+    packed = conn.pack_command(*args)
+    if not conn._sock:
+        conn.connect()
+    try:
+        for item in packed:
+            conn._sock.sendall(item)
+    except OSError as error:
+        if raised_by_handler(error):
+            raise  # a signal handler's (a TimeoutError from SIGALRM, say): the caller's
+        conn.disconnect()
+        if isinstance(error, TimeoutError):
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        raise RedisConnectionError(f"Error while writing to socket: {error}") from error
+
+
+def raised_by_handler(error: BaseException) -> bool:
+    """True if ``error`` was raised by a signal handler (its traceback runs through a
+    Python handler installed with `signal.signal`): an exception such as a TimeoutError
+    from a SIGALRM handler is the caller's own, not a socket's failure. Costs a look at
+    the handlers: for error paths only."""
+    tb = error.__traceback__
+    if tb is None or tb.tb_next is None:
+        return False  # raised by the call that was made there (a socket's own error)
+    codes = set()
+    for number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(number)
+        except (OSError, ValueError):
+            continue
+        handler = getattr(handler, "func", handler)  # functools.partial
+        handler = getattr(handler, "__func__", handler)  # a bound method
+        code = getattr(handler, "__code__", None)
+        if code is not None:
+            codes.add(code)
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def interrupt_of(error: BaseException) -> BaseException | None:
+    """The signal handler's exception that redis-py turned into ``error`` (it maps a
+    ``TimeoutError`` or ``OSError`` raised inside a socket call to its own errors), or
+    None: the caller must get its handler's exception as it is (docs/internals.md,
+    "Signals")."""
+    context = error.__context__
+    if context is not None and not isinstance(context, RedisError) and raised_by_handler(context):
+        return context
+    return None
 
 
 async def _async_can_read(conn: Any) -> bool:

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from tenure._concurrency import async_sleep
+from tenure._concurrency import AsyncSpawner, async_sleep
 from tenure._redis import (
     AskError,
     MovedError,
@@ -39,8 +40,10 @@ from tenure._redis import (
     TryAgainError,
     Unsent,
     async_idle,
+    async_read_kept,
     async_read_reply,
     async_send_command,
+    async_send_kept,
     check_one_slot,
     unsent,
 )
@@ -49,6 +52,10 @@ from tenure.core.context import Context
 from tenure.core.effects import Call, Command
 from tenure.core.options import check_replicas, replica_wait
 from tenure.scripts import sharded
+
+_UNREAD = object()
+"""In `AsyncBackend._handed`: the script of a call with ``settle`` is (being) sent, its reply
+not read yet."""
 
 REDIRECTS = 20
 """MOVED/ASK/TRYAGAIN replies followed for one command before giving up."""
@@ -89,6 +96,13 @@ class AsyncBackend:
         """True until a command succeeded, and again after a connection failed or a reply
         did not come, until one succeeds: a fan-out leaves such a server to the background
         rather than wait inline for a connection that may hang (`send()`)."""
+        self.settle: Callable[[Generator[Any, Any, None]], Awaitable[None]] | None = None
+        """Runs the flow a `Call.settle` returns (the runner sets it; None: no settling)."""
+        self._settling = AsyncSpawner("tenure-settle")
+        self._handed: dict[int, Any] = {}
+        """id(connection) -> the reply (`_UNREAD`: none yet) of a call with ``settle`` while
+        it is in flight: a caller that stops waiting meanwhile leaves the connection to
+        `_settle_later()` instead of dropping it with its reply."""
 
     def _failed(self) -> None:
         self.suspect = True
@@ -289,11 +303,39 @@ class AsyncBackend:
             await self._done(pool, conn)
             raise
         except BaseException:  # the reply may still be on its way: never reuse this socket
-            await self._drop(pool, conn)
+            handed = self._handed.pop(id(conn), self)
+            if handed is self:
+                await self._drop(pool, conn)
+            else:  # a call with settle, interrupted: its reply decides, in the background
+                self._settling.spawn(self._settle_later, pool, conn, what, handed)
             raise
         self.suspect = False
         await self._done(pool, conn)
         return reply
+
+    async def _settle_later(self, pool: Any, conn: Any, call: Call, reply: Any) -> None:
+        """The caller of ``call`` stopped waiting while it was in flight: read its reply
+        (unless ``reply`` is known already), give the connection back (or drop it), and
+        run the flow ``call.settle(reply, True)`` returns (the undo of what the script did;
+        ``reply`` is the error instance when none came)."""
+        if reply is _UNREAD:
+            try:
+                reply = await conn.read_response(disconnect_on_error=False)
+            except NoScriptError as error:  # EVALSHA did not run: nothing to undo
+                reply = error
+                await self._done(pool, conn)
+            except BaseException as error:  # no reply (or not the whole script was sent)
+                reply = error
+                await self._drop(pool, conn)
+            else:
+                await self._done(pool, conn)
+        else:  # the reply was read; a WAIT for replicas may still be unread
+            await self._drop(pool, conn)
+        assert call.settle is not None
+        assert self.settle is not None
+        undo = call.settle(reply, True)
+        if undo is not None:
+            await self.settle(undo)
 
     async def _command(self, conn: Any, args: Any) -> Any:
         await async_send_command(conn, *args)
@@ -303,14 +345,50 @@ class AsyncBackend:
         script, keys = call.script, call.keys
         if self.route.sharded:
             script = sharded(script)
-        try:
-            await async_send_command(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
-            reply = await conn.read_response()
-        except NoScriptError:
-            await async_send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
-            reply = await conn.read_response()
+        if call.settle is not None and self.settle is not None:
+            reply = await self._kept(conn, call, script)
+        else:
+            try:
+                await async_send_command(
+                    conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
+                )
+                reply = await conn.read_response()
+            except NoScriptError:
+                await async_send_command(
+                    conn, "EVAL", script.source, len(keys), *keys, *call.args
+                )
+                reply = await conn.read_response()
         wait = replica_wait(self.ctx, call, reply)
         if wait is None:
             return reply, None
         await async_send_command(conn, "WAIT", *wait)
         return reply, int(await conn.read_response())
+
+    async def _kept(self, conn: Any, call: Call, script: Any) -> Any:
+        """Send ``call`` (a call with ``settle``) and read its reply, keeping ``conn`` for
+        `_settle_later()` if the caller stops waiting meanwhile (docs/primitives/semaphore.md:
+        from before the first byte goes out until the reply is handed to ``call.settle``).
+        The reply is parsed while it is still on the socket (`tenure._redis.read_kept()`)
+        and noted in `_handed` before it is taken off and ``call.settle(reply, False)``
+        records it for the flow, with no call in between where a signal handler could
+        run: so whatever the moment of an interrupt, exactly one of the flow and
+        `_settle_later()` undoes what the script did."""
+        keys, handed, at = call.keys, self._handed, id(conn)
+        assert call.settle is not None
+        handed[at] = _UNREAD
+        try:
+            try:
+                await async_send_kept(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
+                kept = await async_read_kept(conn)
+            except NoScriptError:
+                await async_send_kept(conn, "EVAL", script.source, len(keys), *keys, *call.args)
+                kept = await async_read_kept(conn)
+        except RedisError:  # an error reply or a socket error: the flow gets it, as ever
+            handed.pop(at, None)
+            raise
+        reply = kept.value
+        handed[at] = reply  # known from here on, though still on the socket
+        kept.take(conn)
+        call.settle(reply, False)
+        handed.pop(at, None)
+        return reply

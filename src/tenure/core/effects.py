@@ -38,6 +38,15 @@ class Call:
     after refreshing the topology (a cluster's slot map; Sentinel is asked on connect):
     a failover is absorbed within the caller's wait (docs/operations.md). None: never.
     A call that may have reached a server is never sent again."""
+    settle: Callable[[Any, bool], Generator[Any, Any, None] | None] | None = None
+    """For a script whose effect has no owner to reconcile by afterwards (a plain
+    Semaphore's acquire): the driver calls ``settle(reply, False)`` as soon as it has read
+    the reply, before the flow resumes, so the flow's clean-up knows what the script did
+    even when an interrupt lands before the flow sees the reply. When the caller stops
+    waiting (cancelled, or a signal handler's exception) before the reply was handed
+    over, the driver keeps the connection, reads the reply in the background and runs the
+    flow ``settle(reply, True)`` returns, if any (``reply`` is the error instance when
+    none came). The hook must act once: a second call is a no-op."""
 
 
 @dataclass(frozen=True, slots=True)

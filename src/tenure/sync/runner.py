@@ -26,7 +26,7 @@ from tenure._concurrency import (
     sleep,
     wait_any,
 )
-from tenure._redis import Route, NotReady, RedisError, backend_error
+from tenure._redis import Route, NotReady, RedisError, backend_error, interrupt_of
 from tenure.sync.backend import Backend, Sent
 from tenure.sync.listener import Listeners
 from tenure.core.context import Context, call_now
@@ -79,7 +79,8 @@ class Driver:
             try:
                 value, error = self.perform(effect), None
             except RedisError as failure:
-                value, error = None, backend_error(failure)
+                # a signal handler's exception that redis-py wrapped: the caller's, as it is
+                value, error = None, interrupt_of(failure) or backend_error(failure)
             except BaseException as failure:
                 value, error = None, failure
 
@@ -134,6 +135,7 @@ class Runner(Driver):
         self._callbacks = Spawner("tenure-callbacks")
         self.ctx.holds.poke = self._look.set
         self.ctx.dispatch = self._dispatch
+        self.backend.settle = self._background  # a Call.settle undo, in the background
 
     def owner(self) -> str:
         """The calling thread's or task's owner id on this client."""
