@@ -176,15 +176,29 @@ class SemaphoreCore:
 
     def _acquire(self, permits: int, wait: float) -> Flow[bool]:
         deadline = Deadline(wait)
+        taken = False
+        said = False
+
+        def settle(reply: Any, left: bool) -> Flow[None] | None:
+            # The driver's note of a reply (Call.settle): for the clean-up below, even if
+            # an interrupt lands before the flow sees it; or, the caller gone before the
+            # reply was handed over, the undo of a grant the flow never learned of.
+            nonlocal taken
+            granted = reply == 1
+            if not left:
+                taken = granted
+            elif granted and not taken:
+                return self.give_back(permits)
+            return None
+
         call = Call(
             self.acquire_script,
             [self.key],
             [permits],
             changes=True,
             until=deadline.end,  # sent again within the wait when it surely did not arrive
+            settle=settle,
         )
-        taken = False
-        said = False
 
         def attempt() -> Flow[int | None]:
             nonlocal taken, said
