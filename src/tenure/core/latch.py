@@ -7,11 +7,14 @@ publishes ``1`` (count set), as Redisson's ``deleteAsync``.
 ``wait`` reads the count, and while it is above zero subscribes, reads it again (closing the
 race with a count-down published before the subscription) and sleeps until a message: ``0``
 (reached zero) and ``1`` (count set, or deleted) wake every waiter of this client. A waiter
-woken by ``0`` returns at once: the message says zero, so the client's waiters all leave in
-one hop instead of one read each. After ``1``, or a wake-up no message gave (a reconnect),
-it reads the count again. Before joining a channel this client already hears, it reads what
-the subscription has received (``Drain``), so a ``0`` older than its first read (the latch
-since set again) is applied before it waits, not taken for its own.
+whose client had no subscription to the channel when it joined (the SUBSCRIBE that serves
+it is sent after its call began) returns at once on ``0``: every message it can get is
+newer than its call, so the count was zero during its wait, and the client's waiters leave
+in one hop instead of one read each. A waiter that joined a subscription already there
+(waited on, lingering, being made or left) may get a ``0`` published before its call, the
+latch since set again (a message is not ordered with the GET on another connection, and
+may still be on its way): it reads the count again, as after ``1`` or a wake-up no
+message gave (a reconnect).
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from tenure.core.effects import (
     Call,
     Command,
     Deadline,
-    Drain,
     Flow,
     Subscribe,
     Wait,
@@ -88,16 +90,16 @@ class LatchCore:
             return True
         if deadline.remaining() <= 0:
             return False
-        if self.ctx.hears(self.channel):  # messages from before the read above: not ours
-            yield Drain(self.channel)
-        return (yield from subscribed(Subscribe(self.channel, WAKE), self._sleep(deadline)))
+        fresh = not self.ctx.subscriptions.knows(self.channel)
+        flow = self._sleep(deadline, fresh)
+        return (yield from subscribed(Subscribe(self.channel, WAKE), flow))
 
-    def _sleep(self, deadline: Deadline) -> Flow[bool]:
+    def _sleep(self, deadline: Deadline, fresh: bool) -> Flow[bool]:
         while True:
             if (yield from self.count()) == 0:
                 return True
             if deadline.remaining() <= 0:
                 return False
             woken = yield Wait(self.channel, deadline.remaining())
-            if woken == keys.LATCH_ZERO_MESSAGE:  # it says zero: no read needed
+            if woken == keys.LATCH_ZERO_MESSAGE and fresh:  # newer than the call: no read
                 return True
