@@ -140,13 +140,13 @@ def tables(res: Results) -> list[Table]:
             )
         out.append(t)
     for key, title, metric, spec in (
-        ("contended-commands", "Server commands per acquisition", "cmds_per_acq", ".1f"),
-        ("contended-cpu", "Client CPU per acquisition, µs", "cpu_us_per_acq", ",.0f"),
-        ("contended-messages", "Pub/sub messages read per unlock", "messages_per_acq", ".2f"),
+        ("contended-commands", "server commands per acquisition", "cmds_per_acq", ".1f"),
+        ("contended-cpu", "client CPU per acquisition, µs", "cpu_us_per_acq", ",.0f"),
+        ("contended-messages", "pub/sub messages read per unlock", "messages_per_acq", ".2f"),
     ):
         if not procs:
             break
-        t = Table(key, f"One lock, P processes: {title.lower()}",
+        t = Table(key, f"One lock, P processes: {title}",
                   [(f"P={n}", spec) for n in procs])  # fmt: skip
         if metric == "cmds_per_acq":
             t.note = "Commands run inside scripts included; the section's GET and SET left out."
