@@ -6,7 +6,10 @@ import asyncio
 import contextlib
 import inspect
 import random
+import shutil
+import socket
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -216,3 +219,44 @@ def embedded(n: int) -> Iterator[tuple[str, ...]]:
                         raise
                     time.sleep(0.2)
         yield tuple(urls)
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str | None]:
+    """A Debian ``redis-server`` on a free loopback port, without persistence; None when it is
+    not installed. Runs beside the embedded Valkey so that a figure that depends on the server
+    (a command one of them gets wrong) shows on both."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        yield None
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        client.close()
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def server_label(url: str) -> str:
+    """ "Valkey 9.1.2", "Redis 7.0.15": the server behind ``url``."""
+    client = redis.Redis.from_url(url)
+    try:
+        info = client.info("server")
+    finally:
+        client.close()
+    name = str(info.get("server_name") or "redis").capitalize()
+    return f"{name} {info.get('valkey_version') or info.get('redis_version')}"

@@ -151,7 +151,15 @@ METRICS = (
 PEERS = ("python-redis-lock", "redis-py Lock", "sherlock")
 
 
-def contention(results: Results, url: str, seconds: float, procs: tuple[int, ...]) -> None:
+def contention(
+    results: Results,
+    url: str,
+    seconds: float,
+    procs: tuple[int, ...],
+    path: str = "contended",
+    server: str = "",
+) -> None:
+    """Every subject at every P on ``url``, recorded under ``path`` (``server`` names it)."""
     names = list(peers.TENURE) + peers.available(*PEERS) + list(peers.FLOORS)
     for n in procs:
         for name in names:
@@ -159,5 +167,7 @@ def contention(results: Results, url: str, seconds: float, procs: tuple[int, ...
             if r is None:
                 continue
             extra = {"procs": n, "counts": r["counts"], "commands": r["commands"]}
+            if server:
+                extra["server"] = server
             for metric in METRICS:
-                results.add("contended", name, peers.role(name), metric, r[metric], **extra)
+                results.add(path, name, peers.role(name), metric, r[metric], **extra)

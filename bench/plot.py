@@ -113,11 +113,13 @@ def _stack(out: Path, name: str, family: str, panels: list[Panel]) -> Path | Non
     return path
 
 
-def _contended(data: dict[str, Any], out: Path) -> Path | None:
+def _contended(data: dict[str, Any], out: Path, path: str, name: str) -> Path | None:
     import matplotlib.pyplot as plt
 
     runs = data["runs"]
-    procs = sorted({m["extra"]["procs"] for run in runs for m in run if m["path"] == "contended"})
+    here = [m for run in runs for m in run if m["path"] == path]
+    procs = sorted({m["extra"]["procs"] for m in here})
+    server = next((m["extra"].get("server") for m in here if m["extra"].get("server")), None)
     if not procs:
         return None
     metrics = (
@@ -130,7 +132,7 @@ def _contended(data: dict[str, Any], out: Path) -> Path | None:
     labels: list[str] = []
     handles: list[Any] = []
     for ax, (metric, label, log) in zip(axes, metrics, strict=True):
-        per_p = [_values(data, "contended", metric, procs=p) for p in procs]
+        per_p = [_values(data, path, metric, procs=p) for p in procs]
         subjects = list(dict.fromkeys(s for f in per_p for s in f))
         count = {"tenure": 0, "peer": 0, "floor": 0}
         for subject in subjects:
@@ -159,16 +161,17 @@ def _contended(data: dict[str, Any], out: Path) -> Path | None:
         ax.grid(alpha=0.3)
     axes[-1].set_xticks(procs, [f"P={p}" for p in procs], fontsize=10)
     axes[-1].set_xlim(min(procs) - 0.5, max(procs) + 0.5)
-    fig.suptitle(f"One lock, P processes, a GET + SET in each hold ({MACHINE_NOTE})",
+    where = f"{server}, 2 shared cores, loopback" if server else MACHINE_NOTE
+    fig.suptitle(f"One lock, P processes, a GET + SET in each hold ({where})",
                  fontsize=11, x=0.01, ha="left")  # fmt: skip
     ncol = 3
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=10, frameon=False)
     legend_rows = math.ceil(len(labels) / ncol)
     fig.tight_layout(rect=(0, (0.3 * legend_rows + 0.15) / height, 1, 1 - 0.35 / height))
-    path = out / "bench-contended.png"
-    fig.savefig(path, dpi=100)
+    png = out / f"{name}.png"
+    fig.savefig(png, dpi=100)
     plt.close(fig)
-    return path
+    return png
 
 
 def _with_like_for_like(found: dict[str, Any], single: str, raw1: str, raw5: str) -> dict[str, Any]:
@@ -201,7 +204,8 @@ def plot(data: dict[str, Any], out: Path) -> list[Path]:
             (_values(data, "crash-handoff", "median_ms"), "ms from the lease's end",
              "after the holder crashed: median", False),
         ]),
-        _contended(data, out),
+        _contended(data, out, "contended", "bench-contended"),
+        _contended(data, out, "contended-redis", "bench-contended-redis"),
         _stack(out, "bench-waiters", "Many waiters", [
             (_values(data, "semaphore-drain", "all_ms"), "ms until all 100 are done",
              "1-permit semaphore, 100 waiting threads", False),

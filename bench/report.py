@@ -53,6 +53,69 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+CONTENDED = ("contended", "contended-redis")
+"""The contended paths: the main server, and a Debian redis-server beside it when installed."""
+
+
+def _contended(res: Results, path: str, out: list[Table]) -> None:
+    """The contended tables of one server (``path``: contended, contended-redis)."""
+    get = res.get
+    server = next((m.extra.get("server") for m in res.measurements if m.path == path), None)
+    on = f", on {server}" if server else ""
+    procs = sorted({m.extra["procs"] for m in res.measurements if m.path == path})
+    for n in procs:
+        t = Table(
+            f"{path}-{n}",
+            f"One lock, {n} processes, a GET + SET in each hold{on}",
+            [
+                ("acq/s", ",.0f"),
+                ("÷ prl", ".2f"),
+                ("Jain", ".2f"),
+                ("wait median ms", ".2f"),
+                ("wait p99 ms", ".1f"),
+                ("worst wait ms", ",.0f"),
+            ],
+            note=f"prl: {PRL} in the same run.",
+        )
+        prl = get(path, PRL, "acq_per_s", procs=n)
+        here = [m for m in res.measurements if m.path == path and m.extra["procs"] == n]
+        for subject, role in dict.fromkeys((m.subject, m.role) for m in here):
+
+            def v(metric: str, subject: str = subject, n: int = n) -> float | None:
+                return get(path, subject, metric, procs=n)
+
+            t.add(subject, role, v("acq_per_s"), _ratio(v("acq_per_s"), prl), v("jain"),
+                  v("wait_median_ms"), v("wait_p99_ms"), v("wait_max_ms"))  # fmt: skip
+        lost = {m.subject: m.value for m in here if m.metric == "lost_updates" and m.value}
+        if lost:
+            t.note += " Lost updates (two holders at once): " + ", ".join(
+                f"{s} {v:.0f}" for s, v in lost.items()
+            )
+        out.append(t)
+    for key, title, metric, spec in (
+        (f"{path}-commands", "server commands per acquisition", "cmds_per_acq", ".1f"),
+        (f"{path}-cpu", "client CPU per acquisition, µs", "cpu_us_per_acq", ",.0f"),
+        (f"{path}-messages", "pub/sub messages read per unlock", "messages_per_acq", ".2f"),
+    ):
+        if not procs:
+            break
+        t = Table(key, f"One lock, P processes: {title}{on}",
+                  [(f"P={n}", spec) for n in procs])  # fmt: skip
+        if metric == "cmds_per_acq":
+            t.note = "Commands run inside scripts included; the section's GET and SET left out."
+        elif metric == "cpu_us_per_acq":
+            t.note = "User + system time of all P processes."
+        else:
+            t.note = (
+                "Messages the P processes read from pub/sub per acquisition (one unlock "
+                "each); peers that wait on BLPOP or poll read none."
+            )
+        here = [m for m in res.measurements if m.path == path]
+        for subject, role in dict.fromkeys((m.subject, m.role) for m in here):
+            t.add(subject, role, *(get(path, subject, metric, procs=n) for n in procs))
+        out.append(t)
+
+
 # ---------------------------------------------------------------- one run
 def tables(res: Results) -> list[Table]:
     out: list[Table] = []
@@ -109,58 +172,8 @@ def tables(res: Results) -> list[Table]:
             t.add(m.subject, m.role, m.value)
         out.append(t)
 
-    procs = sorted({m.extra["procs"] for m in res.measurements if m.path == "contended"})
-    for n in procs:
-        t = Table(
-            f"contended-{n}",
-            f"One lock, {n} processes, a GET + SET in each hold",
-            [
-                ("acq/s", ",.0f"),
-                ("÷ prl", ".2f"),
-                ("Jain", ".2f"),
-                ("wait median ms", ".2f"),
-                ("wait p99 ms", ".1f"),
-                ("worst wait ms", ",.0f"),
-            ],
-            note=f"prl: {PRL} in the same run.",
-        )
-        prl = get("contended", PRL, "acq_per_s", procs=n)
-        here = [m for m in res.measurements if m.path == "contended" and m.extra["procs"] == n]
-        for subject, role in dict.fromkeys((m.subject, m.role) for m in here):
-
-            def v(metric: str, subject: str = subject, n: int = n) -> float | None:
-                return get("contended", subject, metric, procs=n)
-
-            t.add(subject, role, v("acq_per_s"), _ratio(v("acq_per_s"), prl), v("jain"),
-                  v("wait_median_ms"), v("wait_p99_ms"), v("wait_max_ms"))  # fmt: skip
-        lost = {m.subject: m.value for m in here if m.metric == "lost_updates" and m.value}
-        if lost:
-            t.note += " Lost updates (two holders at once): " + ", ".join(
-                f"{s} {v:.0f}" for s, v in lost.items()
-            )
-        out.append(t)
-    for key, title, metric, spec in (
-        ("contended-commands", "server commands per acquisition", "cmds_per_acq", ".1f"),
-        ("contended-cpu", "client CPU per acquisition, µs", "cpu_us_per_acq", ",.0f"),
-        ("contended-messages", "pub/sub messages read per unlock", "messages_per_acq", ".2f"),
-    ):
-        if not procs:
-            break
-        t = Table(key, f"One lock, P processes: {title}",
-                  [(f"P={n}", spec) for n in procs])  # fmt: skip
-        if metric == "cmds_per_acq":
-            t.note = "Commands run inside scripts included; the section's GET and SET left out."
-        elif metric == "cpu_us_per_acq":
-            t.note = "User + system time of all P processes."
-        else:
-            t.note = (
-                "Messages the P processes read from pub/sub per acquisition (one unlock "
-                "each); peers that wait on BLPOP or poll read none."
-            )
-        here = [m for m in res.measurements if m.path == "contended"]
-        for subject, role in dict.fromkeys((m.subject, m.role) for m in here):
-            t.add(subject, role, *(get("contended", subject, metric, procs=n) for n in procs))
-        out.append(t)
+    for path in CONTENDED:
+        _contended(res, path, out)
 
     sem = [m for m in res.measurements if m.path == "semaphore-drain" and m.metric == "all_ms"]
     if sem:
@@ -241,18 +254,21 @@ def goals(res: Results) -> list[Goal]:
     """The goals of the waiting work, each from this run's figures alone."""
     out: list[Goal] = []
     get = res.get
-    procs = sorted({m.extra["procs"] for m in res.measurements if m.path == "contended"})
-    for subject in ("tenure Lock", "tenure FairLock"):
+    for path, subject in ((p, s) for p in CONTENDED for s in ("tenure Lock", "tenure FairLock")):
+        procs = sorted({m.extra["procs"] for m in res.measurements if m.path == path})
+        server = next((m.extra.get("server") for m in res.measurements if m.path == path), None)
+        on = f" on {server}" if server else ""
         for n in procs:
-            rate = get("contended", subject, "acq_per_s", procs=n)
-            prl = get("contended", PRL, "acq_per_s", procs=n)
-            j = get("contended", subject, "jain", procs=n)
-            med = get("contended", subject, "wait_median_ms", procs=n)
-            p99 = get("contended", subject, "wait_p99_ms", procs=n)
+            rate = get(path, subject, "acq_per_s", procs=n)
+            prl = get(path, PRL, "acq_per_s", procs=n)
+            j = get(path, subject, "jain", procs=n)
+            med = get(path, subject, "wait_median_ms", procs=n)
+            p99 = get(path, subject, "wait_p99_ms", procs=n)
             ratio, spread = _ratio(rate, prl), _ratio(p99, med)
             if ratio is None or j is None or spread is None:
                 continue
-            out.append(Goal(f"contended {subject.removeprefix('tenure ')}, P={n}: acq/s ÷ {PRL}", [
+            short = subject.removeprefix("tenure ")
+            out.append(Goal(f"contended {short}{on}, P={n}: acq/s ÷ {PRL}", [
                 ("", ratio, "≥ 1.0", ratio >= 1.0),
                 ("Jain", j, "≥ 0.95", j >= 0.95),
                 ("wait p99/median", spread, "≤ 10", spread <= 10),
@@ -353,16 +369,14 @@ PLOTS = (
     (("uncontended", "uncontended-async"), "bench-uncontended.png", "Uncontended"),
     (("handoff", "crash-handoff"), "bench-handoff.png", "Handoff to a waiting client"),
     (
-        (
-            "contended-2",
-            "contended-4",
-            "contended-8",
-            "contended-commands",
-            "contended-cpu",
-            "contended-messages",
-        ),
+        tuple(f"contended{k}" for k in ("-2", "-4", "-8", "-commands", "-cpu", "-messages")),
         "bench-contended.png",
         "One lock, P processes",
+    ),
+    (
+        tuple(f"contended-redis{k}" for k in ("-2", "-4", "-8", "-commands", "-cpu", "-messages")),
+        "bench-contended-redis.png",
+        "One lock, P processes, on redis-server",
     ),
     (
         ("semaphore-drain", "latch", "async-tasks", "idle-waiters"),

@@ -38,7 +38,14 @@ from rich.console import Console
 
 import tenure
 from bench import contention, drain, fanout, herd, latency, report
-from bench.common import MACHINE_NOTE, Measurement, Results, embedded
+from bench.common import (
+    MACHINE_NOTE,
+    Measurement,
+    Results,
+    embedded,
+    redis_server,
+    server_label,
+)
 
 PATHS = (
     "uncontended",
@@ -79,9 +86,13 @@ def _cpu() -> str:
     return platform.processor()
 
 
-def one_run(url: str, only: tuple[str, ...], quick: bool, console: Console) -> Results:
+def one_run(
+    url: str, redis_url: str | None, only: tuple[str, ...], quick: bool, console: Console
+) -> Results:
+    """Every path of ``only`` once; the contended rows also on ``redis_url`` when given."""
     results = Results()
     n = 300 if quick else 2000
+    seconds, procs = (1.0, (2,)) if quick else (3.0, (2, 4, 8))
     steps: list[tuple[str, str, Callable[[], None]]] = [
         ("uncontended", "uncontended sync", lambda: latency.uncontended(results, url, n)),
         ("async", "uncontended asyncio", lambda: latency.uncontended_async(results, url, n)),
@@ -94,8 +105,16 @@ def one_run(url: str, only: tuple[str, ...], quick: bool, console: Console) -> R
         (
             "contended",
             "contended",
-            lambda: contention.contention(
-                results, url, 1.0 if quick else 3.0, (2,) if quick else (2, 4, 8)
+            lambda: contention.contention(results, url, seconds, procs, server=server_label(url)),
+        ),
+        (
+            "contended",
+            "contended on redis-server",
+            lambda: (
+                redis_url is not None
+                and contention.contention(
+                    results, redis_url, seconds, procs, "contended-redis", server_label(redis_url)
+                )
             ),
         ),
         (
@@ -146,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-json", type=Path, help="run nothing: tables and plots of an earlier --json"
     )
+    parser.add_argument(
+        "--no-redis",
+        action="store_true",
+        help="skip the contended rows on a Debian redis-server (run when it is installed)",
+    )
     args = parser.parse_args(argv)
     only = PATHS if not args.only else tuple(s.strip() for s in args.only.split(","))
     unknown = set(only) - set(PATHS)
@@ -173,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     runs: list[Results] = []
     server = embedded(1) if args.url is None else contextlib.nullcontext((args.url,))
-    with server as (url,):
+    beside = redis_server() if args.url is None and not args.no_redis else contextlib.nullcontext()
+    with server as (url,), beside as redis_url:
         raw = redis.Redis.from_url(url)
         info = raw.info("server")
         meta["server"] = {
@@ -184,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"{meta['versions']}", style="dim")
         for i in range(args.runs):
             console.print(f"run {i + 1} of {args.runs}")
-            runs.append(one_run(url, only, args.quick, console))
+            runs.append(one_run(url, redis_url, only, args.quick, console))
     return _report(runs, meta, args, console)
 
 
