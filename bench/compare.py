@@ -58,23 +58,26 @@ def figures() -> list[Figure]:
         ),
         ("  p99 ÷ " + PRL, ".2f", lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "p99_ms")),
     ]
-    for subject in ("tenure Lock", "tenure FairLock"):
-        short = subject.removeprefix("tenure ")
+    for path, where in (("contended", ""), ("contended-redis", " on redis-server")):
+        for subject in ("tenure Lock", "tenure FairLock"):
+            short = subject.removeprefix("tenure ") + where
 
-        def get(metric: str, n: int, s: str = subject) -> Callable[[Results], Any]:
-            return lambda r: r.get("contended", s, metric, procs=n)
+            def get(
+                metric: str, n: int, s: str = subject, path: str = path
+            ) -> Callable[[Results], Any]:
+                return lambda r: r.get(path, s, metric, procs=n)
 
-        def vs(n: int, s: str = subject) -> Callable[[Results], Any]:
-            return lambda r: _ratio(r, "contended", s, PRL, "acq_per_s", procs=n)
+            def vs(n: int, s: str = subject, path: str = path) -> Callable[[Results], Any]:
+                return lambda r: _ratio(r, path, s, PRL, "acq_per_s", procs=n)
 
-        out += [(f"contended {short}, acq/s ÷ {PRL}, P={n}", ".2f", vs(n)) for n in (2, 4, 8)]
-        out += [
-            ("  Jain, P=8", ".2f", get("jain", 8)),
-            ("  wait p99 ms, P=8", ".1f", get("wait_p99_ms", 8)),
-            ("  worst wait ms, P=8", ",.0f", get("wait_max_ms", 8)),
-            ("  commands per acquisition, P=8", ".1f", get("cmds_per_acq", 8)),
-            ("  pub/sub messages per unlock, P=8", ".2f", get("messages_per_acq", 8)),
-        ]
+            out += [(f"contended {short}, acq/s ÷ {PRL}, P={n}", ".2f", vs(n)) for n in (2, 4, 8)]
+            out += [
+                ("  Jain, P=8", ".2f", get("jain", 8)),
+                ("  wait p99 ms, P=8", ".1f", get("wait_p99_ms", 8)),
+                ("  worst wait ms, P=8", ",.0f", get("wait_max_ms", 8)),
+                ("  commands per acquisition, P=8", ".1f", get("cmds_per_acq", 8)),
+                ("  pub/sub messages per unlock, P=8", ".2f", get("messages_per_acq", 8)),
+            ]
     out += [
         (
             "semaphore drain, 100 waiters, ms",
