@@ -22,7 +22,8 @@ within one round trip plus the rules' bounds), no orphan hold or queue entry aft
 cancellation, every loss reported (and only losses); for elections (candidates that
 campaign, lead, proclaim, resign, and whose clients crash), never two leaders at one moment
 (no two candidates believing they lead on their own clocks, and a believer is the leader the
-server names) and terms that strictly increase per name.
+server names), terms that strictly increase per name, and no vacancy left while a live
+candidate campaigns (filled within the bound of a lock's wake-up).
 
 ``python -m tenure.testing.sim --seeds 1000`` searches; a failing seed replays exactly
 (``--seed N``) and prints the events that led to the broken rule.
@@ -109,6 +110,7 @@ RULES = frozenset(
         "loss reported for no loss",
         "two leaders",
         "terms increase",
+        "no leader elected",
     }
 )
 """What the checkers check, by the names a :class:`Violation` gives (``Options.skip``)."""
@@ -118,6 +120,7 @@ PLANTS = (
     "renewal_after_release",
     "reader_stops_without_hand_on",
     "campaign_without_leader_check",
+    "resign_without_handover",
 )
 """Bugs the simulator can swap in (never shipped behaviour) to show that it finds them."""
 
@@ -1485,6 +1488,7 @@ class Candidate:
         self.owner = ""
         self.term = 0
         self.since = 0.0
+        self.deadline = math.inf
         self.loss_told = False
         self.new_owner()
 
@@ -1506,6 +1510,7 @@ class Candidate:
         self.election = rng.choice(sim.elections)
         timeout = rng.choice((None, None, 5.0, rng.uniform(0.01, 1.0)))
         self.state, self.since, self.loss_told = "campaigning", sim.now, False
+        self.deadline = math.inf if timeout is None else sim.now + timeout / self.client.rate
         value = f"{self.name}@{sim.now:.3f}"
         sim.note(
             self.client, "campaign", self.name, _short(self.owner), self.election,
@@ -1636,6 +1641,12 @@ class Sim:
             check = "    if redis.call('exists', KEYS[1]) == 1 then\n        return nil\n    end\n"
             assert source.count(check) == 1  # settle(): elect only while nobody leads
             self.server.sources["election_campaign"] = source.replace(check, "")
+        elif self.options.plant == "resign_without_handover":
+            source = scripts.get("election_resign").source
+            handover = "if settle(now_ms(), ARGV[2]) then\n    return 2\nend\nlog_vacant()\n"
+            told = "redis.pcall('publish', ARGV[2], '0')\n"
+            assert source.count(handover + told) == 1  # elect the next, or tell everyone
+            self.server.sources["election_resign"] = source.replace(handover + told, "")
         elif self.options.plant is not None and self.options.plant not in PLANTS:
             raise ValueError(f"unknown plant {self.options.plant!r}; one of {PLANTS}")
         self.down_until = -1.0
@@ -1653,6 +1664,8 @@ class Sim:
         """Leaderships that reached their candidate (campaign returned a term)."""
         self.terms: dict[str, int] = {}
         """Election -> the highest term the server handed out (since the last restart)."""
+        self.vacant_since: dict[str, float] = {}
+        """Election -> since when the probe has seen it vacant (and calm)."""
         self.leader_names = {
             ElectionCore(self.clients[0].ctx, name).key: name for name in self.elections
         }
@@ -2008,9 +2021,42 @@ class Sim:
         return next(key for key, n in self.leader_names.items() if n == name)
 
     def _probe_elections(self) -> None:
-        """Every 10 ms: :meth:`check_leaders` for every election."""
+        """Every 10 ms: :meth:`check_leaders` and :meth:`check_elected` for every election."""
         self.check_leaders()
+        for name in self.elections:
+            self.check_elected(name)
         self.at(self.now + 0.01, None, self._probe_elections)
+
+    def check_elected(self, name: str) -> None:
+        """A vacant leadership with a live candidate campaigning is filled within the
+        bound of a lock's wake-up (counted from the vacancy, the candidate's start and the
+        last fault): the resign script elects the next, a waiter re-checks at the lease end."""
+        if self.faulty or self.server.leader(self.elections_key(name)) is not None:
+            self.vacant_since.pop(name, None)
+            return
+        since = self.vacant_since.setdefault(name, self.now)
+        campaigning = [
+            c
+            for c in self.candidates
+            if c.election == name and c.state == "campaigning" and c.deadline - self.now > 1.0
+        ]
+        if not campaigning:
+            return
+        oldest = min(campaigning, key=lambda c: c.since)
+        bound = self.election_bound()
+        if self.now - max(since, oldest.since, self.calm_since) > bound:
+            self.violate(
+                "no leader elected",
+                f"{name!r} vacant for {self.now - since:.3f} s (bound {bound:.3f} s) while "
+                f"{oldest.name} campaigns since {oldest.since:.3f}",
+            )
+
+    def election_bound(self) -> float:
+        """How long a leadership may stay vacant while a live candidate campaigns: message
+        delays for the news and two round trips, and the drift of a lease-end re-check."""
+        faults = self.options.faults
+        slowest = 10 * faults.delay[1] if faults.slow else faults.delay[1]
+        return 5 * slowest + faults.drift * self.options.watchdog_timeout + 0.02
 
     def check_exclusion(self, worker: Worker) -> None:
         for other in self.workers:
