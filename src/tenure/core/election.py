@@ -275,12 +275,23 @@ class ElectionCore(LockCore):
                 yield Unsubscribe(channel, pass_on=True)
             yield from self._give_up_quietly(owner)
             raise
-        if channel is not None:
-            yield Unsubscribe(channel)
-        if term is None:
-            yield from self.give_up(owner)
-            return None
-        yield WATCH_HOLDS
+        try:
+            if channel is not None:
+                yield Unsubscribe(channel)
+            if term is None:
+                yield from self.give_up(owner)
+                return None
+            yield WATCH_HOLDS
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # Elected, but the caller never learns it (cancelled, a signal handler raised):
+            # the leadership leaves the hold table (never renewed) and steps down on the
+            # server, as an interrupted lock acquire gives its grant back.
+            if term is not None:
+                self.ctx.holds.discard(self.key, owner)
+            yield from self._give_up_quietly(owner)
+            raise
         return term
 
     def _sleep(self, ttl_ms: int, deadline: Deadline) -> float:
