@@ -34,7 +34,7 @@ def figures() -> list[Figure]:
     out: list[Figure] = [
         ("uncontended sync Lock, µs", ",.0f", lambda r: r.get("uncontended", "tenure Lock", "us")),
         (
-            "  ÷ sherlock",
+            "uncontended sync Lock ÷ sherlock",
             ".2f",
             lambda r: _ratio(r, "uncontended", "tenure Lock", "sherlock", "us"),
         ),
@@ -44,7 +44,7 @@ def figures() -> list[Figure]:
             lambda r: r.get("uncontended-async", "tenure AsyncLock", "us"),
         ),
         (
-            "  ÷ redis.asyncio Lock",
+            "uncontended AsyncLock ÷ redis.asyncio Lock",
             ".2f",
             lambda r: _ratio(
                 r, "uncontended-async", "tenure AsyncLock", "redis.asyncio Lock", "us"
@@ -125,6 +125,18 @@ def figures() -> list[Figure]:
     return out
 
 
+SHORT_SKIPS = (
+    "P=2",
+    "P=4",
+    "wait p99",
+    "worst wait",
+    "commands per acquisition, P",
+    "median ms",
+    "µs",
+)
+"""Rows --short leaves out: the rates at P=2 and P=4, the tails and costs, absolute times."""
+
+
 def load(path: Path) -> list[Results]:
     data = json.loads(path.read_text())
     return [Results([Measurement(**m) for m in run]) for run in data["runs"]]
@@ -135,12 +147,15 @@ def main() -> None:
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
     parser.add_argument("--labels", default="before,after")
+    parser.add_argument("--short", action="store_true", help="the headline rows only")
     args = parser.parse_args()
     a, b = load(args.before), load(args.after)
     la, lb = args.labels.split(",")
     print(f"| figure | {la} | {lb} |")
     print("|---|---:|---:|")
     for label, spec, fn in figures():
+        if args.short and any(skip in label for skip in SHORT_SKIPS):
+            continue
         x, y = span([fn(r) for r in a], spec), span([fn(r) for r in b], spec)
         if x or y:
             print(f"| {label.replace('  ', '&nbsp;&nbsp;')} | {x or 'n/a'} | {y or 'n/a'} |")
