@@ -52,11 +52,11 @@ def figures() -> list[Figure]:
         ),
         ("handoff Lock, median ms", ".3f", lambda r: r.get("handoff", "tenure Lock", "median_ms")),
         (
-            "  median ÷ " + PRL,
+            "handoff Lock, median ÷ " + PRL,
             ".2f",
             lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "median_ms"),
         ),
-        ("  p99 ÷ " + PRL, ".2f", lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "p99_ms")),
+        ("handoff Lock, p99 ÷ " + PRL, ".2f", lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "p99_ms")),
     ]
     for path, where in (("contended", ""), ("contended-redis", " on redis-server")):
         for subject in ("tenure Lock", "tenure FairLock"):
