@@ -56,7 +56,11 @@ def figures() -> list[Figure]:
             ".2f",
             lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "median_ms"),
         ),
-        ("handoff Lock, p99 ÷ " + PRL, ".2f", lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "p99_ms")),
+        (
+            "handoff Lock, p99 ÷ " + PRL,
+            ".2f",
+            lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "p99_ms"),
+        ),
     ]
     for path, where in (("contended", ""), ("contended-redis", " on redis-server")):
         for subject in ("tenure Lock", "tenure FairLock"):
