@@ -9,7 +9,7 @@ follows the same neighbour (a sync call right after an asyncio one was seen to p
 it). Prints the median of each variant, its ratio to 2 x PING and to the two-script floor
 of its API:
 
-- ``2xPING``: two PINGs (redis-py, sync), the round-trip unit of the issue's table;
+- ``2xPING``: two PINGs (redis-py, sync), the round-trip unit of the bench's tables;
 - ``floor``: raw redis-py, EVALSHA of a minimal acquire script plus EVALSHA of a minimal
   owner-checked release, both on tenure's wire layout (Redisson's hash: owner field ->
   hold count, PEXPIRE, PUBLISH on the last release) but with none of tenure's checks or
@@ -19,7 +19,7 @@ of its API:
 - tenure Lock / AsyncLock with ``lease_time`` and with the watchdog;
 - redis-py ``Lock`` and ``redis.asyncio.lock.Lock`` (``timeout=10``).
 
-Targets (issue 14 item 6): tenure sync <= 1.10 x the sync floor; tenure asyncio <= 1.10 x
+Targets: tenure sync <= 1.10 x the sync floor; tenure asyncio <= 1.10 x
 the asyncio floor and at least 20 % faster than redis.asyncio's Lock.
 """
 
@@ -177,7 +177,7 @@ def report(us: dict[str, float]) -> None:
         base = afloor if ("Async" in name or "asyncio" in name) else floor
         print(f"{name:32s} {value:10.1f} {value / ping2:9.2f} {value / base:8.2f}")
     print()
-    print("targets (issue 14 item 6):")
+    print("targets:")
     for name in ("tenure Lock lease_time", "tenure Lock watchdog"):
         print(f"  {name:30s} {us[name] / floor:5.2f} x sync floor (target <= 1.10)")
     for name in ("tenure AsyncLock lease_time", "tenure AsyncLock watchdog"):

@@ -1,4 +1,4 @@
-"""Waiting paths of issue 14 (items 2, 3, 5), tenure next to python-redis-lock in one run.
+"""Waiting paths (handoff, contention, many waiters), tenure next to python-redis-lock in one run.
 
     python bench/waiting_probe.py [--url redis://...] [--quick] [--only handoff,contention,many]
 
@@ -11,7 +11,7 @@
   renewals every ``--renewal`` s): commands sent by the waiters' client while they wait,
   the waiters' connections, then the time to drain them (each acquires once, then releases).
 
-Nothing is asserted; the targets from the issue are printed beside the figures.
+Nothing is asserted; the targets are printed beside the figures.
 """
 
 from __future__ import annotations
