@@ -62,7 +62,7 @@ def figures() -> list[Figure]:
             lambda r: _ratio(r, "handoff", "tenure Lock", PRL, "p99_ms"),
         ),
     ]
-    for path, where in (("contended", ""), ("contended-redis", " on redis-server")):
+    for path, where in (("contended", " on Valkey"), ("contended-redis", " on Redis")):
         for subject in ("tenure Lock", "tenure FairLock"):
             short = subject.removeprefix("tenure ") + where
 
