@@ -74,6 +74,10 @@ RECONCILE_POLL = 0.01
 YIELD_GRACE = 0.003
 """Seconds a releaser whose unlock reached other clients' waiters lets them take the lock
 before its own next acquire tries (no barging: fairness without a queue)."""
+WAKE_CHECK_GRACE = 0.1
+"""Seconds after an unlock that woke one other client alone (the wake queue) before the
+releasing client looks whether the lock is still free, and if so wakes the next client: the
+one woken may be paused or closing, and nobody else would look before the old lease end."""
 
 
 def guard(call: Call, field: str, recorded: int | None) -> Call:
@@ -127,6 +131,10 @@ class LockCore:
         self._yield_until = 0.0
         """Monotonic time until which a new acquire through this object waits for the
         waiters its last release woke before it tries (see `YIELD_GRACE`)."""
+        self._wake_check_at = 0.0
+        """Monotonic time of the pending look after a targeted unlock (`WAKE_CHECK_GRACE`):
+        one look per lock object, moved later by each such unlock."""
+        self._wake_checking = False
         self._registering: dict[str, bool] = {}
         """Owner -> its attempts are made while it listens on this client's channel (a
         refusal registers the client in the wake queue)."""
@@ -587,6 +595,27 @@ class LockCore:
             # client's own when it went to us alone): read it now, so that a waiter here
             # takes it, or, with none left, it is passed on to another client.
             yield Drain(self.channel)
+        if reply is not None and int(reply) == WOKE_OTHER:
+            self._wake_check_at = time.monotonic() + WAKE_CHECK_GRACE
+            if not self._wake_checking:
+                self._wake_checking = True
+                yield Background(self._wake_check())
+
+    def _wake_check(self) -> Flow[None]:
+        """The back-up of targeted unlocks (`WAKE_CHECK_GRACE`, docs/wire.md): once no such
+        unlock of this object is younger than the grace, wake the next client if the lock
+        is still free."""
+        try:
+            while (pause := self._wake_check_at - time.monotonic()) > 0:
+                yield Sleep(pause)
+        finally:
+            self._wake_checking = False
+        yield Call(
+            scripts.get("lock_wake_check"),
+            [self.key, self.channel, keys.lock_wake_queue(self.key)],
+            [self.unlock_message, keys.lock_client_channel_prefix(self.key)],
+            changes=True,
+        )
 
     def released(self, owner: str, hold: Hold | None, reply: Any) -> None:
         """Apply a release script's reply to the hold table (raises if it was not owned)."""

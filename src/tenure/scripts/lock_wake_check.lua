@@ -1,0 +1,16 @@
+-- The back-up of a targeted unlock (tenure's addition, docs/wire.md): the one client an
+-- unlock woke alone may not act on it (paused, closing), and the other clients' waiters
+-- would sleep with the lock free until its old lease end. The releasing client runs this a
+-- moment later: if the lock is still free, it wakes the next client in the queue (the one
+-- woken was moved to its back), or every listener of the lock's channel (see _wake.lua).
+-- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
+-- ARGV[1] unlock message   ARGV[2] client channel prefix
+-- Returns 0 when the lock is held (its release will wake someone), else 1.
+-- @include wake_register
+-- @include wake
+
+if redis.call('exists', KEYS[1]) == 1 then
+    return 0
+end
+wake_one(KEYS[3], KEYS[2], ARGV[2], ARGV[1])
+return 1
