@@ -196,26 +196,3 @@ async def test_a_release_drops_thousands_of_clients_gone_from_the_queue(
     r.zadd(queue, {f"gone-{i}": i for i in range(10_000)})
     await lock.release()
     assert r.zcard(queue) == 0
-
-
-async def test_clients_taking_turns_send_no_subscribe_per_wait(async_make_client, r) -> None:
-    # Each client's own channel lingers with the lock's: two clients taking a lock in turns
-    # subscribe once, not once per wait (which cost about a quarter of their socket calls).
-    locks = [async_make_client().lock("turns") for _ in range(2)]
-
-    async def take(lock, times: int) -> None:
-        for _ in range(times):
-            assert await lock.acquire(timeout=10)
-            await lock.release()
-
-    def subscribes() -> int:
-        return int(r.info("commandstats").get("cmdstat_subscribe", {}).get("calls", 0))
-
-    warm = [async_spawn(take, lock, 20) for lock in locks]
-    for job in warm:
-        await job.result(30)
-    before = subscribes()
-    jobs = [async_spawn(take, lock, 100) for lock in locks]
-    for job in jobs:
-        await job.result(30)
-    assert subscribes() - before < 20  # was about one per acquisition that waited

@@ -517,31 +517,3 @@ def test_a_waiter_that_took_the_lock_gives_the_others_its_lease_end() -> None:
     table.leave(CH, 0, pass_on=False, lease=2.0)
     assert entry.expiry == 12.0
     table.leave(CH, 1, pass_on=False, lease=None)  # no grant: nothing moves
-
-
-def test_a_lock_clients_own_channel_lingers_and_a_late_wake_up_on_it_is_passed_on() -> None:
-    # The client channel (alias) stays subscribed with the lock's channel, so a waiter that
-    # comes back within the linger sends no SUBSCRIBE; once both are let go, a wake-up the
-    # server sent to this client alone before it read the UNSUBSCRIBE is passed on (the
-    # unlock woke this client only: dropping it would strand the other clients' waiters).
-    clock = [0.0]
-    table = Parking(linger=0.5, clock=lambda: clock[0])
-    alias = CH + ":tenure:c"
-    table.join(CH, NOBODY, "w", object, alias, "relay")
-    table.subscribing(table.names(CH))
-    table.received("subscribe", CH, "1")
-    table.received("subscribe", alias, "1")
-    table.leave(CH, "w", False)
-    assert table.alias_off == [] and table.names(CH) == [CH, alias]
-    _, _, first = table.join(CH, NOBODY, "w2", object, alias, "relay")
-    assert first is False  # waited on again: nothing to send
-    table.leave(CH, "w2", False)
-    clock[0] += 1.0
-    gone, _ = table.expired()
-    assert gone == [CH] and table.names(CH) == [CH, alias]  # one UNSUBSCRIBE for both
-    table.forget_alias(CH)
-    assert table.received("message", alias, "0") == [] and table.relays == ["relay"]
-    table.received("unsubscribe", CH, "0")
-    table.received("unsubscribe", alias, "0")
-    table.relays.clear()
-    assert table.received("message", alias, "0") == [] and table.relays == []

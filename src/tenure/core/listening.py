@@ -339,17 +339,18 @@ class Listening:
         return self.connected and self.parking.hears(channel)
 
     def idle_listener(self, channel: str) -> bool:
-        """True if this connection listens on ``channel`` (it lingers, with its alias) while
-        none of its waiters waits there: a release need not count it among the listeners to
-        wake, nor its alias among the clients to wake (docs/wire.md, "One client woken per
-        unlock"). Not in the last `IDLE_MARGIN` seconds of its lingering, when its
-        UNSUBSCRIBE may reach the server before the release does (the release would then
-        count one listener too few, and might not wake a Redisson waiter)."""
+        """True if this connection listens on ``channel`` (it lingers) while none of its
+        waiters waits there nor listens on the channel's alias: a release need not count it
+        among the listeners to wake (docs/wire.md, "One client woken per unlock"). Not in
+        the last `IDLE_MARGIN` seconds of its lingering, when its UNSUBSCRIBE may reach
+        the server before the release does (the release would then count one listener
+        too few, and might not wake a Redisson waiter)."""
         entry = self.parking.channels.get(channel)
         return (
             self.hears(channel)
             and entry is not None
             and not entry.tickets
+            and not entry.alias_on
             and entry.idle_since + self.parking.linger - self.clock() > IDLE_MARGIN
         )
 

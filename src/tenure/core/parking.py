@@ -39,13 +39,12 @@ Rules:
 - A SUBSCRIBE the server refused for lack of permission (ACL ``-NOPERM``) is no connection
   loss: the channel's waiters get the error (``Parked.refusal``), the others go on.
 - A channel may have an **alias**, this client's own channel for the same waiters (a Lock's
-  client channel): subscribed and let go with the channel (it lingers with it: a client that
-  waits again soon sends no SUBSCRIBE), and a message on it is one on the channel. It was
-  sent to this client alone (the unlock woke one client), so a wake-up on it that no waiter
-  here can use (nobody waits any more, or the one woken left without using it) is passed on
-  to another client: its ``relay`` is named in `Parking.relays`, for the driver to run;
-  also for a message that comes after the alias was let go and before the server answered
-  that UNSUBSCRIBE (``parting``).
+  client channel): subscribed with the channel while it has waiters (it never lingers: a
+  client that waits no more must stop getting unlocks meant for one client), and a message
+  on it is one on the channel. It was sent to this client alone (the unlock woke one
+  client), so a wake-up on it that no waiter here can use (nobody waits any more, or the one
+  woken left without using it) is passed on to another client: its ``relay`` is named in
+  `Parking.relays`, for the driver to run.
 
 The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
 and the wake-up objects (one condition per ticket); it asks this table what to send and
@@ -194,9 +193,6 @@ class Parking:
     alias_off: list[str] = field(default_factory=list)
     """Aliases whose UNSUBSCRIBE is due now (counted as sent): the driver sends and clears."""
     _letting: dict[str, list[str]] = field(default_factory=dict)
-    parting: dict[str, Any] = field(default_factory=dict)
-    """Alias let go -> its channel's ``relay``, until the server answers its UNSUBSCRIBE: a
-    wake-up sent to this client alone meanwhile is passed on, never lost."""
     relays: list[Any] = field(default_factory=list)
     """Wake-ups this client received for its waiters alone and cannot use: each channel's
     ``relay``, for the driver to run (and clear)."""
@@ -221,9 +217,6 @@ class Parking:
         # Before the entry leaves the table: what its UNSUBSCRIBE names, counted as sent.
         names = self.names(channel)
         self._letting[channel] = names
-        entry = self.channels.get(channel)
-        if entry is not None and entry.alias in names and entry.relay is not None:
-            self.parting[entry.alias] = entry.relay
         for name in names:
             self.leaving[name] = self.leaving.get(name, 0) + 1
 
@@ -411,7 +404,11 @@ class Parking:
             self._relay(entry)  # a wake-up nobody here will use: to another client
         if not entry.tickets and self.linger > 0 and entry.refusal is None:
             entry.idle_since = self.clock()  # stays subscribed a while (see expired())
-            entry.expiry = math.inf  # its alias lingers with it
+            entry.expiry = math.inf
+            if entry.alias is not None and entry.alias_on and channel not in self.dropped:
+                entry.alias_on = False  # the alias does not linger
+                self.alias_off.append(entry.alias)
+                self.leaving[entry.alias] = self.leaving.get(entry.alias, 0) + 1
             return [], False
         if not entry.tickets:
             if channel in self.dropped:  # the server unsubscribed it already
@@ -450,10 +447,6 @@ class Parking:
         if kind in ("subscribe", "ssubscribe"):
             return self._subscribed(channel)
         aliased = channel in self.aliases and kind in ("message", "smessage")
-        if not aliased and channel in self.parting and kind in ("message", "smessage"):
-            if renewed_lease(payload, channel) is None:  # for this client alone: pass it on
-                self.relays.append(self.parting[channel])
-            return []
         if aliased:
             channel = self.aliases[channel]
         entry = self.channels.get(channel)
@@ -534,8 +527,6 @@ class Parking:
         if pending > 0:  # the answer to our own UNSUBSCRIBE
             if pending > 1:
                 self.leaving[channel] = pending - 1
-            else:
-                self.parting.pop(channel, None)
             return []
         entry = self.channels.get(channel)
         if entry is None:
@@ -551,7 +542,6 @@ class Parking:
         self.leaving.clear()
         self.alias_off.clear()
         self._letting.clear()
-        self.parting.clear()
         for channel, entry in list(self.channels.items()):
             if not entry.tickets:  # lingering: a new connection starts without it
                 del self.channels[channel]

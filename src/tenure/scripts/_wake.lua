@@ -9,10 +9,8 @@
 --
 -- wake_one(queue, channel, prefix, message, skip, idle, back): publish `message` to the
 -- client channel of the oldest live registered client (not `skip`), moved to the back of the
--- queue, when every listener of `channel` is such a client; else to `channel`. `idle`
--- (optional): a client known not to wait (the releaser's, whose subscriptions linger): its
--- listener on `channel` and its client channel are left out of the count, and it is not
--- woken. Clients whose client channel
+-- queue, when every listener of `channel` (less `idle` known not to wait: the releaser's own
+-- lingering subscription) is such a client; else to `channel`. Clients whose client channel
 -- nobody listens on are dropped. `back` (optional): a client put at the back of the queue,
 -- after the one woken, when the unlock reached someone (the lock is contended) and `back` is
 -- not a live registered client already. One PUBSUB NUMSUB counts every listener at once.
@@ -33,12 +31,11 @@ local function wake_one(queue, channel, prefix, message, skip, idle, back)
                 counts[#counts + 1] = tonumber(reply[i])
             end
         end
-        local listeners = counts[1] - (idle and 1 or 0)
+        local listeners = counts[1] - (idle or 0)
         local live = 0
         for i = 1, #entries, 2 do
             local id = entries[i]
-            if id == idle then -- neither live nor gone: it listens, and does not wait
-            elseif counts[(i + 1) / 2 + 1] > 0 then
+            if counts[(i + 1) / 2 + 1] > 0 then
                 live = live + 1
                 placed = placed or id == back
                 if chosen == nil and id ~= skip then
@@ -61,7 +58,7 @@ local function wake_one(queue, channel, prefix, message, skip, idle, back)
     if chosen then
         moved = {last + 1, chosen}
     end
-    if back and not placed and back ~= chosen and (chosen or heard > (idle and 1 or 0)) then
+    if back and not placed and back ~= chosen and (chosen or heard > (idle or 0)) then
         moved[#moved + 1] = last + 2
         moved[#moved + 1] = back
     end

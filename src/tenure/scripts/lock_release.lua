@@ -2,8 +2,8 @@
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
 -- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds   ARGV[3] owner
 -- ARGV[4] client channel prefix (see _wake.lua)   ARGV[5] the releaser's client uuid
--- ARGV[6] '1' when the releaser's client listens on the lock's channel and its own without
--- waiting (its subscriptions linger): no one to wake
+-- ARGV[6] '1' when the releaser's client listens on the lock's channel without waiting (its
+-- subscription lingers): that listener is no one to wake
 -- Returns nil when the owner holds nothing, 0 when holds remain, and when the lock was freed:
 -- -1 when the unlock woke the releaser's own client alone, -2 when it woke one other client
 -- alone, else 1 + the number of listeners the channel message reached (the releaser need not
@@ -26,8 +26,7 @@ local held = release_hold(KEYS[1], ARGV[3], ARGV[2])
 if held ~= 'last' then
     return held
 end
-local idle = ARGV[6] == '1' and ARGV[5]
-local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[4], ARGV[1], false, idle, ARGV[5])
+local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[4], ARGV[1], false, tonumber(ARGV[6]), ARGV[5])
 redis.call('del', KEYS[1])
 if woken then
     return woken == ARGV[5] and -1 or -2
