@@ -179,7 +179,9 @@ def test_a_releaser_that_waits_again_is_woken_alone(make_client, r) -> None:
         assert again.get_message(timeout=1)["type"] == "subscribe"
         served(done, jobs)  # the waiter releases
         seen = messages.take()
-        assert seen == [(keys.lock_client_channel("again", releaser), "0")], seen
+        # Its unlock goes to the stand-in's own channel first (what follows is the waiter's
+        # back-up look 0.1 s later, as the stand-in never takes the lock).
+        assert seen[:1] == [(keys.lock_client_channel("again", releaser), "0")], seen
     finally:
         messages.close()
         again.close()
