@@ -77,6 +77,10 @@ class AsyncDriver:
                 result: T = stop.value
                 return result
             try:
+                if self.closed and isinstance(effect, (Call, Command)):
+                    # Closed meanwhile (a background flow woke from its pause, say): no new
+                    # I/O once the client has given its connections back.
+                    raise BackendError("the client is closed")
                 value, error = await self.perform(effect), None
             except RedisError as failure:
                 # a signal handler's exception that redis-py wrapped: the caller's, as it is
