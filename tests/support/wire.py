@@ -61,7 +61,7 @@ def keys_on(servers: list[Any], key: str) -> list[bool]:
     return out
 
 
-def overlaps(spans: list[tuple[int, int]]) -> int:
+def overlaps(spans: list[tuple[float, float]]) -> int:
     """How many (enter, exit) spans begin before the previous one (in start order) ended."""
     ordered = sorted(spans)
     return sum(1 for a, b in itertools.pairwise(ordered) if b[0] < a[1])
