@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any, cast
 
 import redis
@@ -61,7 +62,7 @@ def keys_on(servers: list[Any], key: str) -> list[bool]:
     return out
 
 
-def overlaps(spans: list[tuple[float, float]]) -> int:
+def overlaps(spans: Sequence[tuple[float, float]]) -> int:
     """How many (enter, exit) spans begin before the previous one (in start order) ended."""
     ordered = sorted(spans)
     return sum(1 for a, b in itertools.pairwise(ordered) if b[0] < a[1])
