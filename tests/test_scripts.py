@@ -18,6 +18,7 @@ from support.monitor import Monitor
 from support.servers import Server
 from tenure import fencing, keys, scripts
 from tenure.core import watchdog
+from tenure.core.effects import Call
 from tenure.core.holds import HoldTable
 
 LEASE = 0.6
@@ -235,6 +236,7 @@ def scenario(make_client: object, name: str) -> None:
     # The back-up look after an unlock that woke one other client alone, as it is sent.
     lock.core._wake_check_at = 0.0
     check = next(lock.core._wake_check())
+    assert isinstance(check, Call)
     assert check.script.name == "lock_wake_check"
     a.redis.evalsha(check.script.sha, len(check.keys), *check.keys, *check.args)
     leased = a.lock(f"lx{name}")
