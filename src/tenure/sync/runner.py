@@ -72,21 +72,31 @@ class Driver:
         error: BaseException | None = None
         while True:
             try:
-                effect = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                result: T = stop.value
-                return result
-            try:
-                if self.closed and isinstance(effect, (Call, Command)):
-                    # Closed meanwhile (a background flow woke from its pause, say): no new
-                    # I/O once the client has given its connections back.
-                    raise BackendError("the client is closed")
-                value, error = self.perform(effect), None
-            except RedisError as failure:
-                # a signal handler's exception that redis-py wrapped: the caller's, as it is
-                value, error = None, interrupt_of(failure) or backend_error(failure)
-            except BaseException as failure:
-                value, error = None, failure
+                while True:
+                    try:
+                        effect = flow.throw(error) if error is not None else flow.send(value)
+                    except StopIteration as stop:
+                        result: T = stop.value
+                        return result
+                    try:
+                        if self.closed and isinstance(effect, (Call, Command)):
+                            # Closed meanwhile (a background flow woke from its pause, say):
+                            # no new I/O once the client has given its connections back.
+                            raise BackendError("the client is closed")
+                        value, error = self.perform(effect), None
+                    except RedisError as failure:
+                        # a signal handler's exception that redis-py wrapped: the caller's
+                        value, error = None, interrupt_of(failure) or backend_error(failure)
+                    except BaseException as failure:
+                        value, error = None, failure
+            except BaseException as late:
+                # Raised here, between two steps (a signal handler's exception, landing
+                # after an effect's result came and before the flow got it): the flow gets
+                # it at its yield, so its clean-up runs (a grant just read is undone). One
+                # the flow itself raised ended it: it goes to the caller as it is.
+                if getattr(flow, "gi_frame", None) is None:
+                    raise
+                value, error = None, late
 
     def perform(self, effect: Any) -> Any:
         raise NotImplementedError
