@@ -57,6 +57,7 @@ from tenure.core.effects import (
 )
 from tenure.core.lock import LockCore, LossCallback
 from tenure.core.parking import WAKE_ANY
+from tenure.core.waiting import subscribed
 from tenure.errors import LockLostError, NotOwnedError
 
 LEADER = "tenure_election"
@@ -390,27 +391,20 @@ class ElectionCore(LockCore):
         read re-checks the leadership: if nobody leads it elects the first live candidate,
         or logs the vacancy (once) and tells the channel. Unsubscribes before returning:
         nothing is held between two rounds."""
-        yield Subscribe(self.channel, WAKE_ALL)
-        try:
-            while True:
-                reply = yield Call(
-                    self.leader_script, self.keys, [self.channel, since or ""], changes=True
-                )
-                leader, newest = parse_leader(reply), _text(reply[5])
-                if since is None:
-                    changes: list[Leader | None] = [leader]
-                    break
-                changes = [parse_change(fields) for _, fields in reply[6]]
-                if changes:
-                    newest = _text(reply[6][-1][0])
-                    break
-                lease = leader.remaining_lease if leader is not None else None
-                seconds = math.inf if lease is None else max(MIN_WAIT, lease)
-                yield Wait(self.channel, seconds, math.inf)
-        except GeneratorExit:
-            raise
-        except BaseException:
-            yield Unsubscribe(self.channel, pass_on=True)
-            raise
-        yield Unsubscribe(self.channel)
-        return changes, newest
+        return (yield from subscribed(Subscribe(self.channel, WAKE_ALL), self._observe(since)))
+
+    def _observe(self, since: str | None) -> Flow[tuple[list[Leader | None], str]]:
+        """`observe_round()`'s loop, run subscribed."""
+        while True:
+            reply = yield Call(
+                self.leader_script, self.keys, [self.channel, since or ""], changes=True
+            )
+            leader, newest = parse_leader(reply), _text(reply[5])
+            if since is None:
+                return [leader], newest
+            changes: list[Leader | None] = [parse_change(fields) for _, fields in reply[6]]
+            if changes:
+                return changes, _text(reply[6][-1][0])
+            lease = leader.remaining_lease if leader is not None else None
+            seconds = math.inf if lease is None else max(MIN_WAIT, lease)
+            yield Wait(self.channel, seconds, math.inf)
