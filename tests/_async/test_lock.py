@@ -31,7 +31,9 @@ async def test_wire_layout_is_redissons(async_client, r):
     fields = r.hgetall("orders:42")
     [(owner, count)] = fields.items()
     uuid, number = owner.decode().rsplit(":", 1)
-    assert uuid == async_client.client_id and len(uuid) == 36 and number.isdigit()
+    assert uuid == async_client.client_id
+    assert len(uuid) == 36
+    assert number.isdigit()
     assert count == b"1"
     assert 29_000 < r.pttl("orders:42") <= 30_000
     pubsub = r.pubsub()
@@ -47,7 +49,8 @@ async def test_name_prefix_is_prepended_on_the_wire(async_make_client, r):
     lock = async_make_client(name_prefix="app1:").lock("job")
     await lock.acquire()
     assert lock.name == "job"
-    assert r.exists("app1:job") and not r.exists("job")
+    assert r.exists("app1:job")
+    assert not r.exists("job")
     await lock.release()
 
 
@@ -82,7 +85,8 @@ async def test_other_caller_cannot_release_and_does_not_own(async_client):
         return seen
 
     seen = await async_spawn(other).result()
-    assert seen["owned"] is False and seen["locked"] is True
+    assert seen["owned"] is False
+    assert seen["locked"] is True
     assert type(seen["error"]) is tenure.NotOwnedError
     assert await lock.owned()
     await lock.release()

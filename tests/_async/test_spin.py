@@ -31,7 +31,8 @@ with tenure.Client(url) as client:
 
 async def test_wire_layout_is_the_lock_hash_with_owner_field_and_no_channel(async_client, r):
     lock = async_client.spin_lock("inventory")
-    assert isinstance(lock, tenure.AsyncSpinLock) and lock.name == "inventory"
+    assert isinstance(lock, tenure.AsyncSpinLock)
+    assert lock.name == "inventory"
     assert await lock.acquire()
     fields = r.hgetall("inventory")
     assert list(fields.values()) == [b"1"]
@@ -105,12 +106,16 @@ def test_exclusion_across_processes(server, r):
 
 async def test_reentrancy_counts_holds(async_client, r):
     lock = async_client.spin_lock("reentrant")
-    assert await lock.acquire() and await lock.acquire(lease_time=5)
-    assert await lock.hold_count() == 2 and await lock.owned()
+    assert await lock.acquire()
+    assert await lock.acquire(lease_time=5)
+    assert await lock.hold_count() == 2
+    assert await lock.owned()
     await lock.release()
-    assert await lock.hold_count() == 1 and await lock.locked()
+    assert await lock.hold_count() == 1
+    assert await lock.locked()
     await lock.release()
-    assert not await lock.locked() and await lock.hold_count() == 0
+    assert not await lock.locked()
+    assert await lock.hold_count() == 0
 
 
 async def test_lease_ends_the_hold_and_a_waiter_takes_it(async_make_client):
@@ -122,7 +127,8 @@ async def test_lease_ends_the_hold_and_a_waiter_takes_it(async_make_client):
     # taken once the lease ran out, at most one back-off pause (128 ms) later
     assert 0.3 <= waited < 0.4 + 0.128 + 0.5, waited
     remaining = await b.spin_lock("lease").remaining_lease()
-    assert remaining is not None and remaining > 20
+    assert remaining is not None
+    assert remaining > 20
 
 
 async def test_release_by_non_owner_raises(async_make_client):
@@ -184,7 +190,8 @@ async def test_watchdog_keeps_it_past_three_leases_without_telling_a_channel(asy
     lock = c.spin_lock("renewed")
     assert await lock.acquire()
     await async_sleep(2.0)
-    assert await lock.owned() and not lock.lost
+    assert await lock.owned()
+    assert not lock.lost
     await lock.release()
 
 

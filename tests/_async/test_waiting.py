@@ -48,7 +48,8 @@ async def test_permits_freed_by_a_lease_end_reach_every_waiter_they_can_serve(
     holder, waiter = async_make_client(), async_make_client()
     sem = holder.permit_expirable_semaphore("pool")
     assert await sem.try_set_permits(2)
-    assert await sem.acquire(lease_time=2) and await sem.acquire(lease_time=2)
+    assert await sem.acquire(lease_time=2)
+    assert await sem.acquire(lease_time=2)
     mine = waiter.permit_expirable_semaphore("pool")
     started = time.monotonic()
 

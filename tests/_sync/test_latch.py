@@ -40,7 +40,8 @@ def test_wire_layout_is_redissons(client, r):
     pubsub.subscribe("redisson_countdownlatch__channel__{warmup}")
     assert pubsub.get_message(timeout=1)["type"] == "subscribe"
     assert latch.try_set_count(2)
-    assert r.type("warmup") == b"string" and r.get("warmup") == b"2"
+    assert r.type("warmup") == b"string"
+    assert r.get("warmup") == b"2"
     assert pubsub.get_message(timeout=2)["data"] == b"1"  # count set
     latch.count_down()
     assert r.get("warmup") == b"1"
@@ -173,7 +174,8 @@ def test_many_counters(make_client):
     gather(
         *[lambda c=c: c.count_down_latch("many").count_down() for c in clients for _ in range(5)]
     )
-    assert latch.count() == 0 and latch.wait(0)
+    assert latch.count() == 0
+    assert latch.wait(0)
 
 
 def test_a_waiter_that_made_the_subscription_takes_zero_at_its_word(client, r):

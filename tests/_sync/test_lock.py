@@ -31,7 +31,9 @@ def test_wire_layout_is_redissons(client, r):
     fields = r.hgetall("orders:42")
     [(owner, count)] = fields.items()
     uuid, number = owner.decode().rsplit(":", 1)
-    assert uuid == client.client_id and len(uuid) == 36 and number.isdigit()
+    assert uuid == client.client_id
+    assert len(uuid) == 36
+    assert number.isdigit()
     assert count == b"1"
     assert 29_000 < r.pttl("orders:42") <= 30_000
     pubsub = r.pubsub()
@@ -47,7 +49,8 @@ def test_name_prefix_is_prepended_on_the_wire(make_client, r):
     lock = make_client(name_prefix="app1:").lock("job")
     lock.acquire()
     assert lock.name == "job"
-    assert r.exists("app1:job") and not r.exists("job")
+    assert r.exists("app1:job")
+    assert not r.exists("job")
     lock.release()
 
 
@@ -82,7 +85,8 @@ def test_other_caller_cannot_release_and_does_not_own(client):
         return seen
 
     seen = spawn(other).result()
-    assert seen["owned"] is False and seen["locked"] is True
+    assert seen["owned"] is False
+    assert seen["locked"] is True
     assert type(seen["error"]) is tenure.NotOwnedError
     assert lock.owned()
     lock.release()

@@ -24,7 +24,9 @@ def test_wire_layout_is_redissons(client, r):
     assert sem.try_set_permits(2)
     assert pubsub.get_message(timeout=2)["data"] == b"2"
     permit = sem.acquire(lease_time=10)
-    assert len(permit) == 32 and int(permit, 16) >= 0 and permit == permit.lower()
+    assert len(permit) == 32
+    assert int(permit, 16) >= 0
+    assert permit == permit.lower()
     assert r.get("gpus") == b"1"
     assert r.type("{gpus}:timeout") == b"zset"
     [(member, score)] = r.zrange("{gpus}:timeout", 0, -1, withscores=True)
@@ -32,7 +34,8 @@ def test_wire_layout_is_redissons(client, r):
     assert 9_000 < score - server_ms(r) <= 10_000  # expiry epoch-ms
     sem.release(permit)
     assert pubsub.get_message(timeout=2)["data"] == b"2"
-    assert r.zcard("{gpus}:timeout") == 0 and r.get("gpus") == b"2"
+    assert r.zcard("{gpus}:timeout") == 0
+    assert r.get("gpus") == b"2"
     pubsub.close()
 
 
@@ -80,7 +83,8 @@ def test_acquire_waits_and_one_attempt(client):
     assert not job.join(0.2)
     sem.release(first)
     second = job.result(5)
-    assert second is not None and second != first
+    assert second is not None
+    assert second != first
     sem.release(second)
 
 
@@ -187,7 +191,8 @@ def test_loss_is_reported_by_flag_callback_and_release(make_client, r):
     permit = sem.acquire()
     r.zrem("{loss}:timeout", bytes.fromhex(permit))  # taken away behind the client's back
     assert reported.wait(3), "the watchdog did not report the loss"
-    assert seen == [(sem, permit)] and sem.lost(permit)
+    assert seen == [(sem, permit)]
+    assert sem.lost(permit)
     with pytest.raises(tenure.LockLostError):
         sem.release(permit)
 
@@ -241,7 +246,8 @@ def test_concurrency_never_exceeds_permits(make_client):
     jobs = [spawn(work, c) for c in clients for _ in range(3)]
     for job in jobs:
         job.result(60)
-    assert len(spans) == 45 and max_concurrency(spans) == 2
+    assert len(spans) == 45
+    assert max_concurrency(spans) == 2
     assert clients[0].permit_expirable_semaphore("conc").available_permits() == 2
 
 
@@ -255,7 +261,8 @@ def test_a_wait_on_permits_never_set_is_said_once(client, caplog):
     assert sem.acquire(timeout=0.2) is None
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1, said
-    assert name in said[0] and "PermitExpirableSemaphore" in said[0]
+    assert name in said[0]
+    assert "PermitExpirableSemaphore" in said[0]
     caplog.clear()
     sem.try_set_permits(1)
     permit = sem.acquire()

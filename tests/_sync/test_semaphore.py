@@ -5,6 +5,7 @@ raw redis-py, wake-up latency, and waiting that sends no command."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 
@@ -46,7 +47,8 @@ def test_wire_layout_is_redissons(client, r):
     pubsub.subscribe("redisson_sc:{pool}")
     assert pubsub.get_message(timeout=1)["type"] == "subscribe"
     assert sem.try_set_permits(3)
-    assert r.type("pool") == b"string" and r.get("pool") == b"3"
+    assert r.type("pool") == b"string"
+    assert r.get("pool") == b"3"
     assert r.ttl("pool") == -1
     assert pubsub.get_message(timeout=2)["data"] == b"3"
     assert sem.acquire(2)
@@ -68,7 +70,9 @@ def test_redisson_written_count_is_read(client, r):
 def test_name_prefix_is_prepended(make_client, r):
     sem = make_client(name_prefix="app:").semaphore("s")
     sem.set_permits(1)
-    assert sem.name == "s" and r.get("app:s") == b"1" and not r.exists("s")
+    assert sem.name == "s"
+    assert r.get("app:s") == b"1"
+    assert not r.exists("s")
 
 
 def test_acquire_without_permits_set_waits(client, r):
@@ -94,7 +98,8 @@ def test_a_wait_on_permits_never_set_is_said_once(client, caplog):
     assert not sem.acquire(timeout=0.2)
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1, said
-    assert name in said[0] and "never set" in said[0]
+    assert name in said[0]
+    assert "never set" in said[0]
     caplog.clear()
     other = client.semaphore(f"set-{name}")
     other.set_permits(1)
@@ -194,22 +199,22 @@ def test_with_block_and_timeout(client):
 
 def test_bad_arguments_raise_before_io(client, r):
     sem = client.semaphore("bad")
-    for call, error in [
-        (lambda: sem.acquire(0), ValueError),
-        (lambda: sem.acquire(-1), ValueError),
-        (lambda: sem.acquire(1.5), TypeError),
-        (lambda: sem.acquire(True), TypeError),
-        (lambda: sem.acquire(timeout=float("nan")), ValueError),
-        (lambda: sem.acquire(timeout=-2), ValueError),
-        (lambda: sem.release(0), ValueError),
-        (lambda: sem.try_set_permits(-1), ValueError),
-        (lambda: sem.set_permits("3"), TypeError),
-        (lambda: sem.add_permits(None), TypeError),
+    for call, error, message in [
+        (lambda: sem.acquire(0), ValueError, "permits must be >= 1, not 0"),
+        (lambda: sem.acquire(-1), ValueError, "permits must be >= 1, not -1"),
+        (lambda: sem.acquire(1.5), TypeError, "permits must be an int, not float"),
+        (lambda: sem.acquire(True), TypeError, "permits must be an int, not bool"),
+        (lambda: sem.acquire(timeout=float("nan")), ValueError, "timeout must not be NaN"),
+        (lambda: sem.acquire(timeout=-2), ValueError, "timeout must be >= 0, None or -1, not -2"),
+        (lambda: sem.release(0), ValueError, "permits must be >= 1, not 0"),
+        (lambda: sem.try_set_permits(-1), ValueError, "permits must be >= 0, not -1"),
+        (lambda: sem.set_permits("3"), TypeError, "permits must be an int, not str"),
+        (lambda: sem.add_permits(None), TypeError, "permits must be an int, not NoneType"),
     ]:
-        with pytest.raises(error):
+        with pytest.raises(error, match=re.escape(message)):
             call()
     assert r.keys("*") == []
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="name must not be empty"):
         client.semaphore("")
 
 

@@ -31,7 +31,8 @@ with tenure.Client(url) as client:
 
 def test_wire_layout_is_the_lock_hash_with_owner_field_and_no_channel(client, r):
     lock = client.spin_lock("inventory")
-    assert isinstance(lock, tenure.SpinLock) and lock.name == "inventory"
+    assert isinstance(lock, tenure.SpinLock)
+    assert lock.name == "inventory"
     assert lock.acquire()
     fields = r.hgetall("inventory")
     assert list(fields.values()) == [b"1"]
@@ -105,12 +106,16 @@ def test_exclusion_across_processes(server, r):
 
 def test_reentrancy_counts_holds(client, r):
     lock = client.spin_lock("reentrant")
-    assert lock.acquire() and lock.acquire(lease_time=5)
-    assert lock.hold_count() == 2 and lock.owned()
+    assert lock.acquire()
+    assert lock.acquire(lease_time=5)
+    assert lock.hold_count() == 2
+    assert lock.owned()
     lock.release()
-    assert lock.hold_count() == 1 and lock.locked()
+    assert lock.hold_count() == 1
+    assert lock.locked()
     lock.release()
-    assert not lock.locked() and lock.hold_count() == 0
+    assert not lock.locked()
+    assert lock.hold_count() == 0
 
 
 def test_lease_ends_the_hold_and_a_waiter_takes_it(make_client):
@@ -122,7 +127,8 @@ def test_lease_ends_the_hold_and_a_waiter_takes_it(make_client):
     # taken once the lease ran out, at most one back-off pause (128 ms) later
     assert 0.3 <= waited < 0.4 + 0.128 + 0.5, waited
     remaining = b.spin_lock("lease").remaining_lease()
-    assert remaining is not None and remaining > 20
+    assert remaining is not None
+    assert remaining > 20
 
 
 def test_release_by_non_owner_raises(make_client):
@@ -184,7 +190,8 @@ def test_watchdog_keeps_it_past_three_leases_without_telling_a_channel(make_clie
     lock = c.spin_lock("renewed")
     assert lock.acquire()
     sleep(2.0)
-    assert lock.owned() and not lock.lost
+    assert lock.owned()
+    assert not lock.lost
     lock.release()
 
 

@@ -81,7 +81,8 @@ def test_an_unlock_wakes_one_waiting_client_of_four(make_client, r) -> None:
         holder.release()
         seen = messages.take()
         # One message, on one client's own channel; nothing on the lock's channel.
-        assert len(seen) == 1 and ":tenure:" in seen[0][0], seen
+        assert len(seen) == 1, seen
+        assert ":tenure:" in seen[0][0], seen
         assert wait_until(lambda: sum(e.is_set() for e in events) == 1, 2)
         sleep(0.3)
         assert sum(e.is_set() for e in events) == 1  # the others sleep on
@@ -107,7 +108,8 @@ def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
         assert wait_until(lambda: r.zcard(keys.lock_wake_queue("mixed")) == 2)
         holder.release()
         message = foreign.get_message(timeout=2)
-        assert message is not None and message["data"] == b"0"
+        assert message is not None
+        assert message["data"] == b"0"
         assert wait_until(lambda: any(e.is_set() for e in events), 2)
     finally:
         foreign.close()

@@ -43,7 +43,8 @@ def up(clock: Clock, **kwargs: object) -> Listening:
 
 def test_the_first_waiter_reads_the_others_sleep(clock: Clock) -> None:
     table = up(clock)
-    assert table.role("a") == "read" and table.reader == "a"
+    assert table.role("a") == "read"
+    assert table.reader == "a"
     assert table.role("b") == "sleep"
     table.sleeping("b", "cond-b")
     assert table.role("a") == "read"  # still the reader on its next step
@@ -51,11 +52,13 @@ def test_the_first_waiter_reads_the_others_sleep(clock: Clock) -> None:
 
 def test_nobody_reads_while_the_connection_is_down(clock: Clock) -> None:
     table = Listening(clock=clock)
-    assert table.role("a") == "sleep" and table.reader is None
+    assert table.role("a") == "sleep"
+    assert table.reader is None
     table.connected_now()
     table.role("a")
     table.lost()
-    assert table.role("a") == "sleep" and table.reader is None  # lost under its read
+    assert table.role("a") == "sleep"
+    assert table.reader is None  # lost under its read
 
 
 def test_a_reader_that_stops_hands_the_socket_to_the_longest_sleeper(clock: Clock) -> None:
@@ -64,7 +67,8 @@ def test_a_reader_that_stops_hands_the_socket_to_the_longest_sleeper(clock: Cloc
     for key in ("b", "c"):
         table.role(key)
         table.sleeping(key, f"cond-{key}")
-    assert table.hand_on("a") == "cond-b" and table.reader is None
+    assert table.hand_on("a") == "cond-b"
+    assert table.reader is None
     table.awake("b")
     assert table.role("b") == "read"
     # A sleeper that stops while another reads hands nothing on.
@@ -106,7 +110,8 @@ def test_a_read_ends_in_time_for_lingering_channels_and_the_health_check(
     table = up(clock)
     table.parking.join(CH, NOBODY, "a", object)
     plan = table.plan_read(60.0)
-    assert plan.unsubscribe == [] and plan.timeout == LINGER  # a channel may start lingering
+    assert plan.unsubscribe == []
+    assert plan.timeout == LINGER  # a channel may start lingering
     table.parking.leave(CH, "a", False)
     clock.now += LINGER
     assert table.plan_read(60.0).unsubscribe == [CH]
@@ -117,7 +122,8 @@ def test_silence_pings_then_gives_the_connection_up(clock: Clock) -> None:
     clock.now += HEALTH_INTERVAL - 1
     assert table.silent() is None
     clock.now += 1
-    assert table.silent() == "ping" and table.pinged
+    assert table.silent() == "ping"
+    assert table.pinged
     assert table.plan_read(60.0).timeout == 5.0  # the PING's answer is awaited 5 s
     clock.now += 5.0
     assert table.silent() == "lost"
@@ -129,7 +135,8 @@ def test_any_reply_answers_the_health_ping(clock: Clock) -> None:
     assert table.silent() == "ping"
     clock.now += 1
     table.received("pong", "", "")
-    assert not table.pinged and table.heard == clock.now
+    assert not table.pinged
+    assert table.heard == clock.now
     clock.now += 5.0
     assert table.silent() is None
 
@@ -147,7 +154,8 @@ def test_subscribe_answers_are_matched_to_questions_in_order(clock: Clock) -> No
     # An error answers the oldest question still open: "b"'s.
     _, trouble, reason, again = table.refused("NOPERM no channel b", True)
     assert again == []
-    assert trouble is False and "SUBSCRIBE b" in reason
+    assert trouble is False
+    assert "SUBSCRIBE b" in reason
     assert table.parking.channels["b"].refusal == reason
     assert table.parking.channels["a"].refusal is None
 
@@ -161,7 +169,8 @@ def test_another_refusal_marks_every_unconfirmed_channel_dropped(clock: Clock) -
     table.received("ssubscribe", "a", "1")
     notify, trouble, _, _ = table.refused("MOVED 3999 127.0.0.1:7001", False)
     assert trouble is True  # the topology is refreshed
-    assert table.parking.dropped == {"b"} and not table.asked
+    assert table.parking.dropped == {"b"}
+    assert not table.asked
     assert [t.permit for t in notify] == [True]  # its waiter re-checks and moves it
 
 
@@ -174,13 +183,17 @@ def test_a_refused_alias_is_dropped_and_its_channel_asked_again_alone(clock: Clo
     assert table.subscribing(table.parking.names(CH))
     notify, trouble, _, again = table.refused("NOPERM no channel", True)
     assert (notify, trouble, again) == ([], False, [[CH]])
-    assert entry.alias is None and table.parking.aliases == {} and entry.refusal is None
-    assert table.received("subscribe", CH, "1") == [ticket] and entry.confirmed
+    assert entry.alias is None
+    assert table.parking.aliases == {}
+    assert entry.refusal is None
+    assert table.received("subscribe", CH, "1") == [ticket]
+    assert entry.confirmed
 
 
 def test_nothing_is_sent_while_down(clock: Clock) -> None:
     table = Listening(clock=clock)
-    assert table.subscribing([CH]) is False and not table.asked
+    assert table.subscribing([CH]) is False
+    assert not table.asked
 
 
 # ------------------------------------------------------------------ reconnecting
@@ -196,7 +209,8 @@ def test_reconnect_back_off_grows_then_resets(clock: Clock) -> None:
     assert pauses == [FIRST_RETRY, 0.1, 0.2, 0.4, 0.8, MAX_RETRY, MAX_RETRY]
     assert table.down
     table.connected_now()
-    assert not table.down and table.delay == FIRST_RETRY
+    assert not table.down
+    assert table.delay == FIRST_RETRY
 
 
 def test_the_janitor_connects_after_the_pause_holding_the_readers_role(clock: Clock) -> None:
@@ -207,7 +221,8 @@ def test_the_janitor_connects_after_the_pause_holding_the_readers_role(clock: Cl
     _, due = table.janitor_plan()
     assert due == pytest.approx(FIRST_RETRY)
     clock.now += FIRST_RETRY
-    assert table.janitor_step() == "connect" and table.reader == JANITOR
+    assert table.janitor_step() == "connect"
+    assert table.reader == JANITOR
     assert table.role("w") == "sleep"  # nobody reads meanwhile
 
 
@@ -216,10 +231,12 @@ def test_a_reconnect_subscribes_every_channel_and_wakes_after_the_answer(clock: 
     _, ticket, _ = table.parking.join("a", NOBODY, "w", object)
     table.subscribing(["a"])
     table.received("subscribe", "a", "1")
-    assert table.lost() == [] and not ticket.permit  # nobody re-checks before...
+    assert table.lost() == []
+    assert not ticket.permit  # nobody re-checks before...
     assert table.connected_now() == [["a"]]
     assert not ticket.permit
-    assert table.received("subscribe", "a", "1") == [ticket] and ticket.permit  # ...the answer
+    assert table.received("subscribe", "a", "1") == [ticket]
+    assert ticket.permit  # ...the answer
 
 
 def test_a_failed_reconnect_wakes_every_waiter_to_re_check(clock: Clock) -> None:
@@ -230,7 +247,9 @@ def test_a_failed_reconnect_wakes_every_waiter_to_re_check(clock: Clock) -> None
     table.subscribing(["a"])
     table.received("subscribe", "a", "1")
     assert table.lost() == []
-    assert table.connect_failed() == [ticket] and ticket.permit and table.down
+    assert table.connect_failed() == [ticket]
+    assert ticket.permit
+    assert table.down
 
 
 def test_a_sharded_reconnect_sends_one_channel_per_command(clock: Clock) -> None:
@@ -277,8 +296,10 @@ def test_close_wakes_every_waiter(clock: Clock) -> None:
     table = up(clock)
     _, a, _ = table.parking.join("a", NOBODY, "w", object)
     _, b, _ = table.parking.join("b", NOBODY, "v", object)
-    assert table.close() == [a, b] and table.closed
-    assert table.role("w") == "sleep" and table.janitor_step() is None
+    assert table.close() == [a, b]
+    assert table.closed
+    assert table.role("w") == "sleep"
+    assert table.janitor_step() is None
 
 
 def test_an_idle_lingering_subscription_is_reported_until_it_nearly_ends(clock: Clock) -> None:

@@ -84,7 +84,8 @@ def test_release_with_holds_remaining_keeps_the_rest(ctx: Context, owner: str) -
     # the lease re-applied is the newest hold left after this release: 10 s
     assert run.effects[0].args[:3] == ["0", 10000, owner]
     hold = ctx.holds.get("l", owner)
-    assert hold is not None and hold.leases == [10]
+    assert hold is not None
+    assert hold.leases == [10]
     assert not hold.watchdog  # the watchdog hold went first
 
 
@@ -116,7 +117,8 @@ def test_release_without_a_hold_is_not_owned(ctx: Context, owner: str) -> None:
     assert "'l'" in str(run.error)
     # lease of a release without a recorded hold: the watchdog's
     assert run.effects[0].args[:3] == ["0", 30000, owner]
-    assert not lock.is_lost(owner) and losses.fronts == []
+    assert not lock.is_lost(owner)
+    assert losses.fronts == []
 
 
 def test_release_of_a_hold_the_server_no_longer_has_is_a_loss(ctx: Context, owner: str) -> None:
@@ -312,7 +314,8 @@ def test_unreplicated_reentry_undoes_one_hold_with_the_lease_of_the_one_before(
     assert isinstance(run.error, ReplicationError)
     assert run.calls(REL)[0].args[:3] == ["0", 10000, owner]
     hold = ctx.holds.get("l", owner)
-    assert hold is not None and hold.leases == [10]
+    assert hold is not None
+    assert hold.leases == [10]
 
 
 def test_replication_error_for_a_refusal_undoes_nothing(ctx: Context, owner: str) -> None:
@@ -381,7 +384,8 @@ def test_check_replicas_raises_with_the_reply(owner: str) -> None:
 def test_backend_error_chains_the_cause() -> None:
     cause = ConnectionResetError("peer")
     error = backend_error(cause)
-    assert isinstance(error, BackendError) and error.__cause__ is cause
+    assert isinstance(error, BackendError)
+    assert error.__cause__ is cause
     assert "ConnectionResetError" in str(error)
 
 
@@ -427,7 +431,8 @@ def test_failing_loss_listener_does_not_stop_on_lost(ctx: Context, owner: str) -
     listener = Listener()
     lock.add_loss_listener(listener.lost)
     lock.hold_lost(owner)
-    assert lock.is_lost(owner) and losses.fronts == [front]
+    assert lock.is_lost(owner)
+    assert losses.fronts == [front]
 
 
 # ------------------------------------------------------------- building redis clients
@@ -452,7 +457,8 @@ class FakeRedis:
 
 def test_resolve_redis_from_a_url_builds_a_blocking_pool_without_retries() -> None:
     client, owned, timeout = resolve_redis("redis://h/0", FakeRedis, FakePool, 5.0, 2.0)
-    assert owned is True and timeout == 5.0
+    assert owned is True
+    assert timeout == 5.0
     pool = client.connection_pool
     assert pool.url == "redis://h/0"
     retry = pool.kwargs.pop("retry")
