@@ -110,20 +110,3 @@ def nodes(five: list[Server]) -> Iterator[list[Server]]:
     for s in five:
         if s.proc is not None and s.proc.poll() is None:
             s.resume()
-
-
-# owner busy this session; lead clears: tests/cli/ (test_elect, test_inspect_commands,
-# test_run, test_run_stopping) leaves subprocess pipes open: a ResourceWarning, raised while
-# the pipe is collected and so reported as unraisable. Until those close what they open,
-# the two stay warnings there; everywhere else every warning is an error (pyproject.toml).
-CLI_PIPE_LEAKS = [
-    "default::ResourceWarning",
-    "default::pytest.PytestUnraisableExceptionWarning",
-]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.parent.name == "cli" and item.path.parent.parent.name == "tests":
-            for spec in CLI_PIPE_LEAKS:
-                item.add_marker(pytest.mark.filterwarnings(spec))

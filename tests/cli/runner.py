@@ -57,12 +57,14 @@ def tenure_popen(*args: str, url: str, **kwargs: Any) -> subprocess.Popen[str]:
 
 @contextmanager
 def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
-    """``proc``, killed on the way out if it still runs: a failed test leaves no child."""
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    """``proc``, killed on the way out if it still runs, then waited for, its pipes closed:
+    a failed test leaves no child, and no test leaves an open pipe (a ResourceWarning)."""
+    with proc:  # on exit: closes stdout and stderr, waits for the child
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
 
 
 def exit_after(proc: subprocess.Popen[str], lose: Callable[[], object]) -> tuple[float, str]:

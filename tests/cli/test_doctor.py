@@ -38,7 +38,8 @@ def test_passes_on_a_good_server(own_server):
     for name in ("version", "maxmemory-policy", "persistence", "latency", "clock", "acl"):
         assert checks[name]["verdict"] == "pass", checks[name]
     table = tenure_cmd("doctor", url=own_server.url)
-    assert table.returncode == 0 and "OK" in table.stdout
+    assert table.returncode == 0
+    assert "OK" in table.stdout
 
 
 def test_flags_an_evicting_policy(own_server):
@@ -47,7 +48,8 @@ def test_flags_an_evicting_policy(own_server):
     code, checks = doctor(own_server.url)
     assert code == 1
     check = checks["maxmemory-policy"]
-    assert check["verdict"] == "fail" and "allkeys-lru" in check["detail"]
+    assert check["verdict"] == "fail"
+    assert "allkeys-lru" in check["detail"]
     assert "noeviction" in check["fix"]
 
 
@@ -55,7 +57,8 @@ def test_flags_persistence_off_once_fencing_tokens_exist(own_server):
     with own_server.client() as raw:
         raw.set("redisson_lock_token:{ledger}", 7)
     code, checks = doctor(own_server.url)
-    assert code == 1 and checks["persistence"]["verdict"] == "fail"
+    assert code == 1
+    assert checks["persistence"]["verdict"] == "fail"
     assert "appendonly yes" in checks["persistence"]["fix"]
     with own_server.client() as raw:
         raw.config_set("appendonly", "yes")
@@ -72,7 +75,9 @@ def test_flags_a_user_who_may_not_run_scripts(own_server):
     code, checks = doctor(url)
     assert code == 1
     acl = checks["acl"]
-    assert acl["verdict"] == "fail" and "EVALSHA" in acl["detail"] and "DRYRUN" in acl["detail"]
+    assert acl["verdict"] == "fail"
+    assert "EVALSHA" in acl["detail"]
+    assert "DRYRUN" in acl["detail"]
     assert "+evalsha" in acl["fix"]
 
 
@@ -87,7 +92,9 @@ def test_flags_a_restricted_user_without_admin_rights(own_server):
     code, checks = doctor(url)
     assert code == 1
     acl = checks["acl"]
-    assert acl["verdict"] == "fail" and "HINCRBY" in acl["detail"] and "MULTI" in acl["detail"]
+    assert acl["verdict"] == "fail"
+    assert "HINCRBY" in acl["detail"]
+    assert "MULTI" in acl["detail"]
     with own_server.client() as raw:
         assert raw.dbsize() == 0
 
@@ -112,7 +119,8 @@ def test_an_embedded_demo_server_without_persistence_is_a_warning():
         code, checks = doctor(url)
     assert code == 0, checks
     check = checks["persistence"]
-    assert check["verdict"] == "warn" and "embedded demo/test server" in check["detail"]
+    assert check["verdict"] == "warn"
+    assert "embedded demo/test server" in check["detail"]
     assert "appendonly yes" in check["fix"]
 
 

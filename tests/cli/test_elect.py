@@ -48,11 +48,13 @@ def test_elect_holds_until_interrupted_then_steps_down(server, r):
     with reaped(proc):
         assert wait_until(lambda: r.hget(LEADER, "value") == b"host-a", timeout=30)
         waiting = tenure_cmd("elect", "--timeout", "0.3", "sched", url=server.url)
-        assert waiting.returncode == 75 and "host-a" in waiting.stderr
+        assert waiting.returncode == 75
+        assert "host-a" in waiting.stderr
         out, err = stop(proc)
     assert proc.returncode == 0, err
     data = json.loads(out.splitlines()[0])
-    assert data["name"] == "sched" and data["leader"]["value"] == "host-a"
+    assert data["name"] == "sched"
+    assert data["leader"]["value"] == "host-a"
     assert data["leader"]["term"] == 1
     assert not r.exists(LEADER)
 
@@ -64,12 +66,14 @@ def test_elect_waits_its_turn_and_hands_over_on_exit(server, r):
         second = tenure_popen(
             "elect", "sched", "--value", "b", "--", sys.executable, "-c", SHOW, url=server.url
         )
-        assert wait_until(lambda: r.llen(QUEUE) == 1, timeout=30)
-        out, _ = stop(first, signal.SIGTERM)
-        assert first.returncode == 0 and out.startswith("sched: a (term 1")
-        out, err = second.communicate(timeout=30)
-        assert second.returncode == 0, err
-        assert out == "2 b\n"
+        with reaped(second):
+            assert wait_until(lambda: r.llen(QUEUE) == 1, timeout=30)
+            out, _ = stop(first, signal.SIGTERM)
+            assert first.returncode == 0
+            assert out.startswith("sched: a (term 1")
+            out, err = second.communicate(timeout=30)
+            assert second.returncode == 0, err
+            assert out == "2 b\n"
 
 
 def test_lost_leadership_terminates_the_command(server, r, tmp_path):
@@ -88,7 +92,8 @@ def test_lost_leadership_terminates_the_command(server, r, tmp_path):
         assert wait_until(lambda: r.exists(LEADER), timeout=30)
         time.sleep(0.3)
         elapsed, err = exit_after(proc, lambda: r.delete(LEADER))
-    assert proc.returncode == 1 and "leadership was lost" in err
+    assert proc.returncode == 1
+    assert "leadership was lost" in err
     assert elapsed < 2 * 1.5 / 3 + 0.5, elapsed
 
 
@@ -119,8 +124,10 @@ def test_observe_prints_each_change(server, r, make_client, as_json):
             None,
         ]
     else:
-        assert got[0] == "sched: vacant" and got[3] == "sched: vacant"
-        assert got[1].startswith("sched: host-a (term 1") and "host-a2 (term 1" in got[2]
+        assert got[0] == "sched: vacant"
+        assert got[3] == "sched: vacant"
+        assert got[1].startswith("sched: host-a (term 1")
+        assert "host-a2 (term 1" in got[2]
 
 
 @pytest.mark.parametrize(

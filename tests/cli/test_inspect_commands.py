@@ -58,17 +58,22 @@ def test_status_and_list_for_every_kind(server, r, make_client):
             assert data["kind"] == kind, (name, data)
         fair = json.loads(tenure_cmd("status", "k:fair", "--json", url=server.url).stdout)
         assert [q["client_id"] for q in fair["queue"]] == [other.client_id]
-        assert fair["waiters"] == 1 and fair["holders"][0]["client_id"] == client.client_id
+        assert fair["waiters"] == 1
+        assert fair["holders"][0]["client_id"] == client.client_id
         fenced = json.loads(tenure_cmd("status", "k:fenced", "--json", url=server.url).stdout)
         assert fenced["fencing_token"] == 1
         psem = json.loads(tenure_cmd("status", "k:psem", "--json", url=server.url).stdout)
-        assert psem["permits"] == 2 and psem["permit_leases"][0]["remaining_lease"] is None
+        assert psem["permits"] == 2
+        assert psem["permit_leases"][0]["remaining_lease"] is None
         latch = json.loads(tenure_cmd("status", "k:latch", "--json", url=server.url).stdout)
-        assert latch["count"] == 3 and latch["waiters"] == 1
+        assert latch["count"] == 3
+        assert latch["waiters"] == 1
 
         table = tenure_cmd("status", "k:lock", url=server.url)
-        assert table.returncode == 0 and client.client_id in table.stdout
-        assert "lock" in table.stdout and "x1" in table.stdout
+        assert table.returncode == 0
+        assert client.client_id in table.stdout
+        assert "lock" in table.stdout
+        assert "x1" in table.stdout
 
         listed = tenure_cmd("list", "--json", url=server.url)
         assert listed.returncode == 0, listed.stderr
@@ -77,7 +82,8 @@ def test_status_and_list_for_every_kind(server, r, make_client):
         only = tenure_cmd("list", "k:f*", "--json", url=server.url)
         assert {i["name"] for i in json.loads(only.stdout)} == {"k:fenced", "k:fair"}
         plain = tenure_cmd("list", url=server.url)
-        assert plain.returncode == 0 and "7 names" in plain.stdout
+        assert plain.returncode == 0
+        assert "7 names" in plain.stdout
         # nothing was changed by looking
         assert {k: (r.dump(k), r.pttl(k) > 0) for k in r.keys("*")} == before
     finally:
@@ -92,7 +98,9 @@ def test_list_shows_a_free_fenced_lock_by_its_token(server, r, client):
     lock.release()
     done = tenure_cmd("list", "led*", "--json", url=server.url)
     (item,) = json.loads(done.stdout)
-    assert item["name"] == "ledger" and item["kind"] == "fenced" and not item["held"]
+    assert item["name"] == "ledger"
+    assert item["kind"] == "fenced"
+    assert not item["held"]
     assert item["fencing_token"] == 1
 
 
@@ -107,7 +115,9 @@ def test_status_and_list_show_an_election(server, r, make_client):
         done = tenure_cmd("status", "cron", "--json", url=server.url)
         assert done.returncode == 0, done.stderr
         data = json.loads(done.stdout)
-        assert data["kind"] == "election" and data["held"] and data["term"] == term
+        assert data["kind"] == "election"
+        assert data["held"]
+        assert data["term"] == term
         assert data["value"] == "host-a:8080"
         assert data["holders"][0]["client_id"] == leader_client.client_id
         assert [(q["client_id"], q["value"]) for q in data["queue"]] == [
@@ -117,15 +127,18 @@ def test_status_and_list_show_an_election(server, r, make_client):
         assert table.returncode == 0, table.stderr
         for text in ("election", "leader", "scheduler-a", "host-a:8080", "candidate #1"):
             assert text in table.stdout, table.stdout
-        assert "term" in table.stdout and str(term) in table.stdout
+        assert "term" in table.stdout
+        assert str(term) in table.stdout
         for pattern in ("cr*", "*"):  # by the election's own keys, named once
             listed = tenure_cmd("list", pattern, "--json", url=server.url)
             assert listed.returncode == 0, listed.stderr
             items = [i for i in json.loads(listed.stdout) if i["kind"] == "election"]
             assert [(i["name"], i["term"]) for i in items] == [("cron", term)]
         plain = tenure_cmd("list", "cr*", url=server.url)
-        assert "election" in plain.stdout and f"term {term}" in plain.stdout
-        assert "1 candidate" in plain.stdout and "1 candidates" not in plain.stdout
+        assert "election" in plain.stdout
+        assert f"term {term}" in plain.stdout
+        assert "1 candidate" in plain.stdout
+        assert "1 candidates" not in plain.stdout
     finally:
         leading.resign()
         assert candidate.result() == term + 1
@@ -142,7 +155,8 @@ def test_force_release_wakes_a_waiter(server, r, make_client):
     assert done.returncode == 0, done.stderr
     assert waiter.result(timeout=10) is True
     assert time.monotonic() - started < 10  # woken by the release, not the 120 s lease
-    assert holder.client_id in done.stdout and "1 waiting client woken" in done.stdout
+    assert holder.client_id in done.stdout
+    assert "1 waiting client woken" in done.stdout
     assert other.lock("stuck").owned() is False  # owned by the waiter's thread, not this one
     assert other.inspect("stuck").holders[0].client_id == other.client_id
 
@@ -150,32 +164,39 @@ def test_force_release_wakes_a_waiter(server, r, make_client):
 def test_force_release_asks_and_refuses_without_a_terminal(server, r, client):
     assert client.lock("keep").acquire(lease_time=60)
     done = tenure_cmd("force-release", "keep", url=server.url, stdin="y\n")
-    assert done.returncode == 1 and "--yes" in done.stderr and "not released" in done.stderr
-    assert "Usage" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 1
+    assert "--yes" in done.stderr
+    assert "not released" in done.stderr
+    assert "Usage" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
     assert client.lock("keep").locked()
     free = tenure_cmd("force-release", "nothing-here", "--yes", url=server.url)
-    assert free.returncode == 0 and "not held" in free.stdout
+    assert free.returncode == 0
+    assert "not held" in free.stdout
 
 
 def test_force_release_of_each_rw_side(server, r, client):
     rw = client.read_write_lock("cat")
     assert rw.write_lock().acquire(lease_time=60)
     done = tenure_cmd("force-release", "cat", "--yes", url=server.url)
-    assert done.returncode == 0 and "(write)" in done.stdout
+    assert done.returncode == 0
+    assert "(write)" in done.stdout
     assert not r.exists("cat")
 
 
 def test_errors_are_one_line(server):
     done = tenure_cmd("status", "x", url="redis://127.0.0.1:1/0")
     assert done.returncode == 1
-    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
     assert "cannot reach the server" in done.stderr
 
 
 @pytest.mark.parametrize("command", ["status", "list", "force-release", "run", "doctor", "demo"])
 def test_every_command_has_help_with_an_example(command):
     done = tenure_cmd(command, "--help")
-    assert done.returncode == 0 and "Example" in done.stdout
+    assert done.returncode == 0
+    assert "Example" in done.stdout
 
 
 @pytest.mark.parametrize("module", ["tenure", "tenure.cli"])
@@ -185,7 +206,9 @@ def test_python_dash_m_runs_the_same_cli(module):
     done = subprocess.run(
         [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 0 and "force-release" in done.stdout and "demo" in done.stdout
+    assert done.returncode == 0
+    assert "force-release" in done.stdout
+    assert "demo" in done.stdout
 
 
 def test_missing_extra_says_how_to_install():
@@ -193,6 +216,7 @@ def test_missing_extra_says_how_to_install():
 
     code = "import sys; sys.modules['click'] = None; from tenure.cli import main; main()"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "pip install 'tenure[cli]'" in done.stderr
+    assert done.returncode == 1
+    assert "pip install 'tenure[cli]'" in done.stderr
     assert "Traceback" not in done.stderr
     assert ENTRY  # the real entry point is what the other tests run

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import textwrap
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -74,12 +75,16 @@ def cmd(child: tuple[Path, Path], mode: str, *extra: str) -> list[str]:
 
 
 def test_two_runs_of_one_name_never_overlap(server, r, child):
-    procs = [
-        tenure_popen("run", "job", "--", *cmd(child, "span"), url=server.url) for _ in range(4)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=60)
-        assert p.returncode == 0, err
+    with ExitStack() as stack:
+        procs = [
+            stack.enter_context(
+                reaped(tenure_popen("run", "job", "--", *cmd(child, "span"), url=server.url))
+            )
+            for _ in range(4)
+        ]
+        for p in procs:
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
     spans = [(float(a), float(b)) for a, b in lines(child[1], "span")]
     assert len(spans) == 4
     assert overlaps(spans) == 0, spans
@@ -93,7 +98,8 @@ def test_fencing_token_passed_and_increasing(server, r, child):
     seen = lines(child[1], "env")
     assert [name for name, _ in seen] == ["ledger"] * 3
     tokens = [int(token) for _, token in seen]
-    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == 3
 
 
 def test_persistence_warning_can_be_acknowledged(server, r, child):
@@ -129,12 +135,15 @@ def test_exit_statuses(server, r, make_client, child):
     holder = make_client()
     assert holder.lock("busy").acquire(lease_time=60)
     waited = tenure_cmd("run", "busy", "--timeout", "0.3", "--", "true", url=server.url)
-    assert waited.returncode == 75 and holder.client_id in waited.stderr
+    assert waited.returncode == 75
+    assert holder.client_id in waited.stderr
     down = tenure_cmd("run", "e", "--", "true", url="redis://127.0.0.1:1/0")
-    assert down.returncode == 1 and "Traceback" not in down.stderr
+    assert down.returncode == 1
+    assert "Traceback" not in down.stderr
     assert len(down.stderr.strip().splitlines()) == 1
     missing = tenure_cmd("run", "e", "--", "/nonexistent/cmd", url=server.url)
-    assert missing.returncode == 127 and not r.exists("e")
+    assert missing.returncode == 127
+    assert not r.exists("e")
 
 
 @pytest.mark.parametrize("how", ["delete", "force-release"])
@@ -160,7 +169,8 @@ def test_loss_terminates_the_child_within_two_renewal_periods(server, r, child, 
         assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
         elapsed, err = exit_after(proc, lose)
     print(f"loss ({how}) -> tenure run exited after {elapsed:.3f} s")
-    assert proc.returncode == 1 and "lost" in err
+    assert proc.returncode == 1
+    assert "lost" in err
     assert lines(child[1], "term") == [[]]  # the child got SIGTERM
     assert elapsed < 2 * watchdog / 3, elapsed
 
@@ -181,8 +191,10 @@ def test_child_ignoring_sigterm_is_killed_after_grace(server, r, child):
         assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
         (pid,) = lines(child[1], "ready")[0]
         proc.wait(timeout=30)
-    err = stderr(proc)
-    assert proc.returncode == 1 and "lease" in err and "SIGKILL" in err
+        err = stderr(proc)
+    assert proc.returncode == 1
+    assert "lease" in err
+    assert "SIGKILL" in err
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid), 0)
 
@@ -235,7 +247,8 @@ def test_options_before_name_or_before_dashes(server, r, make_client):
     joined = tenure_cmd("run", "--timeout=0.2", "busy", "true", url=server.url)
     assert joined.returncode == 75, joined.stderr
     ok = tenure_cmd("run", "--timeout", "5", "free", "--", "echo", "--", "x", url=server.url)
-    assert ok.returncode == 0 and ok.stdout == "-- x\n"  # only the first -- separates
+    assert ok.returncode == 0
+    assert ok.stdout == "-- x\n"  # only the first -- separates
 
 
 @pytest.mark.parametrize(
@@ -254,19 +267,27 @@ def test_usage_errors_exit_2_and_run_nothing(server, r, args, tmp_path):
     marker = tmp_path / "ran"
     done = tenure_cmd("run", *args, url=server.url, cwd=tmp_path)
     assert done.returncode == 2, (done.returncode, done.stderr)
-    assert "Usage:" in done.stderr and not marker.exists()
+    assert "Usage:" in done.stderr
+    assert not marker.exists()
     assert r.dbsize() == 0  # nothing acquired
 
 
 def test_permits_let_n_commands_run_at_once(server, r, child):
     _, log = child
-    procs = [
-        tenure_popen("run", "--permits", "2", "pool", *cmd(child, "span"), url=server.url)
-        for _ in range(4)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=60)
-        assert p.returncode == 0, err
+    with ExitStack() as stack:
+        procs = [
+            stack.enter_context(
+                reaped(
+                    tenure_popen(
+                        "run", "--permits", "2", "pool", *cmd(child, "span"), url=server.url
+                    )
+                )
+            )
+            for _ in range(4)
+        ]
+        for p in procs:
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
     spans = sorted((float(a), float(b)) for a, b in lines(log, "span"))
     assert len(spans) == 4
     most = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
@@ -282,7 +303,8 @@ def test_permits_let_n_commands_run_at_once(server, r, child):
         "import os; print(len(os.environ['TENURE_PERMIT_ID']))",
         url=server.url,
     )
-    assert env.returncode == 0 and env.stdout == "32\n"
+    assert env.returncode == 0
+    assert env.stdout == "32\n"
 
 
 def test_permits_timeout_when_all_are_taken(server, r, make_client):

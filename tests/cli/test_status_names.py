@@ -28,9 +28,11 @@ def test_status_and_list_name_holders_and_waiters(server, r, make_client):
         print(done.stdout)
         where = f"({socket.gethostname()} pid {os.getpid()})"
         holder_line = next(line for line in done.stdout.splitlines() if "holder" in line)
-        assert "billing-worker" in holder_line and where in holder_line
+        assert "billing-worker" in holder_line
+        assert where in holder_line
         queued_line = next(line for line in done.stdout.splitlines() if "queued #1" in line)
-        assert "report-job" in queued_line and where in queued_line
+        assert "report-job" in queued_line
+        assert where in queued_line
         listed = tenure_cmd("list", url=server.url)
         assert listed.returncode == 0, listed.stderr
         print(listed.stdout)
