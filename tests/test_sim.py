@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from typing import TypedDict
 
 import pytest
 
@@ -24,9 +25,18 @@ SEEDS = range(40)
 """The CI budget of locks: 40 seeds of 60 virtual seconds (about 6 s on an idle core)."""
 ELECTION_SEEDS = range(20)
 """The CI budget of elections: 20 seeds of 60 virtual seconds, candidates alone (about 2 s)."""
-LOCKS = {"elections": 0}
+
+
+class Alone(TypedDict, total=False):
+    """Options that leave one side of the model out."""
+
+    elections: int
+    workers: int
+
+
+LOCKS: Alone = {"elections": 0}
 """Locks alone: the runs of the lock rules as they were before the election model."""
-ELECTIONS = {"workers": 0}
+ELECTIONS: Alone = {"workers": 0}
 """Candidates alone (the lock clients have no workers)."""
 
 
@@ -57,7 +67,7 @@ def test_elections_keep_every_rule_with_clock_drift_at_its_bound() -> None:
     # own view of its lease still ends before the server's. (At 5 % the checker finds a
     # candidate that believes it leads after the server let its lease go: seed 11.)
     faults = replace(sim.Faults(), drift=0.99 * CLOCK_DRIFT_FACTOR, drift_at_bound=True)
-    options = sim.Options(faults=faults, skip=KNOWN, **ELECTIONS)  # type: ignore[arg-type]
+    options = sim.Options(faults=faults, skip=KNOWN, **ELECTIONS)
     results, violation = sim.search(range(5), options)
     assert violation is None, f"{violation}\n{violation.history}"
     assert sum(r.elections for r in results) > 500
@@ -180,6 +190,7 @@ def test_the_simulated_stream_commands_answer_as_a_real_server(r) -> None:
     finally:
         r.connection_pool.release(connection)
     new = simulated.cmd_xadd("log", "*", "owner", "d")  # at the server's clock, above 3-5
+    assert new is not None
     assert tuple(map(int, new.split("-"))) > (3, 5)
     late = simulated.cmd_xadd("log", "*", "owner", "e")  # same ms: the sequence goes up
     assert late == new.split("-")[0] + "-1"

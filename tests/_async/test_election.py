@@ -21,24 +21,37 @@ LEADER, TERM, QUEUE, DEADLINES, CANDIDATES, LOG = election_keys("sched")
 
 async def test_wire_layout_and_first_term(async_client, r):
     election = async_client.election("sched")
-    assert isinstance(election, tenure.AsyncElection) and election.name == "sched"
-    assert await election.leader() is None and election.term is None
+    assert isinstance(election, tenure.AsyncElection)
+    assert election.name == "sched"
+    assert await election.leader() is None
+    assert election.term is None
     term = await election.campaign("host-a:1")
-    assert term == 1 and election.term == 1
-    assert LEADER == "{sched}:tenure_election" and TERM == "{sched}:tenure_election_term"
+    assert term == 1
+    assert election.term == 1
+    assert LEADER == "{sched}:tenure_election"
+    assert TERM == "{sched}:tenure_election_term"
     fields = {k.decode(): v.decode() for k, v in r.hgetall(LEADER).items()}
-    assert fields["value"] == "host-a:1" and fields["term"] == "1"
+    assert fields["value"] == "host-a:1"
+    assert fields["term"] == "1"
     assert fields["owner"].startswith(async_client.client_id + ":")
     assert 29_000 < r.pttl(LEADER) <= 30_000  # the watchdog's lease
-    assert r.get(TERM) == b"1" and r.ttl(TERM) == -1  # the counter never expires
-    assert r.llen(QUEUE) == 0 and r.zcard(DEADLINES) == 0 and r.hlen(CANDIDATES) == 0
+    assert r.get(TERM) == b"1"
+    assert r.ttl(TERM) == -1  # the counter never expires
+    assert r.llen(QUEUE) == 0
+    assert r.zcard(DEADLINES) == 0
+    assert r.hlen(CANDIDATES) == 0
     leader = await election.leader()
-    assert leader is not None and leader.value == "host-a:1" and leader.term == 1
-    assert leader.owner == fields["owner"] and leader.client_name
-    assert leader.remaining_lease is not None and 29 < leader.remaining_lease <= 30
+    assert leader is not None
+    assert leader.value == "host-a:1"
+    assert leader.term == 1
+    assert leader.owner == fields["owner"]
+    assert leader.client_name
+    assert leader.remaining_lease is not None
+    assert 29 < leader.remaining_lease <= 30
     assert await election.is_leader()
     await election.resign()
-    assert not r.exists(LEADER) and await election.leader() is None
+    assert not r.exists(LEADER)
+    assert await election.leader() is None
     assert not await election.is_leader()
 
 
@@ -104,7 +117,8 @@ async def test_resign_hands_over_within_one_round_trip(async_make_client):
     assert await job.result() == 2
     # elected inside the resign script; the candidate hears it on the channel and confirms
     assert stamps[0] - resigned < 0.25, stamps[0] - resigned
-    assert await second.is_leader() and not await first.is_leader()
+    assert await second.is_leader()
+    assert not await first.is_leader()
     await second.resign()
 
 
@@ -114,7 +128,9 @@ async def test_timeout_returns_none_and_leaves_the_queue(async_make_client, r):
     started = time.monotonic()
     assert await b.election("sched").campaign("b", timeout=0.3) is None
     assert 0.3 <= time.monotonic() - started < 0.3 + 0.4
-    assert r.llen(QUEUE) == 0 and r.zcard(DEADLINES) == 0 and r.hlen(CANDIDATES) == 0
+    assert r.llen(QUEUE) == 0
+    assert r.zcard(DEADLINES) == 0
+    assert r.hlen(CANDIDATES) == 0
     assert await b.election("sched").campaign("b", timeout=0) is None
     assert r.llen(QUEUE) == 0
 
@@ -137,7 +153,8 @@ async def test_dead_candidate_is_skipped(async_client, r):
     election = async_client.election("sched")
     assert await election.campaign("alive", timeout=1) == 1
     assert r.hget(LEADER, "value") == b"alive"
-    assert r.llen(QUEUE) == 0 and r.zcard(DEADLINES) == 0
+    assert r.llen(QUEUE) == 0
+    assert r.zcard(DEADLINES) == 0
 
 
 async def test_resign_and_proclaim_by_a_non_leader_raise(async_make_client):
@@ -155,7 +172,9 @@ async def test_resign_and_proclaim_by_a_non_leader_raise(async_make_client):
         await a.election("sched").resign()
     assert await leader.proclaim("a2") == 1
     got = await leader.leader()
-    assert got is not None and got.value == "a2" and got.term == 1
+    assert got is not None
+    assert got.value == "a2"
+    assert got.term == 1
     await leader.resign()
 
 
@@ -178,7 +197,8 @@ async def test_watchdog_keeps_the_leadership_past_three_leases(async_make_client
     election = c.election("sched")
     await election.campaign("a")
     await async_sleep(2.0)
-    assert await election.is_leader() and not election.lost
+    assert await election.is_leader()
+    assert not election.lost
     assert r.pttl(LEADER) > 0
     await election.resign()
 
@@ -282,30 +302,40 @@ async def test_leadership_context_campaigns_and_resigns(async_make_client, r):
     c = async_make_client()
     election = c.election("sched")
     async with election.leadership("a") as term:
-        assert term == 1 and await election.is_leader()
+        assert term == 1
+        assert await election.is_leader()
     assert not r.exists(LEADER)
     other = async_make_client().election("sched")
     await other.campaign("b")
-    with pytest.raises(tenure.LockTimeout):
+
+    async def lead_while_another_leads() -> None:
         async with election.leadership("a", timeout=0.2):
             pytest.fail("entered without leading")
+
+    with pytest.raises(tenure.LockTimeout):
+        await lead_while_another_leads()
     await other.resign()
-    with pytest.raises(TypeError):
-        election.leadership("a", cancel_on_loss=1)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        await election.campaign(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="cancel_on_loss must be a bool, not int"):
+        election.leadership("a", cancel_on_loss=1)
+    with pytest.raises(TypeError, match="value must be a str, not int"):
+        await election.campaign(5)
 
 
 async def test_leadership_lost_ends_the_block_with_lock_lost(async_make_client, r):
     c = async_make_client(watchdog_timeout=0.6)
     election = c.election("sched")
     steps = 0
-    with pytest.raises(tenure.LockLostError):
+
+    async def lead_until_lost() -> None:
+        nonlocal steps
         async with election.leadership("a"):
             r.delete(LEADER)
             while not election.lost and steps < 300:  # a sync body checks between steps
                 steps += 1
                 await async_sleep(0.01)
+
+    with pytest.raises(tenure.LockLostError):
+        await lead_until_lost()
     assert steps < 300
     assert not r.exists(LEADER)
 
@@ -319,14 +349,14 @@ async def test_closed_client_refuses_to_campaign(async_make_client):
 
 
 async def test_bad_arguments_before_io(async_client):
-    with pytest.raises(TypeError):
-        async_client.election(5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="name must be a str, not int"):
+        async_client.election(5)
+    with pytest.raises(ValueError, match="name must not be empty"):
         async_client.election("")
     election = async_client.election("sched")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"timeout must be >= 0, None or -1, not -2"):
         await election.campaign("a", timeout=-2)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="value cannot be encoded as UTF-8"):
         await election.campaign("\udc80")
     assert math.isfinite(0.0)
 
@@ -345,17 +375,23 @@ async def test_asyncio_body_is_cancelled_on_loss(async_make_client, r):
     election = c.election("sched")
     reached = []
     started = time.monotonic()
-    with pytest.raises(tenure.LockLostError) as info:
+
+    async def lead_while_the_lease_goes() -> None:
         async with election.leadership("a"):
             r.delete(LEADER)
             await async_sleep(30)
             reached.append(True)
-    assert not reached and time.monotonic() - started < 0.6 + 0.5
+
+    with pytest.raises(tenure.LockLostError) as info:
+        await lead_while_the_lease_goes()
+    assert not reached
+    assert time.monotonic() - started < 0.6 + 0.5
     assert isinstance(info.value.__cause__, asyncio.CancelledError)
     # an outside cancellation stays a CancelledError
     job = async_spawn(lambda: _lead_forever(election))
     assert await async_wait_until(lambda: r.exists(LEADER))
-    job.task.cancel()  # type: ignore[attr-defined]
+    assert hasattr(job, "task")  # an asyncio job (the skip above)
+    job.task.cancel()
     assert isinstance(await job.outcome(), asyncio.CancelledError)
     assert not r.exists(LEADER)  # resigned on the way out
 

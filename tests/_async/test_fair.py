@@ -13,7 +13,7 @@ import redis
 import tenure
 from support.servers import Server
 from support.twins import async_gather, async_sleep, async_spawn, async_stamped, async_wait_until
-from support.wire import deadlines, queue_of, server_ms
+from support.wire import deadlines, queue_of, server_ms, text
 from tenure import keys
 from tenure.core.fair import FIRST_LOOK
 
@@ -38,19 +38,25 @@ async def test_reentrant_hold_count_and_wire_layout(
     async_client: tenure.AsyncClient, r: redis.Redis
 ) -> None:
     lock = async_client.fair_lock("orders:42")
-    assert isinstance(lock, tenure.AsyncFairLock) and lock.name == "orders:42"
-    assert await lock.acquire() and await lock.acquire(lease_time=20)
-    assert await lock.owned() and await lock.locked() and await lock.hold_count() == 2
+    assert isinstance(lock, tenure.AsyncFairLock)
+    assert lock.name == "orders:42"
+    assert await lock.acquire()
+    assert await lock.acquire(lease_time=20)
+    assert await lock.owned()
+    assert await lock.locked()
+    assert await lock.hold_count() == 2
     fields = r.hgetall("orders:42")
     assert len(fields) == 1
     ((owner, count),) = fields.items()
-    assert owner.decode().startswith(async_client.client_id + ":") and count == b"2"
+    assert text(owner).startswith(async_client.client_id + ":")
+    assert count == b"2"
     assert 19 < await lock.remaining_lease() <= 20  # type: ignore[operator]
     await lock.release()
     assert await lock.hold_count() == 1
     assert await lock.remaining_lease() <= async_client.watchdog_timeout  # type: ignore[operator]
     await lock.release()
-    assert not await lock.locked() and await lock.remaining_lease() is None
+    assert not await lock.locked()
+    assert await lock.remaining_lease() is None
     with pytest.raises(tenure.NotOwnedError):
         await lock.release()
     assert r.keys("*") == []
@@ -84,11 +90,14 @@ async def test_timed_out_waiter_leaves_queue(
     # alive for watchdog_timeout from joining (server time), whatever the lock's lease; the
     # score (Redisson's deadline) adds Redisson's allowance for its turn (first in line)
     joined = server_ms(r) + async_client.watchdog_timeout * 1000
-    alive = int(r.hget(alive_key("t"), owner))
+    alive_ms = r.hget(alive_key("t"), owner)
+    assert alive_ms is not None
+    alive = int(alive_ms)
     assert joined - 1000 < alive <= joined
     assert deadlines(r, "t") == {owner: alive + WAIT}
     assert await job.result() is False
-    assert queue_of(r, "t") == [] and deadlines(r, "t") == {}
+    assert queue_of(r, "t") == []
+    assert deadlines(r, "t") == {}
     assert r.exists(alive_key("t")) == 0
 
 
@@ -188,9 +197,11 @@ async def test_500_callers_increment_under_fair_lock(
     await async_gather(*[work] * 500, timeout=100)
     elapsed = time.monotonic() - start
     assert failures == []
-    assert counter[0] == 500 and overlaps[0] == 0
+    assert counter[0] == 500
+    assert overlaps[0] == 0
     assert elapsed < 90
-    assert not await lock.locked() and r.exists(keys.fair_queue_key("count")) == 0
+    assert not await lock.locked()
+    assert r.exists(keys.fair_queue_key("count")) == 0
     assert r.zcard(keys.fair_timeout_key("count")) == 0
 
 
@@ -228,8 +239,10 @@ async def test_force_release_wakes_head(async_client: tenure.AsyncClient, r: red
     forced = time.monotonic()
     assert await lock.force_release() is True
     acquired, at = await job.result()
-    assert acquired and at - forced < 1.0
-    assert await lock.force_release() is True and await lock.force_release() is False
+    assert acquired
+    assert at - forced < 1.0
+    assert await lock.force_release() is True
+    assert await lock.force_release() is False
     with pytest.raises(tenure.LockLostError):
         await lock.release()  # the caller's watchdog hold was taken away
 

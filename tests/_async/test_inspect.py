@@ -22,25 +22,33 @@ def state(r):
 async def test_free_name(async_client, r):
     info = await async_client.inspect("nothing")
     assert isinstance(info, tenure.LockInfo)
-    assert info.kind == "free" and not info.exists and not info.held
-    assert info.holders == () and info.remaining_lease is None and info.waiters == 0
+    assert info.kind == "free"
+    assert not info.exists
+    assert not info.held
+    assert info.holders == ()
+    assert info.remaining_lease is None
+    assert info.waiters == 0
 
 
 async def test_lock_holders_parsed_and_nothing_changed(async_make_client, r):
     client = async_make_client(watchdog_timeout=20)
     lock = client.lock("orders")
-    assert await lock.acquire() and await lock.acquire()
+    assert await lock.acquire()
+    assert await lock.acquire()
     before = state(r)
     info = await client.inspect("orders")
     assert state(r) == before
-    assert info.kind == "lock" and info.held and info.exists
+    assert info.kind == "lock"
+    assert info.held
+    assert info.exists
     (holder,) = info.holders
     assert holder.client_id == client.client_id
     assert holder.owner == f"{client.client_id}:{holder.number}"
-    assert isinstance(holder.number, int) and holder.hold_count == 2
+    assert isinstance(holder.number, int)
+    assert holder.hold_count == 2
     assert 15 < info.remaining_lease <= 20
     with pytest.raises(dataclasses.FrozenInstanceError):
-        info.kind = "x"  # type: ignore[misc]
+        info.kind = "x"
     await lock.release()
     await lock.release()
     assert (await client.inspect("orders")).kind == "free"
@@ -61,10 +69,14 @@ async def test_fenced_token(async_client, r):
     lock = async_client.fenced_lock("ledger")
     token = await lock.acquire_token(lease_time=10)
     info = await async_client.inspect("ledger")
-    assert info.kind == "fenced" and info.fencing_token == token and info.held
+    assert info.kind == "fenced"
+    assert info.fencing_token == token
+    assert info.held
     await lock.release()
     info = await async_client.inspect("ledger")
-    assert info.kind == "fenced" and not info.held and info.fencing_token == token
+    assert info.kind == "fenced"
+    assert not info.held
+    assert info.fencing_token == token
 
 
 async def test_fair_queue_with_deadlines(async_make_client, r):
@@ -78,10 +90,12 @@ async def test_fair_queue_with_deadlines(async_make_client, r):
     before = state(r)
     info = await a.inspect("f")
     assert state(r) == before
-    assert info.kind == "fair" and info.held
+    assert info.kind == "fair"
+    assert info.held
     (queued,) = info.queue
     assert queued.client_id == b.client_id
-    assert queued.deadline is not None and queued.remaining is not None
+    assert queued.deadline is not None
+    assert queued.remaining is not None
     assert 0 < queued.remaining <= 30 + 20 + 1
     assert math.isclose(queued.deadline - info.server_time, queued.remaining, abs_tol=0.01)
     assert info.waiters == 1
@@ -98,9 +112,11 @@ async def test_read_write_modes_and_reader_leases(async_make_client, r):
     before = state(r)
     info = await a.inspect("rw")
     assert state(r) == before
-    assert info.kind == "rw" and info.mode == "read"
+    assert info.kind == "rw"
+    assert info.mode == "read"
     by_client = {h.client_id: h for h in info.holders}
-    assert by_client[a.client_id].hold_count == 2 and by_client[a.client_id].mode == "read"
+    assert by_client[a.client_id].hold_count == 2
+    assert by_client[a.client_id].mode == "read"
     assert 45 < by_client[a.client_id].remaining_lease <= 50  # its longest read hold
     assert 3 < by_client[b.client_id].remaining_lease <= 8
     await ra.read_lock().release()
@@ -109,20 +125,26 @@ async def test_read_write_modes_and_reader_leases(async_make_client, r):
     assert await ra.write_lock().acquire(lease_time=10)
     info = await a.inspect("rw")
     (writer,) = info.holders
-    assert info.mode == "write" and writer.mode == "write" and writer.client_id == a.client_id
+    assert info.mode == "write"
+    assert writer.mode == "write"
+    assert writer.client_id == a.client_id
 
 
 async def test_semaphore_and_latch_layouts(async_client, r):
     """Written raw as docs/wire.md lays them out (the primitives may not exist yet)."""
     r.set("pool", 3)
     info = await async_client.inspect("pool")
-    assert info.kind == "semaphore" and info.permits == 3 and info.notes
+    assert info.kind == "semaphore"
+    assert info.permits == 3
+    assert info.notes
     r.set("gpus", 1)
     r.zadd(keys.permit_timeout_key("gpus"), {bytes(range(16)): keys.PERMIT_NO_LEASE_SCORE})
     info = await async_client.inspect("gpus")
-    assert info.kind == "permit_expirable_semaphore" and info.permits == 1
+    assert info.kind == "permit_expirable_semaphore"
+    assert info.permits == 1
     (permit,) = info.permit_leases
-    assert permit.permit_id == bytes(range(16)).hex() and permit.remaining_lease == math.inf
+    assert permit.permit_id == bytes(range(16)).hex()
+    assert permit.remaining_lease == math.inf
     r.set("warmup", 2)
     sub = r.pubsub()
     sub.subscribe(keys.latch_channel("warmup"))
@@ -131,7 +153,9 @@ async def test_semaphore_and_latch_layouts(async_client, r):
             lambda: r.pubsub_numsub(keys.latch_channel("warmup"))[0][1] == 1
         )
         info = await async_client.inspect("warmup")
-        assert info.kind == "latch" and info.count == 2 and info.waiters == 1
+        assert info.kind == "latch"
+        assert info.count == 2
+        assert info.waiters == 1
     finally:
         sub.close()
 
@@ -147,11 +171,13 @@ async def test_name_prefix_and_bad_name(async_make_client, r):
     client = async_make_client(name_prefix="app:")
     assert await client.lock("x").acquire(lease_time=5)
     info = await client.inspect("x")
-    assert info.key == "app:x" and info.name == "x" and info.kind == "lock"
+    assert info.key == "app:x"
+    assert info.name == "x"
+    assert info.kind == "lock"
     with pytest.raises(ValueError, match="name"):
         await client.inspect("")
     with pytest.raises(TypeError, match="name"):
-        await client.inspect(3)  # type: ignore[arg-type]
+        await client.inspect(3)
 
 
 async def test_json_form_is_plain(async_client, r):
@@ -159,7 +185,8 @@ async def test_json_form_is_plain(async_client, r):
     r.persist("j")
     data = (await async_client.inspect("j")).to_dict()
     text = json.dumps(data, allow_nan=False)
-    assert json.loads(text)["remaining_lease"] is None and data["exists"] is True
+    assert json.loads(text)["remaining_lease"] is None
+    assert data["exists"] is True
     assert data["holders"][0]["hold_count"] == 1
 
 
@@ -177,32 +204,47 @@ async def test_an_election_shows_its_leader_term_and_candidates_in_order(async_m
     before = state(r)
     info = await a.inspect("sched")
     assert state(r) == before  # looking changes nothing
-    assert info.kind == "election" and info.held and info.exists
+    assert info.kind == "election"
+    assert info.held
+    assert info.exists
     (leader,) = info.holders
-    assert leader.client_id == a.client_id and leader.client_name == "alpha"
-    assert leader.hold_count == 1 and leader.remaining_lease == info.remaining_lease
-    assert info.value == "host-a:1" and info.term == term and 15 < info.remaining_lease <= 20
+    assert leader.client_id == a.client_id
+    assert leader.client_name == "alpha"
+    assert leader.hold_count == 1
+    assert leader.remaining_lease == info.remaining_lease
+    assert info.value == "host-a:1"
+    assert info.term == term
+    assert 15 < info.remaining_lease <= 20
     assert [q.client_id for q in info.queue] == [b.client_id, c.client_id]  # in order
     assert [q.value for q in info.queue] == ["host-b:2", "host-c:3"]
     assert [q.client_name for q in info.queue] == ["beta", "gamma"]
     for candidate in info.queue:
-        assert candidate.remaining is not None and candidate.deadline is not None
+        assert candidate.remaining is not None
+        assert candidate.deadline is not None
         assert 0 < candidate.remaining <= 20
         assert math.isclose(
             candidate.deadline - info.server_time, candidate.remaining, abs_tol=0.01
         )
-    assert info.waiters == 2 and info.fencing_token is None
+    assert info.waiters == 2
+    assert info.fencing_token is None
     assert json.loads(json.dumps(info.to_dict()))["term"] == term
 
     await first.resign()  # the next candidate leads at once
     assert await runner_up.result() == term + 1
     info = await a.inspect("sched")
-    assert info.holders[0].client_id == b.client_id and info.value == "host-b:2"
-    assert info.term == term + 1 and [q.client_id for q in info.queue] == [c.client_id]
+    assert info.holders[0].client_id == b.client_id
+    assert info.value == "host-b:2"
+    assert info.term == term + 1
+    assert [q.client_id for q in info.queue] == [c.client_id]
     await second.resign()
     assert await last.result() == term + 2
     await third.resign()
     info = await a.inspect("sched")  # vacant: the last term handed out, nobody queued
-    assert info.kind == "election" and not info.held and not info.exists
-    assert info.holders == () and info.queue == () and info.value is None
-    assert info.term == term + 2 and info.remaining_lease is None
+    assert info.kind == "election"
+    assert not info.held
+    assert not info.exists
+    assert info.holders == ()
+    assert info.queue == ()
+    assert info.value is None
+    assert info.term == term + 2
+    assert info.remaining_lease is None

@@ -34,8 +34,10 @@ async def test_readers_share_with_redisson_layout(
     rw = async_client.read_write_lock("catalog")
     read, write = rw.read_lock(), rw.write_lock()
     assert isinstance(rw, tenure.AsyncReadWriteLock)
-    assert rw.read_lock() is read and rw.name == "catalog"
-    assert await read.acquire() and await read.acquire(lease_time=20)
+    assert rw.read_lock() is read
+    assert rw.name == "catalog"
+    assert await read.acquire()
+    assert await read.acquire(lease_time=20)
     owner = owner_of(r, "catalog", async_client.client_id)  # before another caller joins
 
     async def other() -> tuple[bool, int]:
@@ -45,17 +47,24 @@ async def test_readers_share_with_redisson_layout(
         return got, count
 
     assert await async_spawn(other).result() == (True, 1)
-    assert await read.locked() and not await write.locked()
-    assert await read.owned() and await read.hold_count() == 2
-    assert r.hget("catalog", "mode") == b"read" and r.hget("catalog", owner) == b"2"
+    assert await read.locked()
+    assert not await write.locked()
+    assert await read.owned()
+    assert await read.hold_count() == 2
+    assert r.hget("catalog", "mode") == b"read"
+    assert r.hget("catalog", owner) == b"2"
     prefix = f"{{catalog}}:{owner}:rwlock_timeout"
     assert 0 < r.pttl(f"{prefix}:1") <= async_client.watchdog_timeout * 1000
     assert 19_000 < r.pttl(f"{prefix}:2") <= 20_000
-    assert 29 < await read.remaining_lease() <= 30  # the longest hold  # type: ignore[operator]
+    lease = await read.remaining_lease()
+    assert lease is not None
+    assert 29 < lease <= 30  # the longest hold
     await read.release()
-    assert r.exists(f"{prefix}:2") == 0 and r.exists(f"{prefix}:1") == 1
+    assert r.exists(f"{prefix}:2") == 0
+    assert r.exists(f"{prefix}:1") == 1
     await read.release()
-    assert not await read.locked() and r.keys("*") == []
+    assert not await read.locked()
+    assert r.keys("*") == []
     with pytest.raises(tenure.NotOwnedError):
         await read.release()
     with pytest.raises(tenure.NotOwnedError):
@@ -67,11 +76,14 @@ async def test_write_excludes_and_reentry_adds_lease(
 ) -> None:
     rw = async_client.read_write_lock("w")
     write = rw.write_lock()
-    assert await write.acquire(lease_time=10) and await write.acquire(lease_time=10)
+    assert await write.acquire(lease_time=10)
+    assert await write.acquire(lease_time=10)
     assert 19 < await write.remaining_lease() <= 20  # type: ignore[operator]
-    assert r.hget("w", "mode") == b"write" and await write.hold_count() == 2
+    assert r.hget("w", "mode") == b"write"
+    assert await write.hold_count() == 2
     [field] = owner_fields(r, "w", async_client.client_id)
-    assert field.endswith(":write") and r.hget("w", field) == b"2"
+    assert field.endswith(":write")
+    assert r.hget("w", field) == b"2"
     for side in (rw.read_lock(), write):
         assert await async_spawn(lambda s=side: s.acquire(timeout=0.2)).result() is False
     # a write release wakes every waiter: two readers of this client get in together
@@ -117,10 +129,13 @@ async def test_write_to_read_downgrade(async_client: tenure.AsyncClient, r: redi
     await write.release()
     downgraded = time.monotonic()
     acquired, at = await waiting.result()
-    assert acquired and at - downgraded < 1.0
+    assert acquired
+    assert at - downgraded < 1.0
     assert r.hget("down", "mode") == b"read"
-    assert await read.locked() and not await write.locked()
-    assert await read.hold_count() == 1 and await write.hold_count() == 0
+    assert await read.locked()
+    assert not await write.locked()
+    assert await read.hold_count() == 1
+    assert await write.hold_count() == 0
     assert await async_spawn(lambda: write.acquire(blocking=False)).result() is False
     await read.release()
     assert r.hget("down", "mode") == b"read"  # the other caller's read hold remains
@@ -137,15 +152,18 @@ async def test_upgrade_refused_downgrade_wakes_reader_hash_tagged(
     with pytest.raises(tenure.LockUpgradeError):
         await write.acquire(blocking=False)
     await read.release()
-    assert await write.acquire() and await read.acquire()
+    assert await write.acquire()
+    assert await read.acquire()
     other = async_spawn(lambda: rw.read_lock().acquire(timeout=10))
     assert await async_wait_until(lambda: waiters_on(r, "{t}:adown") == 1)
     assert not other.done()  # waits while the write lock is held
     owner = owner_of(r, "{t}:adown", async_client.client_id)
     await write.release()  # downgrade: wakes the waiting reader
     started = time.monotonic()
-    assert await other.result() and time.monotonic() - started < 1.0
-    assert await read.locked() and not await write.locked()
+    assert await other.result()
+    assert time.monotonic() - started < 1.0
+    assert await read.locked()
+    assert not await write.locked()
     assert r.hget("{t}:adown", "mode") == b"read"
     assert r.exists(f"{{t}}:adown:{owner}:rwlock_timeout:1") == 1
     await read.release()
@@ -167,16 +185,20 @@ async def test_force_release_acts_per_side(
 ) -> None:
     rw = async_client.read_write_lock("force")
     read, write = rw.read_lock(), rw.write_lock()
-    assert await read.acquire() and await read.acquire()
-    assert await write.force_release() is False and r.exists("force")
+    assert await read.acquire()
+    assert await read.acquire()
+    assert await write.force_release() is False
+    assert r.exists("force")
     assert await read.force_release() is True
     assert r.keys("*") == []  # the hash and every read hold's timeout key
     with pytest.raises(tenure.LockLostError):
         await read.release()
     assert await write.acquire()
     assert await read.force_release() is False
-    assert not await read.locked() and await write.locked()
-    assert await write.force_release() is True and not await write.locked()
+    assert not await read.locked()
+    assert await write.locked()
+    assert await write.force_release() is True
+    assert not await write.locked()
 
 
 async def test_hash_tagged_names(async_client: tenure.AsyncClient, r: redis.Redis) -> None:
@@ -190,7 +212,8 @@ async def test_hash_tagged_names(async_client: tenure.AsyncClient, r: redis.Redi
     waiting = async_spawn(lambda: rw.write_lock().acquire(timeout=10))
     assert await async_wait_until(lambda: waiters_on(r, "{t}:abc") == 1)
     await read.release()  # publishes on redisson_rwlock:{t}:abc and wakes the writer
-    assert await waiting.result() is True and r.hget("{t}:abc", "mode") == b"write"
+    assert await waiting.result() is True
+    assert r.hget("{t}:abc", "mode") == b"write"
     fair = async_client.fair_lock("{t}:abc:fair")
     assert await fair.acquire(lease_time=5)
     job = async_spawn(lambda: fair.acquire(timeout=5))
@@ -224,7 +247,9 @@ async def test_readers_overlap_writer_excludes(async_client: tenure.AsyncClient,
                 writers -= 1
 
     await async_gather(*[read] * 8, write, write)
-    assert peak > 1 and violations == 0 and r.exists("arw") == 0
+    assert peak > 1
+    assert violations == 0
+    assert r.exists("arw") == 0
 
 
 async def test_watchdog_keeps_50_readers_and_renews_only_own(
@@ -264,7 +289,8 @@ async def test_watchdog_keeps_50_readers_and_renews_only_own(
         done.set()
         for job in jobs:
             await job.join()
-    assert results == [(True, False)] * 50 and lost == []
+    assert results == [(True, False)] * 50
+    assert lost == []
     assert not await rw.read_lock().locked()
 
 

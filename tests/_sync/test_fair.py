@@ -13,7 +13,7 @@ import redis
 import tenure
 from support.servers import Server
 from support.twins import gather, sleep, spawn, stamped, wait_until
-from support.wire import deadlines, queue_of, server_ms
+from support.wire import deadlines, queue_of, server_ms, text
 from tenure import keys
 from tenure.core.fair import FIRST_LOOK
 
@@ -38,19 +38,25 @@ def test_reentrant_hold_count_and_wire_layout(
     client: tenure.Client, r: redis.Redis
 ) -> None:
     lock = client.fair_lock("orders:42")
-    assert isinstance(lock, tenure.FairLock) and lock.name == "orders:42"
-    assert lock.acquire() and lock.acquire(lease_time=20)
-    assert lock.owned() and lock.locked() and lock.hold_count() == 2
+    assert isinstance(lock, tenure.FairLock)
+    assert lock.name == "orders:42"
+    assert lock.acquire()
+    assert lock.acquire(lease_time=20)
+    assert lock.owned()
+    assert lock.locked()
+    assert lock.hold_count() == 2
     fields = r.hgetall("orders:42")
     assert len(fields) == 1
     ((owner, count),) = fields.items()
-    assert owner.decode().startswith(client.client_id + ":") and count == b"2"
+    assert text(owner).startswith(client.client_id + ":")
+    assert count == b"2"
     assert 19 < lock.remaining_lease() <= 20  # type: ignore[operator]
     lock.release()
     assert lock.hold_count() == 1
     assert lock.remaining_lease() <= client.watchdog_timeout  # type: ignore[operator]
     lock.release()
-    assert not lock.locked() and lock.remaining_lease() is None
+    assert not lock.locked()
+    assert lock.remaining_lease() is None
     with pytest.raises(tenure.NotOwnedError):
         lock.release()
     assert r.keys("*") == []
@@ -84,11 +90,14 @@ def test_timed_out_waiter_leaves_queue(
     # alive for watchdog_timeout from joining (server time), whatever the lock's lease; the
     # score (Redisson's deadline) adds Redisson's allowance for its turn (first in line)
     joined = server_ms(r) + client.watchdog_timeout * 1000
-    alive = int(r.hget(alive_key("t"), owner))
+    alive_ms = r.hget(alive_key("t"), owner)
+    assert alive_ms is not None
+    alive = int(alive_ms)
     assert joined - 1000 < alive <= joined
     assert deadlines(r, "t") == {owner: alive + WAIT}
     assert job.result() is False
-    assert queue_of(r, "t") == [] and deadlines(r, "t") == {}
+    assert queue_of(r, "t") == []
+    assert deadlines(r, "t") == {}
     assert r.exists(alive_key("t")) == 0
 
 
@@ -188,9 +197,11 @@ def test_500_callers_increment_under_fair_lock(
     gather(*[work] * 500, timeout=100)
     elapsed = time.monotonic() - start
     assert failures == []
-    assert counter[0] == 500 and overlaps[0] == 0
+    assert counter[0] == 500
+    assert overlaps[0] == 0
     assert elapsed < 90
-    assert not lock.locked() and r.exists(keys.fair_queue_key("count")) == 0
+    assert not lock.locked()
+    assert r.exists(keys.fair_queue_key("count")) == 0
     assert r.zcard(keys.fair_timeout_key("count")) == 0
 
 
@@ -228,8 +239,10 @@ def test_force_release_wakes_head(client: tenure.Client, r: redis.Redis) -> None
     forced = time.monotonic()
     assert lock.force_release() is True
     acquired, at = job.result()
-    assert acquired and at - forced < 1.0
-    assert lock.force_release() is True and lock.force_release() is False
+    assert acquired
+    assert at - forced < 1.0
+    assert lock.force_release() is True
+    assert lock.force_release() is False
     with pytest.raises(tenure.LockLostError):
         lock.release()  # the caller's watchdog hold was taken away
 

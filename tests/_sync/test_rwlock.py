@@ -34,8 +34,10 @@ def test_readers_share_with_redisson_layout(
     rw = client.read_write_lock("catalog")
     read, write = rw.read_lock(), rw.write_lock()
     assert isinstance(rw, tenure.ReadWriteLock)
-    assert rw.read_lock() is read and rw.name == "catalog"
-    assert read.acquire() and read.acquire(lease_time=20)
+    assert rw.read_lock() is read
+    assert rw.name == "catalog"
+    assert read.acquire()
+    assert read.acquire(lease_time=20)
     owner = owner_of(r, "catalog", client.client_id)  # before another caller joins
 
     def other() -> tuple[bool, int]:
@@ -45,17 +47,24 @@ def test_readers_share_with_redisson_layout(
         return got, count
 
     assert spawn(other).result() == (True, 1)
-    assert read.locked() and not write.locked()
-    assert read.owned() and read.hold_count() == 2
-    assert r.hget("catalog", "mode") == b"read" and r.hget("catalog", owner) == b"2"
+    assert read.locked()
+    assert not write.locked()
+    assert read.owned()
+    assert read.hold_count() == 2
+    assert r.hget("catalog", "mode") == b"read"
+    assert r.hget("catalog", owner) == b"2"
     prefix = f"{{catalog}}:{owner}:rwlock_timeout"
     assert 0 < r.pttl(f"{prefix}:1") <= client.watchdog_timeout * 1000
     assert 19_000 < r.pttl(f"{prefix}:2") <= 20_000
-    assert 29 < read.remaining_lease() <= 30  # the longest hold  # type: ignore[operator]
+    lease = read.remaining_lease()
+    assert lease is not None
+    assert 29 < lease <= 30  # the longest hold
     read.release()
-    assert r.exists(f"{prefix}:2") == 0 and r.exists(f"{prefix}:1") == 1
+    assert r.exists(f"{prefix}:2") == 0
+    assert r.exists(f"{prefix}:1") == 1
     read.release()
-    assert not read.locked() and r.keys("*") == []
+    assert not read.locked()
+    assert r.keys("*") == []
     with pytest.raises(tenure.NotOwnedError):
         read.release()
     with pytest.raises(tenure.NotOwnedError):
@@ -67,11 +76,14 @@ def test_write_excludes_and_reentry_adds_lease(
 ) -> None:
     rw = client.read_write_lock("w")
     write = rw.write_lock()
-    assert write.acquire(lease_time=10) and write.acquire(lease_time=10)
+    assert write.acquire(lease_time=10)
+    assert write.acquire(lease_time=10)
     assert 19 < write.remaining_lease() <= 20  # type: ignore[operator]
-    assert r.hget("w", "mode") == b"write" and write.hold_count() == 2
+    assert r.hget("w", "mode") == b"write"
+    assert write.hold_count() == 2
     [field] = owner_fields(r, "w", client.client_id)
-    assert field.endswith(":write") and r.hget("w", field) == b"2"
+    assert field.endswith(":write")
+    assert r.hget("w", field) == b"2"
     for side in (rw.read_lock(), write):
         assert spawn(lambda s=side: s.acquire(timeout=0.2)).result() is False
     # a write release wakes every waiter: two readers of this client get in together
@@ -117,10 +129,13 @@ def test_write_to_read_downgrade(client: tenure.Client, r: redis.Redis) -> None:
     write.release()
     downgraded = time.monotonic()
     acquired, at = waiting.result()
-    assert acquired and at - downgraded < 1.0
+    assert acquired
+    assert at - downgraded < 1.0
     assert r.hget("down", "mode") == b"read"
-    assert read.locked() and not write.locked()
-    assert read.hold_count() == 1 and write.hold_count() == 0
+    assert read.locked()
+    assert not write.locked()
+    assert read.hold_count() == 1
+    assert write.hold_count() == 0
     assert spawn(lambda: write.acquire(blocking=False)).result() is False
     read.release()
     assert r.hget("down", "mode") == b"read"  # the other caller's read hold remains
@@ -137,15 +152,18 @@ def test_upgrade_refused_downgrade_wakes_reader_hash_tagged(
     with pytest.raises(tenure.LockUpgradeError):
         write.acquire(blocking=False)
     read.release()
-    assert write.acquire() and read.acquire()
+    assert write.acquire()
+    assert read.acquire()
     other = spawn(lambda: rw.read_lock().acquire(timeout=10))
     assert wait_until(lambda: waiters_on(r, "{t}:adown") == 1)
     assert not other.done()  # waits while the write lock is held
     owner = owner_of(r, "{t}:adown", client.client_id)
     write.release()  # downgrade: wakes the waiting reader
     started = time.monotonic()
-    assert other.result() and time.monotonic() - started < 1.0
-    assert read.locked() and not write.locked()
+    assert other.result()
+    assert time.monotonic() - started < 1.0
+    assert read.locked()
+    assert not write.locked()
     assert r.hget("{t}:adown", "mode") == b"read"
     assert r.exists(f"{{t}}:adown:{owner}:rwlock_timeout:1") == 1
     read.release()
@@ -167,16 +185,20 @@ def test_force_release_acts_per_side(
 ) -> None:
     rw = client.read_write_lock("force")
     read, write = rw.read_lock(), rw.write_lock()
-    assert read.acquire() and read.acquire()
-    assert write.force_release() is False and r.exists("force")
+    assert read.acquire()
+    assert read.acquire()
+    assert write.force_release() is False
+    assert r.exists("force")
     assert read.force_release() is True
     assert r.keys("*") == []  # the hash and every read hold's timeout key
     with pytest.raises(tenure.LockLostError):
         read.release()
     assert write.acquire()
     assert read.force_release() is False
-    assert not read.locked() and write.locked()
-    assert write.force_release() is True and not write.locked()
+    assert not read.locked()
+    assert write.locked()
+    assert write.force_release() is True
+    assert not write.locked()
 
 
 def test_hash_tagged_names(client: tenure.Client, r: redis.Redis) -> None:
@@ -190,7 +212,8 @@ def test_hash_tagged_names(client: tenure.Client, r: redis.Redis) -> None:
     waiting = spawn(lambda: rw.write_lock().acquire(timeout=10))
     assert wait_until(lambda: waiters_on(r, "{t}:abc") == 1)
     read.release()  # publishes on redisson_rwlock:{t}:abc and wakes the writer
-    assert waiting.result() is True and r.hget("{t}:abc", "mode") == b"write"
+    assert waiting.result() is True
+    assert r.hget("{t}:abc", "mode") == b"write"
     fair = client.fair_lock("{t}:abc:fair")
     assert fair.acquire(lease_time=5)
     job = spawn(lambda: fair.acquire(timeout=5))
@@ -224,7 +247,9 @@ def test_readers_overlap_writer_excludes(client: tenure.Client, r) -> None:
                 writers -= 1
 
     gather(*[read] * 8, write, write)
-    assert peak > 1 and violations == 0 and r.exists("arw") == 0
+    assert peak > 1
+    assert violations == 0
+    assert r.exists("arw") == 0
 
 
 def test_watchdog_keeps_50_readers_and_renews_only_own(
@@ -264,7 +289,8 @@ def test_watchdog_keeps_50_readers_and_renews_only_own(
         done.set()
         for job in jobs:
             job.join()
-    assert results == [(True, False)] * 50 and lost == []
+    assert results == [(True, False)] * 50
+    assert lost == []
     assert not rw.read_lock().locked()
 
 

@@ -23,9 +23,15 @@ from tenure.core.lock import LockCore
 from tenure.errors import BackendError, ReplicationError
 
 from .conftest import new_context
-from .scripted import Clock, Do, drive, fails
+from .scripted import Clock, Do, Step, drive, fails
 
 ACQ = "lock_acquire"
+
+
+def after(clock: Clock, seconds: float, reply: object) -> object:
+    """``reply``, given once ``seconds`` have passed on ``clock`` (a :class:`Do` body)."""
+    clock.advance(seconds)
+    return reply
 
 
 class Key:
@@ -45,7 +51,8 @@ def test_granted_at_once_sends_one_script_and_records_a_watchdog_hold(
     assert call.changes
     hold = ctx.holds.get("orders:42", owner)
     assert hold is not None
-    assert hold.leases == [None] and hold.watchdog
+    assert hold.leases == [None]
+    assert hold.watchdog
     assert hold.renewal.name == "lock_renew"
     assert hold.sink is lock
 
@@ -55,7 +62,9 @@ def test_lease_time_goes_on_the_wire_in_ms_and_is_not_renewed(ctx: Context, owne
     run = drive(lock.acquire(owner, True, None, 2.5), [(ACQ, None)])
     assert run.effects[0].args == [2500, owner]
     hold = ctx.holds.get("l", owner)
-    assert hold is not None and hold.leases == [2.5] and not hold.watchdog
+    assert hold is not None
+    assert hold.leases == [2.5]
+    assert not hold.watchdog
     assert ctx.holds.watchdog_holds() == []
 
 
@@ -177,14 +186,15 @@ def test_wait_length_from_pttl_and_timeout(
 
 def test_keeps_looping_until_granted(ctx: Context, owner: str, clock: Clock) -> None:
     lock = LockCore(ctx, "l")
-    refusals = [(ACQ, 100), (Wait, False)] * 5
+    refusals: list[Step] = [(ACQ, 100), (Wait, False)] * 5
     run = drive(
         lock.acquire(owner, True, None, None),
         [(ACQ, 100), (Subscribe, None), *refusals, (ACQ, None), (Unsubscribe, None)],
         clock=clock,
     )
     assert run.result is True
-    assert len(run.of(Subscribe)) == 1 and len(run.of(Unsubscribe)) == 1
+    assert len(run.of(Subscribe)) == 1
+    assert len(run.of(Unsubscribe)) == 1
     assert len(run.calls(ACQ)) == 7
 
 
@@ -260,7 +270,7 @@ def test_deadline_reached_returns_false_unsubscribes_and_records_nothing(
             (ACQ, 30000),
             (Subscribe, None),
             (ACQ, 30000),
-            (Wait, Do(lambda w: clock.advance(0.4) or True)),  # a message, lock taken again
+            (Wait, Do(lambda w: after(clock, 0.4, True))),  # a message, lock taken again
             (ACQ, 30000),
             (Wait, False),  # the rest of the second: the clock reaches the deadline
             (ACQ, 30000),  # the attempt after the wait still counts
@@ -299,7 +309,7 @@ def test_deadline_passed_during_the_first_attempt_means_no_subscription(
     lock = LockCore(ctx, "l")
     run = drive(
         lock.acquire(owner, True, 0.5, None),
-        [(ACQ, Do(lambda call: clock.advance(0.5) or 100))],
+        [(ACQ, Do(lambda call: after(clock, 0.5, 100)))],
         clock=clock,
     )
     assert run.result is False
@@ -326,7 +336,8 @@ def test_reentry_adds_a_hold(ctx: Context, owner: str) -> None:
     for _ in range(3):
         assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
     hold = ctx.holds.get("l", owner)
-    assert hold is not None and hold.leases == [None, None, None]
+    assert hold is not None
+    assert hold.leases == [None, None, None]
 
 
 def test_owners_are_separate_holds(ctx: Context) -> None:
@@ -338,7 +349,9 @@ def test_owners_are_separate_holds(ctx: Context) -> None:
     drive(lock.acquire(a, True, None, None), [(ACQ, None)])
     drive(lock.acquire(b, True, None, 1), [(ACQ, None)])
     hold_a, hold_b = ctx.holds.get("l", a), ctx.holds.get("l", b)
-    assert hold_a is not None and hold_b is not None and hold_a is not hold_b
+    assert hold_a is not None
+    assert hold_b is not None
+    assert hold_a is not hold_b
     assert [h.owner for h in ctx.holds.watchdog_holds()] == [a]
 
 
@@ -354,7 +367,8 @@ def test_error_thrown_mid_wait_unsubscribes_then_raises(ctx: Context, owner: str
     )
     assert run.error is error
     (unsub,) = run.of(Unsubscribe)
-    assert unsub.channel == lock.channel and unsub.pass_on is True
+    assert unsub.channel == lock.channel
+    assert unsub.pass_on is True
     assert ctx.holds.get("l", owner) is None
 
 
@@ -400,7 +414,8 @@ def test_error_while_unsubscribing_after_success_propagates(ctx: Context, owner:
         ],
     )
     assert isinstance(run.error, BackendError)
-    assert ctx.holds.get("l", owner) is None and ("l", owner) in ctx.reconciling
+    assert ctx.holds.get("l", owner) is None
+    assert ("l", owner) in ctx.reconciling
 
 
 def test_closing_the_flow_mid_wait_sends_nothing_more(ctx: Context, owner: str) -> None:
@@ -475,7 +490,7 @@ def test_unknown_effects_are_answered_none_and_recorded(ctx: Context, owner: str
 
     unknown = Unknown()
 
-    def flow():  # type: ignore[no-untyped-def]
+    def flow():
         reply = yield unknown
         assert reply is None
         return (yield from LockCore(ctx, "l").acquire(owner, True, None, None))
@@ -608,8 +623,10 @@ def test_only_one_reconcile_per_owner_at_a_time(ctx: Context, owner: str) -> Non
     # (a grant landing meanwhile would be undone by it) and sends nothing; nor does it
     # start a second reconcile.
     second = fails(LockCore(ctx, "l").acquire(owner, False, None, None), [])
-    assert isinstance(second.error, BackendError) and "reconciled" in str(second.error)
-    assert second.extra == [] and second.calls(ACQ) == []
+    assert isinstance(second.error, BackendError)
+    assert "reconciled" in str(second.error)
+    assert second.extra == []
+    assert second.calls(ACQ) == []
     assert sum(isinstance(e, Sleep) for e in second.effects) >= 100  # ~1.5 s of looks
     ctx.reconciling.clear()  # the reconcile ended: acquires go through again
     assert drive(LockCore(ctx, "l").acquire(owner, False, None, None), [(ACQ, None)]).result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -43,11 +44,17 @@ def test_first_join_subscribes_later_joins_share_the_entry_with_a_ticket_each() 
 
     entry, a, first = table.join(CH, frozenset({WRITE}), "a", cond)
     assert first is True
-    assert entry.refs == 1 and entry.permits == 0 and not entry.confirmed
-    assert entry.wake_all == frozenset({WRITE}) and a.cond is made[0]
+    assert entry.refs == 1
+    assert entry.permits == 0
+    assert not entry.confirmed
+    assert entry.wake_all == frozenset({WRITE})
+    assert a.cond is made[0]
     again, b, first = table.join(CH, frozenset({WRITE}), "b", cond)
-    assert again is entry and first is False and b is not a
-    assert entry.refs == 2 and len(made) == 2  # one wake-up object per waiter
+    assert again is entry
+    assert first is False
+    assert b is not a
+    assert entry.refs == 2
+    assert len(made) == 2  # one wake-up object per waiter
     assert entry.head() is a  # the oldest
     assert table.channels == {CH: entry}
 
@@ -56,7 +63,9 @@ def test_the_same_waiter_joining_twice_keeps_one_ticket() -> None:
     table = Parking()
     _, a, _ = table.join(CH, NOBODY, "a", object)
     _, again, first = table.join(CH, NOBODY, "a", object)
-    assert again is a and not first and a.depth == 2
+    assert again is a
+    assert not first
+    assert a.depth == 2
     assert table.leave(CH, "a", pass_on=False) == ([], False)
     assert table.leave(CH, "a", pass_on=False) == ([], True)
 
@@ -65,7 +74,9 @@ def test_channels_are_separate() -> None:
     table = Parking()
     a, ta, first_a = table.join("a", NOBODY, 1, object)
     b, tb, first_b = table.join("b", NOBODY, 1, object)
-    assert first_a and first_b and a is not b
+    assert first_a
+    assert first_b
+    assert a is not b
     assert table.received("message", "a", UNLOCK) == [ta]
     assert (ta.permit, tb.permit) == (True, False)
 
@@ -79,7 +90,10 @@ def test_last_leaver_unsubscribes_and_the_channel_is_forgotten() -> None:
     assert table.channels == {}
     # joining again starts afresh: a new SUBSCRIBE, unconfirmed, no old wake-ups
     entry, ticket, first = table.join(CH, NOBODY, 0, object)
-    assert first and entry.refs == 1 and not ticket.permit and not entry.confirmed
+    assert first
+    assert entry.refs == 1
+    assert not ticket.permit
+    assert not entry.confirmed
 
 
 def test_last_leaver_with_pass_on_unsubscribes_and_notifies_nobody() -> None:
@@ -91,14 +105,16 @@ def test_last_leaver_with_pass_on_unsubscribes_and_notifies_nobody() -> None:
 def test_a_waiter_behind_the_head_leaves_quietly() -> None:
     table, entry, t = parked(3)
     assert table.leave(CH, 1, pass_on=False) == ([], False)
-    assert entry.refs == 2 and entry.permits == 0
+    assert entry.refs == 2
+    assert entry.permits == 0
     assert list(entry.tickets.values()) == [t[0], t[2]]
 
 
 def test_the_head_leaving_wakes_the_next_to_take_the_lease_end_check_over() -> None:
     table, entry, t = parked(3)
     assert table.leave(CH, 0, pass_on=False) == ([t[1]], False)
-    assert entry.head() is t[1] and not t[1].permit  # notified, not given a wake-up
+    assert entry.head() is t[1]
+    assert not t[1].permit  # notified, not given a wake-up
 
 
 def test_leave_with_pass_on_hands_a_wake_up_to_the_oldest_without_one() -> None:
@@ -112,7 +128,10 @@ def test_an_unused_wake_up_is_passed_on_by_a_normal_leave() -> None:
     table, entry, t = parked(3)
     table.received("message", CH, UNLOCK)  # to waiter 0, who acquires without using it
     notify, last = table.leave(CH, 0, pass_on=False)
-    assert notify == [t[1]] and not last and t[1].permit and entry.permits == 1
+    assert notify == [t[1]]
+    assert not last
+    assert t[1].permit
+    assert entry.permits == 1
 
 
 def test_leave_with_pass_on_never_makes_more_wake_ups_than_waiters() -> None:
@@ -121,7 +140,8 @@ def test_leave_with_pass_on_never_makes_more_wake_ups_than_waiters() -> None:
     table.received("message", CH, UNLOCK)
     assert entry.permits == 2
     table.leave(CH, 1, pass_on=True)  # one waiter left, already woken
-    assert entry.refs == 1 and entry.permits == 1
+    assert entry.refs == 1
+    assert entry.permits == 1
 
 
 def test_leave_of_a_channel_or_waiter_not_there_is_a_no_op() -> None:
@@ -193,7 +213,8 @@ def test_a_message_on_a_channel_nobody_waits_on_is_ignored() -> None:
 def test_subscribe_reply_confirms_once(kind: str) -> None:
     table, entry, t = parked(2)
     assert table.received(kind, CH, "1") == t  # every waiter awaiting it is notified
-    assert entry.confirmed and entry.permits == 0  # a confirmation is no wake-up
+    assert entry.confirmed
+    assert entry.permits == 0  # a confirmation is no wake-up
     assert table.received(kind, CH, "1") == []  # e.g. the re-subscribe after a reconnect
     assert entry.confirmed
 
@@ -216,7 +237,8 @@ def test_the_answer_to_our_own_unsubscribe_changes_nothing(kind: str) -> None:
     table, entry, _ = parked(2)
     table.unsubscribing(CH)  # e.g. left (UNSUBSCRIBE sent) and joined again
     assert table.received(kind, CH, "0") == []
-    assert (entry.refs, entry.permits) == (2, 0) and CH not in table.dropped
+    assert (entry.refs, entry.permits) == (2, 0)
+    assert CH not in table.dropped
     assert table.leaving == {}
 
 
@@ -227,18 +249,23 @@ def test_an_unsubscribe_we_did_not_ask_for_wakes_all_and_marks_the_channel_dropp
     # A cluster drops the sharded subscriptions of a slot that moved to another shard.
     table, entry, t = parked(3)
     assert table.received(kind, CH, "0") == t
-    assert entry.permits == 3 and CH in table.dropped
+    assert entry.permits == 3
+    assert CH in table.dropped
     table.resubscribing(CH)
-    assert CH not in table.dropped and table.in_flight == {CH: 1}
+    assert CH not in table.dropped
+    assert table.in_flight == {CH: 1}
 
 
 def test_evicted_channel_wakes_its_waiters_and_is_adopted_elsewhere() -> None:
     table, entry, _ = parked(2)
-    assert table.evict(CH) is entry and CH not in table.channels
-    assert entry.permits == 2 and entry.confirmed  # a waiter awaiting its SUBSCRIBE goes on
+    assert table.evict(CH) is entry
+    assert CH not in table.channels
+    assert entry.permits == 2
+    assert entry.confirmed  # a waiter awaiting its SUBSCRIBE goes on
     other = Parking()
     moved = other.adopt(CH, NOBODY, list(entry.tickets), object)
-    assert moved.refs == 2 and moved.permits == 2  # each re-checks on its new listener
+    assert moved.refs == 2
+    assert moved.permits == 2  # each re-checks on its new listener
     assert other.leave(CH, 0, pass_on=False)[1] is False
     assert other.leave(CH, 1, pass_on=False) == ([], True)
 
@@ -284,12 +311,16 @@ def test_a_disconnect_wakes_every_waiter_once_its_new_subscribe_is_confirmed() -
     table.received("subscribe", "b", "1")
     assert table.disconnected() == []
     assert (a.permits, b.permits) == (0, 0)
-    assert not a.confirmed and not table.hears("a")  # the driver subscribes every channel
+    assert not a.confirmed
+    assert not table.hears("a")  # the driver subscribes every channel
     assert table.channels == {"a": a, "b": b}
     table.subscribing(["a", "b"])
-    assert table.received("subscribe", "a", "1") == [a0, a1] and a.permits == 2
-    assert b.permits == 0 and not b.fresh(1e9)
-    assert table.received("subscribe", "b", "1") == [b0] and b.permits == 1
+    assert table.received("subscribe", "a", "1") == [a0, a1]
+    assert a.permits == 2
+    assert b.permits == 0
+    assert not b.fresh(1e9)
+    assert table.received("subscribe", "b", "1") == [b0]
+    assert b.permits == 1
     assert table.received("subscribe", "b", "1") == []  # confirmed: no second wake-up
 
 
@@ -307,9 +338,14 @@ def test_a_forbidden_channel_tells_its_waiters_and_nobody_else() -> None:
     table.subscribing(["a"])
     table.subscribing(["b"])
     assert table.forbidden(["a"], "NOPERM a") == [a0]
-    assert a.refusal == "NOPERM a" and a.confirmed and "a" not in table.in_flight
-    assert b.refusal is None and not b.confirmed and not b0.permit
-    assert table.in_flight == {"b": 1} and table.dropped == set()
+    assert a.refusal == "NOPERM a"
+    assert a.confirmed
+    assert "a" not in table.in_flight
+    assert b.refusal is None
+    assert not b.confirmed
+    assert not b0.permit
+    assert table.in_flight == {"b": 1}
+    assert table.dropped == set()
 
 
 # ----------------------------------------------------------------------- property
@@ -326,7 +362,7 @@ op = st.one_of(
 
 @given(st.lists(op, max_size=60))
 @settings(max_examples=300, deadline=None)
-def test_the_table_follows_its_rules(ops: list[tuple[object, ...]]) -> None:
+def test_the_table_follows_its_rules(ops: list[tuple[Any, ...]]) -> None:
     """Against a model of waiters: SUBSCRIBE on 0 -> 1, UNSUBSCRIBE on 1 -> 0, one message
     wakes the oldest waiter not yet woken, wake-ups are never lost by a leave."""
     table = Parking()
@@ -403,11 +439,14 @@ def test_only_the_last_subscribe_reply_confirms_a_rejoined_channel() -> None:
     table.subscribing([CH])
     assert table.leave(CH, 0, pass_on=False) == ([], True)  # UNSUBSCRIBE sent
     second, ticket, new = table.join(CH, frozenset(), 1, object)
-    assert new and second is not first
+    assert new
+    assert second is not first
     table.subscribing([CH])
-    assert table.received("subscribe", CH, "1") == [] and not second.confirmed
+    assert table.received("subscribe", CH, "1") == []
+    assert not second.confirmed
     assert table.received("unsubscribe", CH, "0") == []
-    assert table.received("subscribe", CH, "1") == [ticket] and second.confirmed
+    assert table.received("subscribe", CH, "1") == [ticket]
+    assert second.confirmed
 
 
 def test_a_reconnect_forgets_unanswered_subscribes() -> None:
@@ -417,7 +456,8 @@ def test_a_reconnect_forgets_unanswered_subscribes() -> None:
     table.subscribing([CH])
     table.disconnected()
     table.subscribing([CH])  # the reconnect's SUBSCRIBE: its reply confirms
-    assert table.received("subscribe", CH, "1") == [ticket] and entry.confirmed
+    assert table.received("subscribe", CH, "1") == [ticket]
+    assert entry.confirmed
 
 
 def test_an_answer_after_the_last_waiter_left_is_still_counted() -> None:
@@ -432,7 +472,8 @@ def test_an_answer_after_the_last_waiter_left_is_still_counted() -> None:
     entry, ticket, first = table.join(CH, NOBODY, 0, object)
     assert first
     table.subscribing([CH])
-    assert table.received("subscribe", CH, "1") == [ticket] and entry.confirmed
+    assert table.received("subscribe", CH, "1") == [ticket]
+    assert entry.confirmed
 
 
 def test_a_refused_subscribe_marks_unconfirmed_channels_dropped() -> None:
@@ -443,8 +484,10 @@ def test_a_refused_subscribe_marks_unconfirmed_channels_dropped() -> None:
     assert table.received("ssubscribe", "a", "1") == [ta]
     table.subscribing(["a"])
     assert set(map(id, table.refused())) == {id(ta), id(tb)}
-    assert table.dropped == {"a", "b"} and table.in_flight == {}
-    assert b.confirmed and tb.permit
+    assert table.dropped == {"a", "b"}
+    assert table.in_flight == {}
+    assert b.confirmed
+    assert tb.permit
 
 
 # ------------------------------------------------------------------------ linger
@@ -458,13 +501,17 @@ def test_a_lingering_channel_stays_subscribed_then_goes() -> None:
     assert table.expired() == ([], 0.5)  # waited on: look again within linger
     assert table.leave(CH, 0, pass_on=False) == ([], False)  # no UNSUBSCRIBE yet
     now[0] = 0.2
-    assert table.expired() == ([], pytest.approx(0.3))
+    waiting, due = table.expired()
+    assert waiting == []
+    assert due == pytest.approx(0.3)
     _, _, first = table.join(CH, NOBODY, 1, object)  # waited on again: no SUBSCRIBE
-    assert not first and table.channels[CH] is entry
+    assert not first
+    assert table.channels[CH] is entry
     table.leave(CH, 1, pass_on=False)
     now[0] = 0.8
     assert table.expired() == ([CH], math.inf)
-    assert table.channels == {} and table.leaving == {CH: 1}
+    assert table.channels == {}
+    assert table.leaving == {CH: 1}
 
 
 def test_hears_while_confirmed_waited_on_or_lingering_and_not_once_gone() -> None:
@@ -498,10 +545,12 @@ def test_a_quiet_subscription_is_fresh_for_attempts_sent_after_it_was_confirmed(
     table.subscribing([CH])
     assert not entry.fresh(5.0)  # not confirmed yet
     table.received("subscribe", CH, "1")
-    assert entry.fresh(1.0) and not entry.fresh(0.9)
+    assert entry.fresh(1.0)
+    assert not entry.fresh(0.9)
     now[0] = 2.0
     table.received("message", CH, UNLOCK)  # an unlock after an attempt sent at 1.5
-    assert not entry.fresh(1.5) and entry.fresh(2.0)
+    assert not entry.fresh(1.5)
+    assert entry.fresh(2.0)
     table.disconnected()
     assert not entry.fresh(9.0)
 

@@ -33,7 +33,9 @@ def test_semaphore_one_attempt_never_subscribes(ctx: Context) -> None:
     run = drive(sem.acquire(2, False, None), [(ACQ, 0)])
     assert run.result is False
     (call,) = run.effects
-    assert call.keys == ["s"] and call.args == [2] and call.changes
+    assert call.keys == ["s"]
+    assert call.args == [2]
+    assert call.changes
 
 
 def test_semaphore_waiter_subscribes_retries_and_sleeps_until_a_message(
@@ -46,7 +48,8 @@ def test_semaphore_waiter_subscribes_retries_and_sleeps_until_a_message(
     )
     assert run.result is True
     subscribe, wait = run.of(Subscribe)[0], run.of(Wait)[0]
-    assert subscribe.channel == "redisson_sc:{s}" and subscribe.wake_all == {WAKE_COUNT}
+    assert subscribe.channel == "redisson_sc:{s}"
+    assert subscribe.wake_all == {WAKE_COUNT}
     assert wait.seconds == float("inf")  # only a message (no expiry) can help
     assert not run.extra  # no WatchHolds: semaphore permits have no owner to renew
 
@@ -58,7 +61,8 @@ def test_semaphore_wait_runs_out(ctx: Context, clock: Clock) -> None:
         [(ACQ, 0), (Subscribe, None), (ACQ, 0), (Wait, False), (ACQ, 0), (Unsubscribe, None)],
         clock=clock,
     )
-    assert run.result is False and run.of(Wait)[0].seconds == pytest.approx(2.0)
+    assert run.result is False
+    assert run.of(Wait)[0].seconds == pytest.approx(2.0)
 
 
 def test_semaphore_error_while_waiting_passes_the_wake_up_on(ctx: Context) -> None:
@@ -67,7 +71,8 @@ def test_semaphore_error_while_waiting_passes_the_wake_up_on(ctx: Context) -> No
         sem.acquire(1, True, None),
         [(ACQ, 0), (Subscribe, None), (ACQ, BackendError("down")), (Unsubscribe, None)],
     )
-    assert isinstance(run.error, BackendError) and run.of(Unsubscribe)[0].pass_on
+    assert isinstance(run.error, BackendError)
+    assert run.of(Unsubscribe)[0].pass_on
 
 
 @pytest.mark.parametrize(
@@ -98,7 +103,9 @@ def test_semaphore_permits_taken_for_a_caller_who_left_are_given_back(
     (background,) = [e for e in run.extra if isinstance(e, Background)]
     give_back = drive(background.flow, [(REL, 3)])
     (call,) = give_back.calls(REL)
-    assert call.keys == ["s", "redisson_sc:{s}"] and call.args == [3] and call.changes
+    assert call.keys == ["s", "redisson_sc:{s}"]
+    assert call.args == [3]
+    assert call.changes
 
 
 @pytest.mark.parametrize(
@@ -163,13 +170,16 @@ def test_permit_waiter_sleeps_until_the_earliest_expiry(ctx: Context, clock: Clo
         clock=clock,
     )
     permit = run.result
-    assert isinstance(permit, str) and len(permit) == 32
+    assert isinstance(permit, str)
+    assert len(permit) == 32
     assert run.of(Wait)[0].seconds == pytest.approx(0.65)
     first = run.calls(PACQ)[0]
-    assert first.args == [permit, 5000] and first.keys == ["p", "redisson_sc:{p}", "{p}:timeout"]
+    assert first.args == [permit, 5000]
+    assert first.keys == ["p", "redisson_sc:{p}", "{p}:timeout"]
     assert all(c.args[0] == permit for c in run.calls(PACQ))  # one id for every attempt
     hold = ctx.holds.get("{p}:timeout", permit)
-    assert hold is not None and not hold.watchdog  # leased: recorded, never renewed
+    assert hold is not None
+    assert not hold.watchdog  # leased: recorded, never renewed
     assert run.extra == [WATCH_HOLDS]  # but watched: its loss is reported on the clock
 
 
@@ -179,7 +189,8 @@ def test_permit_without_lease_is_renewed_by_the_watchdog(ctx: Context) -> None:
     assert run.effects[0].args[1] == 30000
     assert any(isinstance(e, WatchHolds) for e in run.extra)
     (hold,) = ctx.holds.watchdog_holds()
-    assert hold.renewal.name == "permit_renew" and hold.renewal_keys() == ["{p}:timeout"]
+    assert hold.renewal.name == "permit_renew"
+    assert hold.renewal_keys() == ["{p}:timeout"]
 
 
 @pytest.mark.parametrize("failure", [BackendError("timed out"), asyncio.CancelledError()])
@@ -199,10 +210,12 @@ def test_release_of_a_lost_permit_reports_it(ctx: Context) -> None:
     permit = drive(sem.acquire_permit(True, None, None), [(PACQ, None)]).result
     run = fails(sem.release_permit(permit), [(PREL, 0)])
     assert isinstance(run.error, LockLostError)
-    assert seen == [permit] and sem.is_lost(permit)
+    assert seen == [permit]
+    assert sem.is_lost(permit)
     other = "ab" * 16
     run = fails(sem.release_permit(other), [(PREL, 0)])
-    assert type(run.error) is NotOwnedError and not sem.is_lost(other)
+    assert type(run.error) is NotOwnedError
+    assert not sem.is_lost(other)
     assert drive(sem.try_release_permit(other), [(PREL, 0)]).result is False
 
 
@@ -210,7 +223,8 @@ def test_update_lease_time_takes_the_permit_off_the_watchdog(ctx: Context) -> No
     sem = PermitCore(ctx, "p")
     permit = drive(sem.acquire_permit(True, None, None), [(PACQ, None)]).result
     run = drive(sem.update_lease_time(permit, 2.5), [("permit_update", 1)])
-    assert run.result is True and run.effects[0].args == [permit, 2500]
+    assert run.result is True
+    assert run.effects[0].args == [permit, 2500]
     assert ctx.holds.watchdog_holds() == []
     assert ctx.holds.get("{p}:timeout", permit) is not None
 
@@ -220,7 +234,7 @@ def test_remaining_lease_of_permits(ctx: Context) -> None:
     assert drive(sem.remaining_lease("0" * 32), [("permit_lease", 1500)]).result == 1.5
     assert drive(sem.remaining_lease("0" * 32), [("permit_lease", -2)]).result is None
     assert drive(sem.remaining_lease("0" * 32), [("permit_lease", -1)]).result == float("inf")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="permit_id must be 32 lower-case hex digits"):
         sem.remaining_lease("0" * 32 + "0")
 
 
@@ -250,14 +264,16 @@ def test_latch_waiter_woken_by_zero_returns_without_a_read(ctx: Context) -> None
     latch = LatchCore(ctx, "z")
     steps = [(Command, b"2"), (Subscribe, None), (Command, b"1")]
     run = drive(latch.wait(None), [*steps, (Wait, "0"), (Unsubscribe, None)])
-    assert run.result is True and len(run.of(Command)) == 2
+    assert run.result is True
+    assert len(run.of(Command)) == 2
     # "1" (count set, or deleted) and a wake-up no message gave read the count again
     for woken in ("1", True):
         run = drive(
             latch.wait(None),
             [*steps, (Wait, woken), (Command, b"1"), (Wait, "0"), (Unsubscribe, None)],
         )
-        assert run.result is True and len(run.of(Command)) == 3
+        assert run.result is True
+        assert len(run.of(Command)) == 3
 
 
 def test_a_wake_up_carries_the_payload_of_the_message_that_gave_it() -> None:
@@ -343,14 +359,16 @@ def test_a_count_wakes_that_many_waiters_the_oldest_first() -> None:
 
 
 @pytest.mark.parametrize(
-    "channel, wake",
+    ("channel", "wake"),
     [
         (keys.semaphore_channel("s"), frozenset({WAKE_ANY})),
         (keys.semaphore_channel("s"), frozenset({WAKE_COUNT})),
         (keys.latch_channel("l"), frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})),
     ],
 )
-def test_a_negative_count_is_a_count_not_a_lock_renewal(channel: str, wake: frozenset) -> None:
+def test_a_negative_count_is_a_count_not_a_lock_renewal(
+    channel: str, wake: frozenset[str]
+) -> None:
     """A Redisson client may publish a count <= 0 on a semaphore's channel: it wakes the
     semaphore's waiters like any count, and moves no lease end (``-<ms>`` is a renewal on a
     Lock-family channel only)."""
@@ -359,7 +377,8 @@ def test_a_negative_count_is_a_count_not_a_lock_renewal(channel: str, wake: froz
     parking.join(channel, wake, 1, object)
     expiry = entry.expiry
     woken = parking.received("message", channel, "-5")
-    assert woken and woken == list(entry.tickets.values())[: len(woken)]
+    assert woken
+    assert woken == list(entry.tickets.values())[: len(woken)]
     if WAKE_ANY in wake:
         assert len(woken) == 2
     assert entry.expiry == expiry
