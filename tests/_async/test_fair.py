@@ -162,8 +162,10 @@ async def test_clients_taking_turns_are_woken_by_the_release_not_the_turn_watche
             assert await lock.acquire(timeout=10)
             if released[0]:
                 handoffs.append(time.monotonic() - released[0])
-            await lock.release()
+            # stamped before the release: the other client may take the lock before this
+            # one runs again (with threads), and must never read a stamp of an older turn
             released[0] = time.monotonic()
+            await lock.release()
 
     await async_gather(*(lambda c=c: take_turns(c) for c in clients))
     assert len(handoffs) == 59
