@@ -5,6 +5,7 @@ pub/sub connection stays up for its other waiters, and no hold is left behind.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import signal
 import threading
@@ -89,11 +90,17 @@ def test_a_signal_handlers_exception_reaches_the_waiter_at_once(
 
 def in_tenure(frame: Any) -> bool:
     """True if ``frame`` (where a signal handler interrupted the main thread) is inside a
-    call into tenure: a frame of tenure's own source is on the stack."""
+    call into tenure: a frame of tenure's own source is on the stack, and no frame above
+    it is one whose exceptions Python swallows (a ``gc`` callback, such as the one
+    hypothesis installs, or a ``__del__``: an exception raised there never reaches tenure,
+    it is printed as unraisable)."""
+    swallowing = {getattr(callback, "__code__", None) for callback in gc.callbacks}
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(TENURE_SRC) and not name.startswith(TENURE_TESTING):
             return True
+        if frame.f_code in swallowing or frame.f_code.co_name == "__del__":
+            return False
         frame = frame.f_back
     return False
 
