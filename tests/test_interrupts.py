@@ -19,6 +19,7 @@ import redis
 
 import tenure
 from support.twins import wait_until
+from support.wire import text
 from tenure import keys
 
 TENURE_SRC = str(Path(tenure.__file__).parent)
@@ -155,7 +156,7 @@ def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
     field = f"{client.client_id}:"
     # Within 0.5 s the server holds nothing of this client's (a background reconcile).
     assert wait_until(
-        lambda: not any(f.decode().startswith(field) for f in r.hkeys("busy")), 0.5 + 1.0
+        lambda: not any(text(f).startswith(field) for f in r.hkeys("busy")), 0.5 + 1.0
     ), (r.hgetall("busy"), landed)
 
 
@@ -195,6 +196,6 @@ async def test_asyncio_acquires_cancelled_around_their_grant_leave_no_hold(
         await holder
     field = f"{client.client_id}:"
     deadline = time.monotonic() + 1.5
-    while any(f.decode().startswith(field) for f in r.hkeys("busy-async")):
+    while any(text(f).startswith(field) for f in r.hkeys("busy-async")):
         assert time.monotonic() < deadline, r.hgetall("busy-async")
         await asyncio.sleep(0.01)

@@ -81,7 +81,8 @@ async def test_a_lost_hold_stops_the_body(async_make_client, r, kind):
     lock = make_lock(async_make_client(watchdog_timeout=WATCHDOG), kind, f"scoped-{kind}")
     error, reached_end, took = await run_body_until_lost(lock, r.flushall, lambda: lock.lost)
     assert_stopped(error, reached_end, took)
-    assert lock.lost and lock.valid_for() == 0.0
+    assert lock.lost
+    assert lock.valid_for() == 0.0
     with pytest.raises(tenure.LockLostError):
         lock.checkpoint()
     async with lock(timeout=5):  # the lock object works again afterwards
@@ -165,7 +166,8 @@ async def test_cancel_on_loss_false_lets_the_body_run_on(async_make_client, r):
     error, reached_end, _ = await run_body_until_lost(
         lock(cancel_on_loss=False), r.flushall, lambda: lock.lost
     )
-    assert isinstance(error, tenure.LockLostError) and reached_end
+    assert isinstance(error, tenure.LockLostError)
+    assert reached_end
     assert error.__cause__ is None
     with pytest.raises(TypeError):
         lock(cancel_on_loss="no")
@@ -199,7 +201,8 @@ async def test_a_body_that_swallows_the_cancellation_still_raises_the_loss(
     await async_sleep(0.01)  # no cancellation pending: this returns
     if SCOPED:
         task = asyncio.current_task()
-        assert task is not None and task.cancelling() == 0
+        assert task is not None
+        assert task.cancelling() == 0
 
 
 async def test_nested_reentry_both_blocks_end(async_make_client, r):
@@ -257,7 +260,8 @@ async def test_red_lock_stops_its_body(nodes):
         if SCOPED:
             assert_stopped(error, reached_end, took)
         else:  # a RedLock release is best effort: it raises only when no member was held
-            assert reached_end and red.lost
+            assert reached_end
+            assert red.lost
     finally:
         for c in clients:
             await c.close()

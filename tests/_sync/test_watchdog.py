@@ -19,7 +19,8 @@ def test_watchdog_keeps_lock_past_three_leases(make_client, r):
     while time.monotonic() - start < 3.5:
         assert r.exists("kept"), "the watchdog let the lock expire"
         sleep(0.1)
-    assert lock.owned() and not lock.lost
+    assert lock.owned()
+    assert not lock.lost
     lock.release()
     assert not r.exists("kept")
 
@@ -43,7 +44,8 @@ def test_a_renewal_tells_the_waiters_channel_the_new_lease(make_client, r):
 
         assert wait_until(both, timeout=5)
         assert heard == {keys.lock_channel("told"): "-900", keys.rw_channel("told-rw"): "-900"}
-        assert keys.renewed_lease("-900") == 0.9 and keys.renewed_lease("0") is None
+        assert keys.renewed_lease("-900") == 0.9
+        assert keys.renewed_lease("0") is None
     finally:
         sub.close()
 
@@ -80,10 +82,12 @@ def test_watchdog_renews_then_reports_loss_within_a_lease(make_client, r):
     lock = make_client(watchdog_timeout=0.6).lock("awd", on_lost=lost.append)
     lock.acquire()
     sleep(2.0)
-    assert r.exists("awd") and not lock.lost
+    assert r.exists("awd")
+    assert not lock.lost
     assert lock.force_release()
     sleep(0.6)
-    assert lost == [lock] and lock.lost
+    assert lost == [lock]
+    assert lock.lost
     with pytest.raises(tenure.LockLostError):
         lock.release()
 
@@ -105,12 +109,14 @@ def test_watchdog_keeps_a_write_hold_past_three_leases(make_client, r):
     (which the kind checks must not take for another kind's key)."""
     rw = make_client(watchdog_timeout=0.6).read_write_lock("kept-rw")
     write, read = rw.write_lock(), rw.read_lock()
-    assert write.acquire() and read.acquire()
+    assert write.acquire()
+    assert read.acquire()
     start = time.monotonic()
     while time.monotonic() - start < 2.0:
         assert r.exists("kept-rw"), "the watchdog let the write hold expire"
         sleep(0.1)
-    assert not write.lost and not read.lost
+    assert not write.lost
+    assert not read.lost
     write.release()  # downgrade: the read hold remains
     read.release()
     assert not r.exists("kept-rw")

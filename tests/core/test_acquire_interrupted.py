@@ -69,7 +69,8 @@ def test_a_reentrant_grant_interrupted_gives_back_only_that_hold(
     )
     assert isinstance(run.error, Interrupt)
     hold = ctx.holds.get("l", owner)
-    assert hold is not None and len(hold.leases) == 1  # the first hold stays, renewed
+    assert hold is not None
+    assert len(hold.leases) == 1
     assert ("l", owner) in ctx.reconciling  # the server's count is brought back to 1
 
 
@@ -82,7 +83,8 @@ def test_an_interrupt_before_any_grant_records_nothing(ctx: Context, owner: str)
         raises=True,
     )
     assert isinstance(run.error, Interrupt)
-    assert ctx.holds.get("l", owner) is None and not ctx.reconciling
+    assert ctx.holds.get("l", owner) is None
+    assert not ctx.reconciling
 
 
 def test_a_reconcile_never_pauses_past_the_give_up_bound(ctx: Context, owner: str) -> None:
@@ -107,7 +109,8 @@ def test_a_reconcile_never_pauses_past_the_give_up_bound(ctx: Context, owner: st
     up = [("lock_release+guard", 1), ("lock_release+guard", None), ("lock_release+guard", None)]
     undo = drive(reconcile.flow, [*down, *up])
     *pauses, recheck = [s.seconds for s in undo.of(Sleep)]  # one after each failure
-    assert recheck == RECONCILE_RECHECK and len(pauses) == 8
+    assert recheck == RECONCILE_RECHECK
+    assert len(pauses) == 8
     assert pauses[:3] == [0.05, 0.1, 0.2]  # growing, as before
     assert max(pauses) <= 0.25, pauses
     assert (lock.key, lock.field(owner)) not in ctx.reconciling
