@@ -80,10 +80,10 @@ class Identity:
 
 class LossSink(Protocol):
     """Where a hold's loss and doubt are reported: the lock core that granted it, registered
-    with the hold at the grant (:meth:`HoldTable.push`). It also names the keys the watchdog
-    renews, as :mod:`tenure.keys` builds them; the table asks when the number of holds
+    with the hold at the grant (`HoldTable.push()`). It also names the keys the watchdog
+    renews, as `tenure.keys` builds them; the table asks when the number of holds
     changes, never during a renewal pass. Only the core calls it
-    (:func:`tenure.core.watchdog.report_lost`, :func:`~tenure.core.watchdog.renew`): a
+    (`tenure.core.watchdog.report_lost()`, `renew()`): a
     driver never calls into a lock object."""
 
     def hold_lost(self, owner: str) -> None: ...
@@ -156,7 +156,7 @@ class Hold:
         return self.watchdog and self.cap > due and now > due + DOUBT_SLACK * period
 
     def renewal_keys(self) -> list[str]:
-        """The KEYS of this hold in a renewal batch, the lock hash first (:attr:`keys`)."""
+        """The KEYS of this hold in a renewal batch, the lock hash first (`keys`)."""
         return self.keys
 
     def renewal_channel(self) -> str:

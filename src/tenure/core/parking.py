@@ -71,7 +71,7 @@ WAKE_COUNT = "#"
 and wakes that many of this client's waiters, the oldest first (at least one; every one for
 a payload that is no count). For waiters that each want one permit: a waiter woken that
 finds none left sleeps on (a later release publishes again). A waiter wanting more joins
-with :data:`WAKE_ANY`, which then rules the channel until it has no waiter."""
+with `WAKE_ANY`, which then rules the channel until it has no waiter."""
 
 
 @dataclass(eq=False)
@@ -143,7 +143,7 @@ class Parked:
 
     def give_count(self, payload: str) -> list[Ticket]:
         """A permit to as many of the oldest tickets without one as the count ``payload``
-        says (:data:`WAKE_COUNT`); the tickets to notify."""
+        says (`WAKE_COUNT`); the tickets to notify."""
         try:
             count = max(1, int(payload))
         except ValueError:
@@ -432,7 +432,7 @@ class Parking:
         return self.take_word(ticket) is not False
 
     def take_word(self, ticket: Ticket) -> bool | str:
-        """As :meth:`take`; a wake-up a message gave is that message's payload (a latch's
+        """As `take()`; a wake-up a message gave is that message's payload (a latch's
         waiter needs no read after a "reached zero"), one given otherwise is True."""
         if ticket.permit:
             ticket.permit = False

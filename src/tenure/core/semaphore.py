@@ -96,7 +96,7 @@ def wait_granted(
     """The waiting loop: True once ``attempt`` granted (returned None), False when the
     deadline passed first. ``attempt`` returns ms until something may change on its own
     (a permit expiring), -1 for nothing: then only a message wakes the caller. ``wake``:
-    :data:`WAKE_ONE` for a waiter for one permit, else :data:`WAKE`."""
+    `WAKE_ONE` for a waiter for one permit, else `WAKE`."""
     hint = yield from attempt()
     if hint is None:
         return True

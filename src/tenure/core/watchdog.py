@@ -102,7 +102,7 @@ def report_doubts(ctx: Context, now: float) -> None:
 
 def report_lost(lost: list[Hold]) -> None:
     """Report each of ``lost`` (holds the table already removed as lost: found gone by
-    :func:`renew`, or run out on the keeper's clock) to the core that granted it, which
+    `renew()`, or run out on the keeper's clock) to the core that granted it, which
     sets its ``lost`` flag, cancels the bodies it guards and has ``on_lost`` delivered
     (apart from the renewal loop). A driver calls this with what a pass or its clock
     returned; it never calls into a lock object itself."""

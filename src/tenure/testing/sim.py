@@ -113,7 +113,7 @@ RULES = frozenset(
         "no leader elected",
     }
 )
-"""What the checkers check, by the names a :class:`Violation` gives (``Options.skip``)."""
+"""What the checkers check, by the names a `Violation` gives (``Options.skip``)."""
 PLANTS = (
     "release_without_owner_check",
     "recheck_before_resubscribed",
@@ -2021,7 +2021,7 @@ class Sim:
         return next(key for key, n in self.leader_names.items() if n == name)
 
     def _probe_elections(self) -> None:
-        """Every 10 ms: :meth:`check_leaders` and :meth:`check_elected` for every election."""
+        """Every 10 ms: `check_leaders()` and `check_elected()` for every election."""
         self.check_leaders()
         for name in self.elections:
             self.check_elected(name)
