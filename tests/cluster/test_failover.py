@@ -265,6 +265,8 @@ async def test_async_acquire_absorbs_a_sentinel_failover(own_sentinels: Sentinel
             await lock.release()
     finally:
         await master.aclose()
+        for each in sentinel.sentinels:  # the Sentinel's own connections to the sentinels
+            await each.aclose()
     print(f"asyncio sentinel: kill -> acquire returned {took:.2f} s")
     assert own_sentinels.master_port() != old
     assert took < TIMEOUT
