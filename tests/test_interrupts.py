@@ -5,9 +5,9 @@ pub/sub connection stays up for its other waiters, and no hold is left behind.""
 from __future__ import annotations
 
 import asyncio
-import gc
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -91,17 +91,11 @@ def test_a_signal_handlers_exception_reaches_the_waiter_at_once(
 
 def in_tenure(frame: Any) -> bool:
     """True if ``frame`` (where a signal handler interrupted the main thread) is inside a
-    call into tenure: a frame of tenure's own source is on the stack, and no frame above
-    it is one whose exceptions Python swallows (a ``gc`` callback, such as the one
-    hypothesis installs, or a ``__del__``: an exception raised there never reaches tenure,
-    it is printed as unraisable)."""
-    swallowing = {getattr(callback, "__code__", None) for callback in gc.callbacks}
+    call into tenure: a frame of tenure's own source is on the stack."""
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith(TENURE_SRC) and not name.startswith(TENURE_TESTING):
             return True
-        if frame.f_code in swallowing or frame.f_code.co_name == "__del__":
-            return False
         frame = frame.f_back
     return False
 
@@ -117,7 +111,7 @@ def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
     # exception raised there, before it could act on True, is the caller's to handle).
     client, holder_client = make_client(), make_client()
     stop = threading.Event()
-    landed = {"tenure": 0, "caller": 0}
+    landed = {"tenure": 0, "caller": 0, "swallowed": 0}
 
     def handler(signum: int, frame: Any) -> None:
         if in_tenure(frame):
@@ -132,6 +126,18 @@ def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
                 time.sleep(0.002)
                 lock.release()
 
+    # An Alarm raised where Python swallows exceptions (a gc or weakref callback, a
+    # __del__, run in the middle of tenure's code) never reaches tenure: it is reported as
+    # "unraisable" and the acquire goes on. Count it; report any other unraisable as before.
+    previous_hook = sys.unraisablehook
+
+    def unraisable(report: Any) -> None:
+        if isinstance(report.exc_value, Alarm):
+            landed["swallowed"] += 1
+            return
+        previous_hook(report)
+
+    sys.unraisablehook = unraisable
     previous = signal.signal(signal.SIGALRM, handler)
     holder = threading.Thread(target=hold_and_release)
     holder.start()
@@ -150,6 +156,7 @@ def test_sync_acquires_interrupted_around_their_grant_leave_no_hold(
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        sys.unraisablehook = previous_hook
         stop.set()
         holder.join(10)
     assert landed["tenure"] >= 10, landed  # the run did interrupt acquires
