@@ -192,10 +192,10 @@ def tables(res: Results) -> list[Table]:
         t = Table("latch", "100 threads of one client waiting on a latch: count_down() to wake-up",
                   [("first wait() returns, ms", ".2f"), ("last wait() returns, ms", ".1f"),
                    ("last ÷ floor", ".1f")])  # fmt: skip
-        floor = get("latch", "pub/sub reader + Event floor", "last_ms")
+        event_floor = get("latch", "pub/sub reader + Event floor", "last_ms")
         for m in latch:
             t.add(m.subject, m.role, get("latch", m.subject, "first_ms"), m.value,
-                  _ratio(m.value, floor))  # fmt: skip
+                  _ratio(m.value, event_floor))  # fmt: skip
         out.append(t)
 
     tasks = [m for m in res.measurements if m.path == "async-tasks" and m.metric == "drain_s"]
