@@ -54,8 +54,11 @@ def waiter_key() -> Hashable:
 # ---------------------------------------------------------------- mutual exclusion
 AsyncMutex = asyncio.Lock
 """``async with mutex:`` (FIFO; free to take at once when nobody holds it)."""
-Mutex = threading.Lock
-"""``with mutex:``."""
+Mutex = threading.RLock
+"""``with mutex:``. Reentrant only for what `threading.RLock` does beside: a
+`threading.Condition` on it, and `Unlocked`, take it back after a wait without letting a
+signal handler interrupt them (a handler's exception then comes with the mutex held, not
+in its place). Nothing in tenure takes it twice."""
 
 
 class AsyncUnlocked:
@@ -83,16 +86,70 @@ class AsyncUnlocked:
 
 class Unlocked:
     """``with Unlocked(mutex):`` lets go of a held `Mutex` for the block and takes
-    it back after."""
+    it back after, even when a signal handler raises meanwhile: the mutex is taken back
+    first (a wait that a handler cannot cut short), then the handler's exception is raised.
+    Taken back interruptibly, the mutex could stay unheld, and the caller's ``with
+    mutex:`` would raise ``RuntimeError`` (release of an unheld lock) in place of the
+    handler's exception."""
 
-    def __init__(self, mutex: threading.Lock) -> None:
+    def __init__(self, mutex: Any) -> None:
         self._mutex = mutex
+        self._state: Any = None
 
     def __enter__(self) -> None:
-        self._mutex.release()
+        self._state = self._mutex._release_save()
 
     def __exit__(self, *exc: object) -> None:
-        self._mutex.acquire()
+        # RLock's own restore: a blocking acquire that signals do not interrupt (their
+        # handlers run once it returns, the mutex held), as threading.Condition.wait uses.
+        self._mutex._acquire_restore(self._state)
+
+
+class AsyncSteady:
+    """``async with AsyncSteady(mutex):`` takes an `AsyncMutex` for a clean-up that must
+    run whole (a waiter leaving its channel): a cancellation while waiting for the mutex
+    is held back, and raised once the block has run and the mutex is let go."""
+
+    def __init__(self, mutex: asyncio.Lock) -> None:
+        self._mutex = mutex
+        self._interrupt: BaseException | None = None
+
+    async def __aenter__(self) -> None:
+        while True:  # asyncio.Lock.acquire, cancelled, has not taken the lock
+            try:
+                await self._mutex.acquire()
+                return
+            except asyncio.CancelledError as error:
+                self._interrupt = self._interrupt or error
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._mutex.release()
+        if self._interrupt is not None:
+            raise self._interrupt
+
+
+class Steady:
+    """``with Steady(mutex):`` takes a `Mutex` for a clean-up that must run whole (a
+    waiter leaving its channel): a signal handler that raises while the thread waits for
+    the mutex does not cut the wait short; its exception is held back and raised once the
+    block has run and the mutex is let go. (A handler that runs before the wait begins
+    still raises there, with the mutex not taken: a window of a few bytecodes.)"""
+
+    def __init__(self, mutex: Any) -> None:
+        self._mutex = mutex
+        self._interrupt: BaseException | None = None
+
+    def __enter__(self) -> None:
+        try:
+            # RLock's own restore (see Unlocked): the handlers run once it returns.
+            self._mutex._acquire_restore((1, threading.get_ident()))
+        except BaseException as error:  # a handler's, raised with the mutex held
+            self._interrupt = error
+
+    def __exit__(self, *exc: object) -> None:
+        self._mutex.release()
+        if self._interrupt is not None:
+            raise self._interrupt
 
 
 class AsyncCondition:
@@ -133,7 +190,7 @@ class AsyncCondition:
 class Condition:
     """A condition on a `Mutex` (use it while holding that mutex)."""
 
-    def __init__(self, mutex: threading.Lock) -> None:
+    def __init__(self, mutex: Any) -> None:
         self._cond = threading.Condition(mutex)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
