@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import tenure
-from support.twins import wait_until
+from support.twins import async_wait_until, wait_until
 from support.wire import text
 from tenure import keys
 
@@ -206,3 +206,117 @@ async def test_asyncio_acquires_cancelled_around_their_grant_leave_no_hold(
     while any(text(f).startswith(field) for f in r.hkeys("busy-async")):
         assert time.monotonic() < deadline, r.hgetall("busy-async")
         await asyncio.sleep(0.01)
+
+
+# ------------------------------------------------ a second interrupt in the clean-up
+def awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """The coroutines ``task`` is suspended in, outermost first."""
+    names = []
+    coro: Any = task.get_coro()
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.append(coro.cr_code.co_name)
+        coro = coro.cr_await
+    return names
+
+
+def left_no_waiter(client: Any, channel: str) -> bool:
+    """True if ``client``'s pub/sub tables hold no waiter of its on ``channel``: no ticket in
+    the connection's parking table, no reference in the client's channel map."""
+    listeners = client._runner._listener
+    tables = [listener._parking for listener in listeners._by_node.values()]
+    entries = [table.channels[channel] for table in tables if channel in table.channels]
+    return channel not in listeners._refs and not any(entry.tickets for entry in entries)
+
+
+async def test_a_second_cancellation_while_leaving_the_channel_leaves_no_waiter(
+    async_make_client, r: redis.Redis
+) -> None:
+    # A waiting acquire is cancelled; its clean-up leaves the channel (Unsubscribe) and
+    # must wait for the listener's mutex, which another task holds; the task is cancelled
+    # again there. The clean-up still runs: no ticket, no subscription left behind.
+    holder = async_make_client().lock("twice")
+    assert await holder.acquire()
+    client = async_make_client()
+    channel = keys.lock_channel("twice")
+    task = asyncio.ensure_future(client.lock("twice").acquire(timeout=30))
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+    listener = client._runner._listener._by_channel[channel]
+    assert await async_wait_until(lambda: bool(listener._parking.channels[channel].tickets))
+    mutex = listener._mutex
+    await mutex.acquire()  # the waiter reads or sleeps with the mutex let go
+    task.cancel()
+    # The first cancellation: the waiter wakes and waits for the mutex to end its wait.
+    assert await async_wait_until(lambda: awaiting(task)[-1:] == ["acquire"], 5, 0.001)
+    mutex.release()
+    await mutex.acquire()  # queued behind the waiter: it ends its wait, then waits here...
+    assert "unsubscribe" in awaiting(task), awaiting(task)  # ...to leave the channel
+    task.cancel()  # the second cancellation
+    mutex.release()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert left_no_waiter(client, channel)
+    # The channel is let go once its lingering ends (0.5 s): nothing of the client's left.
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 0, 3)
+    await holder.release()
+
+
+def test_a_second_signal_while_leaving_the_channel_leaves_no_waiter(
+    make_client, r: redis.Redis
+) -> None:
+    # The sync twin: a first SIGALRM interrupts the waiting acquire; when its clean-up
+    # calls the listener's unsubscribe, another thread holds the listener's mutex, and a
+    # second SIGALRM lands while the main thread waits for it.
+    holder = make_client().lock("twice")
+    assert holder.acquire()
+    client = make_client()
+    channel = keys.lock_channel("twice")
+    got: list[str] = []
+    armed = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append("alarm")
+        raise Alarm("alarm")
+
+    def hold_the_mutex(mutex: Any, holding: threading.Event) -> None:
+        with mutex:
+            holding.set()
+            time.sleep(0.3)  # the second SIGALRM comes at 0.1 s
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        # The clean-up's unsubscribe begins: block it on the mutex, and arm the second signal.
+        if (
+            event == "call"
+            and armed.is_set()
+            and frame.f_code.co_name == "unsubscribe"
+            and frame.f_code.co_filename.endswith("listener.py")
+            and "self" in frame.f_locals
+            and hasattr(frame.f_locals["self"], "_parking")
+        ):
+            armed.clear()
+            holding = threading.Event()
+            mutex = frame.f_locals["self"]._mutex
+            threading.Thread(target=hold_the_mutex, args=(mutex, holding)).start()
+            holding.wait(5)
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+
+    def interrupt_when_parked() -> None:
+        assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+        listener = client._runner._listener._by_channel[channel]
+        assert wait_until(lambda: bool(listener._parking.channels[channel].tickets))
+        armed.set()
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    sys.settrace(tracer)
+    try:
+        threading.Thread(target=interrupt_when_parked).start()
+        with pytest.raises(Alarm):
+            client.lock("twice").acquire(timeout=30)
+    finally:
+        sys.settrace(None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == ["alarm", "alarm"]  # both landed
+    assert left_no_waiter(client, channel)
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 0, 3)
+    holder.release()

@@ -22,6 +22,7 @@ from tenure._concurrency import (
     AsyncCondition,
     AsyncMutex,
     AsyncSpawner,
+    AsyncSteady,
     AsyncTask,
     AsyncUnlocked,
     async_waiter_key,
@@ -185,9 +186,11 @@ class AsyncListener:
 
     async def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel`` (``lease``: see
-        `tenure.core.effects.Unsubscribe`)."""
+        `tenure.core.effects.Unsubscribe`). Often a clean-up after a cancellation or an
+        interrupt: another one landing while it waits for the mutex is raised once the
+        caller has left (else its ticket, and the channel's subscription, would stay)."""
         key = async_waiter_key()
-        async with self._mutex:
+        async with AsyncSteady(self._mutex):
             await self._leave(channel, key, pass_on, lease)
 
     async def drain(self) -> None:
@@ -523,12 +526,15 @@ class AsyncListeners:
     async def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel``."""
         listener = self._by_channel.get(channel)
-        if listener is not None:
-            await listener.unsubscribe(channel, pass_on, lease)
-        await self._forget(channel)
+        try:
+            if listener is not None:
+                await listener.unsubscribe(channel, pass_on, lease)
+        finally:
+            await self._forget(channel)
 
     async def _forget(self, channel: str) -> None:
-        async with self._mutex:
+        # A clean-up as well (see AsyncListener.unsubscribe): an interrupt waits for it.
+        async with AsyncSteady(self._mutex):
             refs = self._refs.get(channel, 0) - 1
             if refs > 0:
                 self._refs[channel] = refs

@@ -22,6 +22,7 @@ from tenure._concurrency import (
     Condition,
     Mutex,
     Spawner,
+    Steady,
     Task,
     Unlocked,
     waiter_key,
@@ -185,9 +186,11 @@ class Listener:
 
     def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel`` (``lease``: see
-        `tenure.core.effects.Unsubscribe`)."""
+        `tenure.core.effects.Unsubscribe`). Often a clean-up after a cancellation or an
+        interrupt: another one landing while it waits for the mutex is raised once the
+        caller has left (else its ticket, and the channel's subscription, would stay)."""
         key = waiter_key()
-        with self._mutex:
+        with Steady(self._mutex):
             self._leave(channel, key, pass_on, lease)
 
     def drain(self) -> None:
@@ -523,12 +526,15 @@ class Listeners:
     def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
         """The caller stops waiting on ``channel``."""
         listener = self._by_channel.get(channel)
-        if listener is not None:
-            listener.unsubscribe(channel, pass_on, lease)
-        self._forget(channel)
+        try:
+            if listener is not None:
+                listener.unsubscribe(channel, pass_on, lease)
+        finally:
+            self._forget(channel)
 
     def _forget(self, channel: str) -> None:
-        with self._mutex:
+        # A clean-up as well (see Listener.unsubscribe): an interrupt waits for it.
+        with Steady(self._mutex):
             refs = self._refs.get(channel, 0) - 1
             if refs > 0:
                 self._refs[channel] = refs
