@@ -696,12 +696,28 @@ def read_push(conn: Any, timeout: float) -> Any:
     except ResponseError:
         raise
     except Exception as error:
+        _raise_handlers_own(error)
         raise PubSubLost(error) from error
     if not ready and not select.select([sock], [], [], max(timeout, 0.0))[0]:
         return None
     try:
-        return conn.read_response()
+        # Not dropped on an error: a handler's exception in the middle of a reply leaves
+        # redis-py's parser rewound to the reply's start (hiredis: nothing fed), so the
+        # next read finds it whole; a real failure is PubSubLost, and the listener drops
+        # the connection itself.
+        return conn.read_response(disconnect_on_error=False)
     except ResponseError:
         raise
     except Exception as error:
+        _raise_handlers_own(error)
         raise PubSubLost(error) from error
+
+
+def _raise_handlers_own(error: Exception) -> None:
+    """Raise ``error``, or the exception redis-py made it from, if a signal handler raised
+    it: the caller's own, not the connection's (`raised_by_handler()`)."""
+    if raised_by_handler(error):
+        raise error
+    own = interrupt_of(error)
+    if own is not None:
+        raise own
