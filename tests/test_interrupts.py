@@ -5,6 +5,7 @@ pub/sub connection stays up for its other waiters, and no hold is left behind.""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import signal
 import sys
@@ -320,3 +321,90 @@ def test_a_second_signal_while_leaving_the_channel_leaves_no_waiter(
     assert left_no_waiter(client, channel)
     assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 0, 3)
     holder.release()
+
+
+# ------------------------------------------- an interrupt is not a connection loss
+def losses(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [rec.getMessage() for rec in caplog.records if "lost" in rec.getMessage()]
+
+
+def test_a_signal_inside_a_reply_read_is_no_connection_loss(
+    make_client, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The SIGALRM handler runs while the reading waiter is inside redis-py's parser (a
+    # reply has begun to arrive: a renewal message on its channel). The caller gets its
+    # exception at once; nothing is logged as a lost connection; the client does not
+    # connect again, and its other waiter is still woken by its unlock.
+    holder = make_client().lock("alarmed-read")
+    assert holder.acquire()
+    other_holder = make_client().lock("other-read")
+    assert other_holder.acquire()
+    client = make_client()
+    channel = keys.lock_channel("alarmed-read")
+    armed = threading.Event()
+    got: list[bool] = []
+    ids: set[str] = set()
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Alarm("alarm")
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        # A reply is being parsed: the signal comes now, its handler runs in the parser.
+        if event == "call" and armed.is_set() and frame.f_code.co_name == "_read_response":
+            armed.clear()
+            signal.raise_signal(signal.SIGALRM)
+
+    def wait_on_other() -> None:
+        assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+        listener = client._runner._listener._by_channel[channel]
+        assert wait_until(lambda: bool(listener._parking.channels[channel].tickets))
+        ids.update(pubsub_ids(r))
+        armed.set()
+        r.publish(channel, f"{keys.RENEWED_PREFIX}30000")  # wakes nobody: only read
+        got.append(client.lock("other-read").acquire(timeout=20))
+
+    if redis.utils.HIREDIS_AVAILABLE:
+        pytest.skip("the tracer finds redis-py's Python parser (hiredis reads in C)")
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    previous = signal.signal(signal.SIGALRM, handler)
+    other = threading.Thread(target=wait_on_other)
+    other.start()
+    started = time.monotonic()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(Alarm):
+            client.lock("alarmed-read").acquire(timeout=10)
+    finally:
+        sys.settrace(None)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - started < 5
+    assert not armed.is_set()  # the signal did land in the parser
+    assert wait_until(lambda: r.pubsub_numsub(keys.lock_channel("other-read"))[0][1] == 1)
+    assert losses(caplog) == []
+    assert pubsub_ids(r) == ids  # the same pub/sub connection: no reconnect
+    other_holder.release()
+    other.join(5)
+    assert got == [True]
+    holder.release()
+
+
+async def test_a_cancelled_reader_is_no_connection_loss(
+    async_make_client, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder = async_make_client().lock("cancelled-read")
+    assert await holder.acquire()
+    client = async_make_client()
+    channel = keys.lock_channel("cancelled-read")
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    task = asyncio.ensure_future(client.lock("cancelled-read").acquire(timeout=30))
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+    listener = client._runner._listener._by_channel[channel]
+    assert await async_wait_until(lambda: listener._table.reader is not None)
+    ids = pubsub_ids(r)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert losses(caplog) == []
+    assert listener._table.connected
+    assert pubsub_ids(r) == ids
+    await holder.release()

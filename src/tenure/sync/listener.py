@@ -330,7 +330,7 @@ class Listener:
             # the socket. It goes on to the caller as it is; the connection stays for the
             # other waiters unless redis-py dropped it mid-reply.
             if self._table.connected and not connected(self._conn):
-                self._lost(error)  # make it again
+                self._lost(error, interrupted=True)  # make it again
             raise
         if reply is None:  # nothing within the timeout
             silence = self._table.silent()
@@ -358,10 +358,16 @@ class Listener:
         for batch in self._table.connected_now():
             self._send(self._table.subscribe_command, *batch)
 
-    def _lost(self, error: BaseException, connecting: bool = False) -> None:
+    def _lost(
+        self, error: BaseException, connecting: bool = False, interrupted: bool = False
+    ) -> None:
         # Under the mutex, by the reader: the table decides whom to wake (nobody until the
-        # new subscriptions are confirmed) and when to connect again.
-        if not self._table.closed:
+        # new subscriptions are confirmed) and when to connect again. ``interrupted``: the
+        # reader's own cancellation or signal made redis-py drop the socket, which is not
+        # the server's nor the network's doing: no connection loss to warn of.
+        if interrupted:
+            log.debug("tenure pub/sub: an interrupt (%r) ended a read; reconnecting", error)
+        elif not self._table.closed:
             log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
         self._notify(self._table.connect_failed() if connecting else self._table.lost())
         self._janitor_wake.notify_all()
