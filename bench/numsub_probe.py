@@ -23,7 +23,8 @@ off. Against each it runs, with ``--max`` (70) subscriber connections:
   one subscriber leaves and comes back, and after one more subscriber joins;
 - ``settle``: for each channel size the grow pass found wrong (and size 1 after a shrink from
   2), how many ``MULTI, SUBSCRIBE c, UNSUBSCRIBE c, EXEC`` rounds a spare RESP2 connection
-  needs until NUMSUB is right (the channel's members are unchanged by each round);
+  needs until NUMSUB is right (the channel's members are unchanged by each round), and
+  what one round does to a right count, at 9 subscribers and at full tables (14, 28, 56);
 - ``cost``: server microseconds per call (INFO commandstats) of ``PUBSUB NUMSUB`` of 1 and of
   9 channels, ``SHARDNUMSUB`` of 9, and of ``INFO clients`` called from ``EVAL``.
 
@@ -217,10 +218,7 @@ def settle_rounds(r: redis.Redis, spare: redis.Redis, channel: str, size: int) -
     for done in range(SETTLE_ROUNDS + 1):
         if numsub(r, channel) == size:
             return done
-        pipe = spare.pipeline(transaction=True)
-        pipe.execute_command("SUBSCRIBE", channel)
-        pipe.execute_command("UNSUBSCRIBE", channel)
-        pipe.execute()
+        one_round(spare, channel)
     return None
 
 
@@ -246,6 +244,33 @@ def settle(
         if before != 1:
             rows.append((1, before, settle_rounds(r, spare, "settle:shrunk", 1)))
         spare.ping()  # the spare connection is a plain one again
+    finally:
+        spare.close()
+    return rows
+
+
+def one_round(spare: redis.Redis, channel: str) -> None:
+    pipe = spare.pipeline(transaction=True)
+    pipe.execute_command("SUBSCRIBE", channel)
+    pipe.execute_command("UNSUBSCRIBE", channel)
+    pipe.execute()
+
+
+def round_on_right(
+    r: redis.Redis, subs: Subscribers, url: str, n: int
+) -> list[tuple[int, int, int]]:
+    """(size, NUMSUB before, NUMSUB after) of one settle round on channels whose count is
+    right: one with room (9) and full tables (14, 28, 56: the round's SUBSCRIBE grows it)."""
+    spare = redis.Redis.from_url(url, protocol=2, single_connection_client=True)
+    rows = []
+    try:
+        for size in (s for s in (9, 14, 28, 56) if s <= n):
+            channel = f"right:{size}"
+            for i in range(size):
+                subs.subscribe(i, channel)
+            before = numsub(r, channel)
+            one_round(spare, channel)
+            rows.append((size, before, numsub(r, channel)))
     finally:
         spare.close()
     return rows
@@ -307,6 +332,11 @@ def probe(url: str, n: int) -> None:
             print("|---:|---:|---:|")
             for size, before, rounds in rows:
                 print(f"| {size} | {before} | {rounds if rounds is not None else 'never'} |")
+        print("\none round on a right count:")
+        print("| size | NUMSUB before | after |")
+        print("|---:|---:|---:|")
+        for size, before, after in round_on_right(r, subs, url, n):
+            print(f"| {size} | {before} | {after} |")
         print("\ncost (server µs per call, 8 subscribers):")
         for name, us in cost(r, subs).items():
             print(f"  {name}: {us:.2f}")
