@@ -31,8 +31,9 @@ def _count_messages() -> list[int]:
 
     def read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
         reply = original(self, *args, **kwargs)
-        if isinstance(reply, list) and reply and reply[0] in MESSAGE_KINDS:
-            count[0] += 1
+        # (an EXEC reply's first element may be a list: not hashable, never a message)
+        if isinstance(reply, list) and reply and isinstance(reply[0], (bytes, str)):
+            count[0] += reply[0] in MESSAGE_KINDS
         return reply
 
     AbstractConnection.read_response = read_response  # type: ignore[method-assign]

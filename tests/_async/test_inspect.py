@@ -65,6 +65,24 @@ async def test_waiters_counted(async_make_client, r):
     assert await waiter.result() is True
 
 
+async def test_waiters_counted_where_the_server_miscounts(async_client, r):
+    """Valkey 9.0-9.1 answer PUBSUB NUMSUB with a memory address while a channel's table
+    resizes, at 8 subscribers among others (docs/wire.md): inspect settles the count first."""
+    assert await async_client.lock("m").acquire(lease_time=30)
+    listeners = [r.pubsub() for _ in range(8)]
+    try:
+        for listener in listeners:
+            listener.subscribe(keys.lock_channel("m"))
+            assert listener.get_message(timeout=5)["type"] == "subscribe"
+        info = await async_client.inspect("m")
+        assert info.waiters == 8
+        assert not info.notes
+    finally:
+        for listener in listeners:
+            listener.close()
+        await async_client.lock("m").release()
+
+
 async def test_fenced_token(async_client, r):
     lock = async_client.fenced_lock("ledger")
     token = await lock.acquire_token(lease_time=10)

@@ -117,6 +117,37 @@ class AsyncBackend:
             error = failure.error
         raise error  # outside the handler: redis-py's error as it was raised
 
+    async def settle_count(self, channel: str, unsure: int, rounds: int) -> int | None:
+        """`tenure.core.effects.Settle`: the last ``PUBSUB NUMSUB`` count of ``channel``,
+        None in a cluster (its sharded count is right). Raises redis-py errors unchanged."""
+        if self.route.cluster:
+            return None
+        _, connect, _ = await self.route.listener_target(channel, False)
+        conn = connect()  # RESP2: the confirmations are the transaction's replies
+        try:
+            await conn.connect()
+            await async_send_command(conn, "PUBSUB", "NUMSUB", channel)
+            count = int((await conn.read_response())[1])
+            for _ in range(rounds):
+                if count < unsure:
+                    break
+                await conn.send_packed_command(
+                    conn.pack_commands(
+                        [
+                            ("MULTI",),
+                            ("SUBSCRIBE", channel),
+                            ("UNSUBSCRIBE", channel),
+                            ("PUBSUB", "NUMSUB", channel),
+                            ("EXEC",),
+                        ]
+                    )
+                )
+                replies = [await conn.read_response() for _ in range(5)]
+                count = int(replies[-1][-1][1])
+            return count
+        finally:
+            await conn.disconnect()
+
     async def call(self, call: Call) -> Any:
         """One script (EVALSHA, EVAL on NOSCRIPT); then WAIT for replicas if configured.
 

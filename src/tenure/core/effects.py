@@ -239,6 +239,26 @@ class Finished:
         return self._value
 
 
+UNSURE_COUNT = 65536
+"""A ``PUBSUB NUMSUB`` count this large is Valkey 9.0-9.1's miscount, never a true one: the
+size of a channel's table read while it resizes, a memory address plus the entries left
+(docs/wire.md; ``bench/numsub_probe.py`` shows it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Make the server's count of ``channel``'s subscribers true again, where a release found
+    it could not be (Valkey 9.0-9.1, docs/wire.md): on a connection of its own, while
+    ``PUBSUB NUMSUB`` is not below ``unsure``, one ``MULTI, SUBSCRIBE, UNSUBSCRIBE, PUBSUB
+    NUMSUB, EXEC`` round (the channel's table moves two buckets; nobody sees the extra
+    listener), at most ``rounds`` times. The result: the last count (int), or None where
+    nothing was done (a cluster: its sharded count is right)."""
+
+    channel: str
+    unsure: int = UNSURE_COUNT
+    rounds: int = 8
+
+
 @dataclass(frozen=True, slots=True)
 class Sleep:
     """Sleep ``seconds``."""
@@ -246,7 +266,18 @@ class Sleep:
     seconds: float
 
 
-Effect = Call | Command | Subscribe | Unsubscribe | Drain | Wait | WatchHolds | Background | Sleep
+Effect = (
+    Call
+    | Command
+    | Subscribe
+    | Unsubscribe
+    | Drain
+    | Wait
+    | WatchHolds
+    | Background
+    | Settle
+    | Sleep
+)
 CompositeEffect = OnMember | Spawn | WaitAny | Join | Together | Sleep
 Flow = Generator[Effect, Any, T]
 CompositeFlow = Generator[CompositeEffect, Any, T]

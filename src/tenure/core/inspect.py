@@ -35,7 +35,7 @@ from typing import Any
 from tenure import keys, scripts
 from tenure.core.args import check_name
 from tenure.core.context import Context
-from tenure.core.effects import Call, Command, Flow
+from tenure.core.effects import UNSURE_COUNT, Call, Command, Flow, Settle
 from tenure.core.election import election_channel, election_keys
 from tenure.core.fair import alive_key
 from tenure.core.watchdog import registration_key
@@ -357,6 +357,14 @@ def inspect(ctx: Context, name: str) -> Flow[LockInfo]:
         sharded = {}
     for channel, n in sharded.items():
         counts[channel] = counts.get(channel, 0) + n
+    for channel, n in list(counts.items()):
+        if n >= UNSURE_COUNT:  # Valkey 9.0-9.1 miscounts while the channel's table resizes
+            settled = yield Settle(channel)
+            if settled is not None and settled < UNSURE_COUNT:
+                counts[channel] = settled + sharded.get(channel, 0)
+            else:
+                counts[channel] = 0
+                notes.append(f"the server miscounts the listeners of {channel}: not counted")
     info = build(name, key, snapshot, counts, notes)
     entries: list[Holder | QueuedWaiter] = [*info.holders, *info.queue]
     ids = list(dict.fromkeys(e.client_id for e in entries if e.client_id))

@@ -38,6 +38,7 @@ from tenure.core.effects import (
     Finished,
     Join,
     OnMember,
+    Settle,
     Sleep,
     Spawn,
     Subscribe,
@@ -79,7 +80,7 @@ class Driver:
                         result: T = stop.value
                         return result
                     try:
-                        if self.closed and isinstance(effect, (Call, Command)):
+                        if self.closed and isinstance(effect, (Call, Command, Settle)):
                             # Closed meanwhile (a background flow woke from its pause, say):
                             # no new I/O once the client has given its connections back.
                             raise BackendError("the client is closed")
@@ -183,6 +184,8 @@ class Runner(Driver):
             case Background(flow=flow):
                 self._spawner.spawn(self._background, flow)
                 return None
+            case Settle(channel=channel, unsure=unsure, rounds=rounds):
+                return self.backend.settle_count(channel, unsure, rounds)
             case Sleep(seconds=seconds):
                 return sleep(seconds)
         raise TypeError(f"unknown effect {effect!r}")
