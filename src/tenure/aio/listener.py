@@ -113,7 +113,9 @@ class AsyncListener:
     ) -> bool:
         """Count the caller on ``channel`` (and ``alias``: see `tenure.core.parking`);
         return once the server confirmed the subscription: True if it is fresh for an attempt
-        sent at ``since`` (monotonic; see `tenure.core.parking.Parked.fresh()`)."""
+        sent at ``since`` (monotonic; see `tenure.core.parking.Parked.fresh()`). On a
+        channel with fences, ``since`` is when the caller's call began
+        (`tenure.core.parking.Parking.fence()`)."""
         key = async_waiter_key()
         async with self._mutex:
             if self._table.closed:
@@ -124,6 +126,8 @@ class AsyncListener:
             if first:
                 await self._subscribe_send(self._parking.names(channel))
                 self._start_janitor()
+            elif self._parking.fence(channel, ticket, since):
+                await self._subscribe_send([channel])  # its fence (tenure.core.parking)
             end = time.monotonic() + self._timeout
             try:
                 while not (entry.confirmed or self._table.closed):

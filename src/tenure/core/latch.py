@@ -6,18 +6,19 @@ not in the key's slot: scripts get it as an argument, not a key — docs/wire.md
 publishes ``1`` (count set), as Redisson's ``deleteAsync``.
 ``wait`` reads the count, and while it is above zero subscribes, reads it again (closing the
 race with a count-down published before the subscription) and sleeps until a message: ``0``
-(reached zero) and ``1`` (count set, or deleted) wake every waiter of this client. A waiter
-whose client had no subscription to the channel when it joined (the SUBSCRIBE that serves
-it is sent after its call began) returns at once on ``0``: every message it can get is
-newer than its call, so the count was zero during its wait, and the client's waiters leave
-in one hop instead of one read each. A waiter that joined a subscription already there
-(waited on, lingering, being made or left) may get a ``0`` published before its call, the
-latch since set again (a message is not ordered with the GET on another connection, and
-may still be on its way): it reads the count again, as after ``1`` or a wake-up no
-message gave (a reconnect).
+(reached zero) and ``1`` (count set, or deleted) wake every waiter of this client. A ``0``
+that came after the waiter's fence (`tenure.core.parking.FENCE`: the answer to a
+SUBSCRIBE of the channel sent after its call began, its own or one sent again for it when
+it joined a subscription already there) was published during its wait: it returns at once,
+with no read, and the client's waiters all leave in one hop. A ``0`` that came before may
+be older than its call (the latch set again since; a message is not ordered with the GET
+on another connection, and may still be on its way): the table gives it no word, and the
+waiter reads the count again, as after ``1`` or a wake-up no message gave (a reconnect).
 """
 
 from __future__ import annotations
+
+import time
 
 from tenure import keys, scripts
 from tenure.core.args import check_name, check_wait
@@ -30,10 +31,11 @@ from tenure.core.effects import (
     Subscribe,
     Wait,
 )
+from tenure.core.parking import FENCE
 from tenure.core.semaphore import check_count
 from tenure.core.waiting import subscribed
 
-WAKE = frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})
+WAKE = frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE, FENCE})
 
 
 class LatchCore:
@@ -86,20 +88,20 @@ class LatchCore:
         return self._wait(Deadline(wait))
 
     def _wait(self, deadline: Deadline) -> Flow[bool]:
+        began = time.monotonic()  # the fence must be sent after it (module docstring)
         if (yield from self.count()) == 0:
             return True
         if deadline.remaining() <= 0:
             return False
-        fresh = not self.ctx.subscriptions.knows(self.channel)
-        flow = self._sleep(deadline, fresh)
-        return (yield from subscribed(Subscribe(self.channel, WAKE), flow))
+        subscribe = Subscribe(self.channel, WAKE, since=began)
+        return (yield from subscribed(subscribe, self._sleep(deadline)))
 
-    def _sleep(self, deadline: Deadline, fresh: bool) -> Flow[bool]:
+    def _sleep(self, deadline: Deadline) -> Flow[bool]:
         while True:
             if (yield from self.count()) == 0:
                 return True
             if deadline.remaining() <= 0:
                 return False
             woken = yield Wait(self.channel, deadline.remaining())
-            if woken == keys.LATCH_ZERO_MESSAGE and fresh:  # newer than the call: no read
+            if woken == keys.LATCH_ZERO_MESSAGE:  # after its fence: newer than the call
                 return True

@@ -399,13 +399,3 @@ class Subscriptions:
         """True if one of the client's connections listens on ``channel`` with nobody of the
         client waiting there (`Listening.idle_listener()`)."""
         return any(table.idle_listener(channel) for table in list(self._tables))
-
-    def knows(self, channel: str) -> bool:
-        """True if one of the client's connections has ``channel`` in its table in any state
-        (being subscribed, waited on, lingering, refused) or is leaving it. False: no
-        subscription of the client's exists, so no message published before this call can
-        reach a waiter that joins ``channel`` after it (its SUBSCRIBE is sent later)."""
-        return any(
-            channel in table.parking.channels or channel in table.parking.leaving
-            for table in list(self._tables)
-        )

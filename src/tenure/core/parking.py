@@ -30,6 +30,15 @@ Rules:
   ``since`` and no message (nor a reconnect) came after: an unlock published after that
   attempt is then sure to wake a waiter who joins now, so the waiter need not try again
   before it sleeps.
+- **Fences** (a channel whose ``wake_all`` holds `FENCE`: a latch's): a waiter takes a
+  message's payload at its word (`Parking.take_word()`) only if the message came after the
+  answer to a SUBSCRIBE of the channel sent after its call began: its own, the one that
+  made the subscription, or, joining a subscription already there, a SUBSCRIBE sent again
+  for it (the server answers it in order on the connection, so what comes after was
+  published after it). Earlier messages may be older than its call (a latch's ``0``
+  published before it, the latch set again since): they wake it with no word, and it looks
+  again. Joiners whose calls began before a SUBSCRIBE in flight was sent share it
+  (`Parking.fence()`). After a reconnect the new SUBSCRIBE is every waiter's fence.
 - A channel left and joined again before the first SUBSCRIBE was answered has two
   SUBSCRIBEs in flight: only the reply to the last one confirms the new waiter (an unlock
   published between the two would otherwise be missed).
@@ -54,6 +63,7 @@ whom to notify.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -74,6 +84,15 @@ finds none left sleeps on (a later release publishes again). A waiter wanting mo
 with `WAKE_ANY`, which then rules the channel until it has no waiter."""
 
 
+FENCE = "="
+"""In a channel's ``wake_all``: its waiters take a message's payload at its word only once
+fenced (see the module's rules). A latch's waiters use it: a ``0`` that is their own needs
+no read of the count."""
+
+UNFENCED = sys.maxsize
+"""A ticket's ``fence`` that no answer reaches: its waiter never takes a payload at its word."""
+
+
 @dataclass(eq=False)
 class Ticket:
     """One waiter (a thread or task) on one channel."""
@@ -84,7 +103,13 @@ class Ticket:
     depth: int = 1
     """Joins of the same waiter on the same channel not yet left."""
     word: str | None = None
-    """The payload of the last message that gave the pending wake-up (None: none did)."""
+    """The payload of the first message that gave a wake-up since the waiter last took one
+    (None: none did, or none after its fence). Kept until taken: a latch's ``1`` (set again)
+    read in the same batch as the ``0`` before it must not hide that the count reached
+    zero during the wait."""
+    fence: int = 0
+    """The number, on this connection, of the SUBSCRIBE of the channel whose answer fences
+    this waiter (`FENCE`); 0 once it came (or the channel has no fences)."""
 
 
 @dataclass(eq=False)
@@ -196,6 +221,11 @@ class Parking:
     relays: list[Any] = field(default_factory=list)
     """Wake-ups this client received for its waiters alone and cannot use: each channel's
     ``relay``, for the driver to run (and clear)."""
+    sent: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Channel -> (SUBSCRIBEs sent on this connection, when the last was sent), while one
+    is unanswered or the channel is in the table: numbers the fences (`FENCE`)."""
+    answered: dict[str, int] = field(default_factory=dict)
+    """Channel -> SUBSCRIBEs of it answered on this connection (see ``sent``)."""
 
     def names(self, channel: str) -> list[str]:
         """What a SUBSCRIBE or UNSUBSCRIBE for ``channel`` names: it, and its alias while on
@@ -270,6 +300,7 @@ class Parking:
             else:
                 self._let_go(channel)
             del self.channels[channel]
+            self._uncount(channel)
         return [c for c in gone if c in self._letting], nxt
 
     def hears(self, channel: str) -> bool:
@@ -327,10 +358,13 @@ class Parking:
                 self.aliases[alias] = channel
         elif WAKE_ANY in wake_all:  # as in join(): a waiter every message must reach
             entry.wake_all = entry.wake_all | wake_all
+        fence = 0
+        if FENCE in entry.wake_all:  # the driver subscribes a new entry; else no fence
+            fence = self._next_subscribe(channel) if not entry.tickets else UNFENCED
         for key in waiters:
             ticket = entry.tickets.get(key)
             if ticket is None:
-                entry.tickets[key] = Ticket(make_cond(), permit=True)
+                entry.tickets[key] = Ticket(make_cond(), permit=True, fence=fence)
             else:
                 ticket.depth += 1
                 ticket.permit = True
@@ -338,8 +372,30 @@ class Parking:
 
     def subscribing(self, channels: Iterable[str]) -> None:
         """The driver sent SUBSCRIBE for ``channels``."""
+        now = self.clock()
         for channel in channels:
             self.in_flight[channel] = self.in_flight.get(channel, 0) + 1
+            self.sent[channel] = (self.sent.get(channel, (0, now))[0] + 1, now)
+
+    def _next_subscribe(self, channel: str) -> int:
+        """The number the next SUBSCRIBE of ``channel`` sent on this connection gets."""
+        return self.sent.get(channel, (0, 0.0))[0] + 1
+
+    def fence(self, channel: str, ticket: Ticket, since: float | None) -> bool:
+        """After `join()` answered that no SUBSCRIBE is due: does ``ticket`` (a waiter
+        whose call began at ``since``, monotonic; None: unknown) need a SUBSCRIBE of its
+        own as its fence (`FENCE`)? True: the driver sends SUBSCRIBE for ``channel`` now.
+        A SUBSCRIBE in flight that was sent after ``since`` fences it as well (joiners
+        that arrive together share one)."""
+        entry = self.channels.get(channel)
+        if entry is None or FENCE not in entry.wake_all or ticket.fence == 0:
+            return False  # no fences here, or fenced already (the same waiter joined again)
+        count, at = self.sent.get(channel, (0, -math.inf))
+        if count > self.answered.get(channel, 0) and since is not None and at >= since:
+            ticket.fence = count  # share the one in flight
+            return False
+        ticket.fence = count + 1
+        return True
 
     def join(
         self,
@@ -374,6 +430,10 @@ class Parking:
         ticket = entry.tickets.get(key)
         if ticket is None:
             ticket = entry.tickets[key] = Ticket(make_cond())
+            if first and FENCE in entry.wake_all:  # the SUBSCRIBE about to be sent
+                ticket.fence = self._next_subscribe(channel)
+            elif FENCE in entry.wake_all:  # until `fence()` names one
+                ticket.fence = UNFENCED
         else:
             ticket.depth += 1
         return entry, ticket, first
@@ -413,11 +473,13 @@ class Parking:
         if not entry.tickets:
             if channel in self.dropped:  # the server unsubscribed it already
                 del self.channels[channel]
+                self._uncount(channel)
                 self.dropped.discard(channel)
                 self.forget_alias(channel)
                 return [], False
             self._let_go(channel)
             del self.channels[channel]
+            self._uncount(channel)
             return [], True
         notify = entry.give_one() if (pass_on or ticket.permit) else []
         if (pass_on or ticket.permit) and not notify and not entry.permits:
@@ -467,14 +529,16 @@ class Parking:
                 notify = entry.give_count(payload)
             else:
                 notify = entry.give_one()
-            for ticket in notify:
-                ticket.word = payload
+            for ticket in notify:  # not at its word before its fence (module's rules)
+                if ticket.word is None and ticket.fence == 0:
+                    ticket.word = payload  # the first word since it last woke is kept
             if live:  # a message is no loss: still subscribed, quiet from now on
                 entry.quiet_since = self.clock()
             return notify
         return []
 
     def _subscribed(self, channel: str) -> list[Ticket]:
+        self._answered(channel)
         # Counted even when nobody waits any more (the waiter left before the answer):
         # a stale count would make a later waiter wait for an answer that never comes.
         pending = self.in_flight.pop(channel, 0)
@@ -493,6 +557,25 @@ class Parking:
                 return woken
             return list(entry.tickets.values())
         return []
+
+    def _answered(self, channel: str) -> None:
+        # One more SUBSCRIBE of ``channel`` answered: the waiters it fences are fenced.
+        sent = self.sent.get(channel, (0, 0.0))[0]
+        answered = self.answered[channel] = self.answered.get(channel, 0) + 1
+        entry = self.channels.get(channel)
+        if entry is not None and FENCE in entry.wake_all:
+            for ticket in entry.tickets.values():
+                if ticket.fence <= answered:
+                    ticket.fence = 0
+        if answered >= sent and entry is None:  # nothing in flight, nobody to number
+            self.sent.pop(channel, None)
+            self.answered.pop(channel, None)
+
+    def _uncount(self, channel: str) -> None:
+        # ``channel`` left the table: its numbering goes unless a SUBSCRIBE is in flight.
+        if self.sent.get(channel, (0, 0.0))[0] <= self.answered.get(channel, 0):
+            self.sent.pop(channel, None)
+            self.answered.pop(channel, None)
 
     def refused(self) -> list[Ticket]:
         """The server answered a SUBSCRIBE with an error (MOVED, CROSSSLOT) without saying
@@ -542,7 +625,12 @@ class Parking:
         self.leaving.clear()
         self.alias_off.clear()
         self._letting.clear()
+        self.sent.clear()
+        self.answered.clear()
         for channel, entry in list(self.channels.items()):
+            for ticket in entry.tickets.values():
+                if ticket.fence:  # the new connection's first SUBSCRIBE is its fence
+                    ticket.fence = 1
             if not entry.tickets:  # lingering: a new connection starts without it
                 del self.channels[channel]
                 self.dropped.discard(channel)

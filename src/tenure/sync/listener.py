@@ -113,7 +113,9 @@ class Listener:
     ) -> bool:
         """Count the caller on ``channel`` (and ``alias``: see `tenure.core.parking`);
         return once the server confirmed the subscription: True if it is fresh for an attempt
-        sent at ``since`` (monotonic; see `tenure.core.parking.Parked.fresh()`)."""
+        sent at ``since`` (monotonic; see `tenure.core.parking.Parked.fresh()`). On a
+        channel with fences, ``since`` is when the caller's call began
+        (`tenure.core.parking.Parking.fence()`)."""
         key = waiter_key()
         with self._mutex:
             if self._table.closed:
@@ -124,6 +126,8 @@ class Listener:
             if first:
                 self._subscribe_send(self._parking.names(channel))
                 self._start_janitor()
+            elif self._parking.fence(channel, ticket, since):
+                self._subscribe_send([channel])  # its fence (tenure.core.parking)
             end = time.monotonic() + self._timeout
             try:
                 while not (entry.confirmed or self._table.closed):
