@@ -110,7 +110,9 @@ def lock_wake_queue(key: str) -> str:
 
 
 def lock_client_channel_prefix(key: str) -> str:
-    """What a Lock's release script prepends to a client uuid to name its client channel."""
+    """What a Lock's release script prepends to a client uuid to name its client channel:
+    the lock's channel and ``:tenure:`` (the scripts build it so from the channel, see
+    ``_wake.lua``)."""
     return f"{lock_channel(key)}:tenure:"
 
 

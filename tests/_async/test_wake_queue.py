@@ -200,3 +200,46 @@ async def test_a_release_drops_thousands_of_clients_gone_from_the_queue(
     r.zadd(queue, {f"gone-{i}": i for i in range(10_000)})
     await lock.release()
     assert r.zcard(queue) == 0
+
+
+async def test_an_unlock_heard_outside_the_queue_registers_the_releaser(
+    async_make_client, r
+) -> None:
+    # Nobody registered, a listener the queue does not know heard the unlock (the lock is
+    # contended): the releaser's client, named from its owner field by the script, goes to
+    # the queue (it may wait again at once). An unlock nobody heard registers nobody.
+    client = async_make_client()
+    lock = client.lock("heard")
+    queue = keys.lock_wake_queue("heard")
+    assert await lock.acquire()
+    await lock.release()
+    assert r.exists(queue) == 0
+    foreign = r.pubsub()
+    foreign.subscribe(keys.lock_channel("heard"))
+    try:
+        assert foreign.get_message(timeout=1)["type"] == "subscribe"
+        assert await lock.acquire()
+        await lock.release()
+        assert r.zrange(queue, 0, -1, withscores=True) == [(client.client_id.encode(), 2.0)]
+    finally:
+        foreign.close()
+
+
+async def test_a_reconcile_release_sends_the_optional_argument_before_its_guard(
+    async_client, r
+) -> None:
+    # The release's last ARGV (a lingering subscription) is left out when 0; the reconcile
+    # guard's two ARGV come after it, so a guarded release sends it: the guard reads the
+    # recorded count, never the release's flag.
+    lock = async_client.lock("guard")
+    runner = async_client._runner
+    assert await lock.acquire()
+    assert await lock.acquire()
+    owner = runner.owner()
+    field = lock.core.field(owner)
+    runner.ctx.holds.discard("guard", field)  # as after an acquire whose reply was lost
+    assert await runner.run(lock.core.send_release(owner, None, 1)) == 0  # 2 held, 1 kept
+    assert r.hget("guard", field) == b"1"
+    assert await runner.run(lock.core.send_release(owner, None, 1)) is None  # nothing over
+    assert await runner.run(lock.core.send_release(owner, None, 0)) == 1  # freed
+    assert r.exists("guard") == 0

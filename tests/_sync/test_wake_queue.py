@@ -200,3 +200,46 @@ def test_a_release_drops_thousands_of_clients_gone_from_the_queue(
     r.zadd(queue, {f"gone-{i}": i for i in range(10_000)})
     lock.release()
     assert r.zcard(queue) == 0
+
+
+def test_an_unlock_heard_outside_the_queue_registers_the_releaser(
+    make_client, r
+) -> None:
+    # Nobody registered, a listener the queue does not know heard the unlock (the lock is
+    # contended): the releaser's client, named from its owner field by the script, goes to
+    # the queue (it may wait again at once). An unlock nobody heard registers nobody.
+    client = make_client()
+    lock = client.lock("heard")
+    queue = keys.lock_wake_queue("heard")
+    assert lock.acquire()
+    lock.release()
+    assert r.exists(queue) == 0
+    foreign = r.pubsub()
+    foreign.subscribe(keys.lock_channel("heard"))
+    try:
+        assert foreign.get_message(timeout=1)["type"] == "subscribe"
+        assert lock.acquire()
+        lock.release()
+        assert r.zrange(queue, 0, -1, withscores=True) == [(client.client_id.encode(), 2.0)]
+    finally:
+        foreign.close()
+
+
+def test_a_reconcile_release_sends_the_optional_argument_before_its_guard(
+    client, r
+) -> None:
+    # The release's last ARGV (a lingering subscription) is left out when 0; the reconcile
+    # guard's two ARGV come after it, so a guarded release sends it: the guard reads the
+    # recorded count, never the release's flag.
+    lock = client.lock("guard")
+    runner = client._runner
+    assert lock.acquire()
+    assert lock.acquire()
+    owner = runner.owner()
+    field = lock.core.field(owner)
+    runner.ctx.holds.discard("guard", field)  # as after an acquire whose reply was lost
+    assert runner.run(lock.core.send_release(owner, None, 1)) == 0  # 2 held, 1 kept
+    assert r.hget("guard", field) == b"1"
+    assert runner.run(lock.core.send_release(owner, None, 1)) is None  # nothing over
+    assert runner.run(lock.core.send_release(owner, None, 0)) == 1  # freed
+    assert r.exists("guard") == 0

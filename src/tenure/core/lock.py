@@ -15,6 +15,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import replace
+from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
 from tenure import keys, scripts
@@ -58,6 +59,8 @@ LossCallback = Callable[[], None]
 
 PRUNE_FIRST = 64
 """Per-owner entries a lock object keeps before it first looks for owners that ended."""
+PRUNE_EVERY = 16
+"""Grants between two counts of the per-owner entries (`LockCore._prune()`)."""
 
 
 RECONCILE_PAUSE = (0.05, 0.25)
@@ -122,6 +125,7 @@ class LockCore:
         self._lost_unreported: set[str] = set()
         self._sent: dict[str, float] = {}
         self._prune_at = PRUNE_FIRST
+        self._prune_in = 1  # grants until the next count of the per-owner entries
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
         self.on_doubt: LossCallback | None = None
         """Called with no argument when a hold goes in doubt (the front binds itself)."""
@@ -170,9 +174,12 @@ class LockCore:
         if self._registering.get(owner) and self.targeted:
             # A waiter listening on its client channel: a refusal registers its client in
             # the wake queue, so the unlock can wake this client alone.
-            keys_.append(keys.lock_wake_queue(self.key))
+            keys_.append(self.wake_queue)
             args[2:] = [1 if retry else "", self.ctx.identity.client_id]
-        call = Call(self.acquire_script, keys_, args, changes=self.is_grant)
+        # Built as acquire_call() sends it (no copy on the way: this is every acquire).
+        call = Call(
+            self.acquire_script, keys_, args, changes=self.is_grant, until=self._until.get(owner)
+        )
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
             return int(reply)
@@ -307,7 +314,9 @@ class LockCore:
         self._lost.discard(owner)
         self._lost_unreported.discard(owner)
         sent = self._sent.pop(owner, None)
-        self._prune()
+        self._prune_in -= 1
+        if self._prune_in <= 0:
+            self._prune()
         return self.ctx.holds.push(
             self,
             self.key,
@@ -326,8 +335,10 @@ class LockCore:
 
     def _prune(self) -> None:
         """Forget the per-owner state of owners that ended, once it doubled since the last
-        look (amortised O(1) per grant): a service that runs one task per request must not
-        keep an entry per request for ever."""
+        look (amortised O(1) per grant; counted every `PRUNE_EVERY` grants, `granted()`
+        counts down): a service that runs one task per request must not keep an entry per
+        request for ever."""
+        self._prune_in = PRUNE_EVERY
         tables = self.per_owner()
         if sum(len(t) for t in tables) < self._prune_at:
             return
@@ -343,6 +354,12 @@ class LockCore:
     def wait_channel(self, owner: str) -> str:
         """The channel on which ``owner`` waits for an unlock."""
         return self.channel
+
+    @cached_property
+    def wake_queue(self) -> str:
+        """The Lock's wake queue (`tenure.keys.lock_wake_queue()`), named once per object:
+        every release sends it."""
+        return keys.lock_wake_queue(self.key)
 
     @property
     def targeted(self) -> bool:
@@ -363,8 +380,8 @@ class LockCore:
         client_id = self.ctx.identity.client_id
         relay = Call(
             scripts.get("lock_wake"),
-            [self.key, self.channel, keys.lock_wake_queue(self.key)],
-            [self.unlock_message, keys.lock_client_channel_prefix(self.key), client_id],
+            [self.key, self.channel, self.wake_queue],
+            [self.unlock_message, client_id],
         )
         alias = keys.lock_client_channel(self.key, client_id)
         return Subscribe(channel, self.wake_all, since=since, alias=alias, relay=relay)
@@ -383,19 +400,16 @@ class LockCore:
     def release_call(self, owner: str, lease: float | None) -> Call:
         """The script call releasing one hold of ``owner``, whose newest remaining hold
         (after this release) has ``lease``. Reply: nil = not held, 0 = holds remain,
-        1 = the caller's last hold is gone."""
+        1 = the caller's last hold is gone.
+
+        The last ARGV, 1 when this client's subscription to the channel lingers with no
+        waiter (it is nobody to wake), is sent only then (`send_release()` adds a 0 in
+        front of the reconcile guard's ARGV): every word costs the client an encoding."""
+        args: list[Any] = [self.unlock_message, self.lease_ms(lease), self.field(owner)]
+        if self.ctx.subscriptions.idle_listener(self.channel):
+            args.append(1)
         return Call(
-            self.release_script,
-            [self.key, self.channel, keys.lock_wake_queue(self.key)],
-            [
-                self.unlock_message,
-                self.lease_ms(lease),
-                self.field(owner),
-                keys.lock_client_channel_prefix(self.key),
-                self.ctx.identity.client_id,
-                1 if self.ctx.subscriptions.idle_listener(self.channel) else 0,
-            ],
-            changes=True,
+            self.release_script, [self.key, self.channel, self.wake_queue], args, changes=True
         )
 
     def send_release(
@@ -406,7 +420,12 @@ class LockCore:
         ``recorded``: release only if ``owner`` holds more than that on the server (see
         `reconcile()`); the reply is then nil when it does not.
         """
-        return (yield guard(self.release_call(owner, lease), self.field(owner), recorded))
+        call = self.release_call(owner, lease)
+        if recorded is None:
+            return (yield call)
+        if call.script is LockCore.release_script and len(call.args) == 3:
+            call = replace(call, args=[*call.args, 0])  # the guard's ARGV come after ARGV[4]
+        return (yield guard(call, self.field(owner), recorded))
 
     def send_force_release(self) -> Flow[Any]:
         """Send `force_release_call()`; its reply (as `send_release()`)."""
@@ -456,8 +475,16 @@ class LockCore:
                 ttl: int | None = max(1, int(grace * 1000))
                 sent = None
             else:
-                in_flight, before = True, self._recorded(owner)
-                ttl = yield from self.try_once(owner, lease, wait, until=deadline.end)
+                hold = self.ctx.holds.get(self.key, self.field(owner))
+                in_flight, before = True, len(hold.leases) if hold is not None else 0
+                # try_once(), inline: every acquire makes this attempt (one frame less)
+                self._until[owner] = deadline.end
+                try:
+                    ttl = yield from self.attempt(owner, lease, wait)
+                except LateGrant:
+                    ttl = 0
+                finally:
+                    self._until.pop(owner, None)
                 in_flight = False
             tried = sent is not None
             if ttl is not None and deadline.remaining() > 0:
@@ -486,8 +513,8 @@ class LockCore:
                         break
                     yield Wait(channel, wait_for(ttl, deadline), deadline.remaining())
             granted = ttl is None
-            self._registering.pop(owner, None)
             if channel is not None:
+                self._registering.pop(owner, None)  # set only once subscribed
                 held = self.applied_lease(lease) if granted else None
                 yield Unsubscribe(channel, pass_on=granted and self.shared, lease=held)
                 channel = None
@@ -612,24 +639,33 @@ class LockCore:
             self._wake_checking = False
         yield Call(
             scripts.get("lock_wake_check"),
-            [self.key, self.channel, keys.lock_wake_queue(self.key)],
-            [self.unlock_message, keys.lock_client_channel_prefix(self.key)],
+            [self.key, self.channel, self.wake_queue],
+            [self.unlock_message],
             changes=True,
         )
 
     def released(self, owner: str, hold: Hold | None, reply: Any) -> None:
-        """Apply a release script's reply to the hold table (raises if it was not owned)."""
-        field = self.field(owner)
+        """Apply a release script's reply to the hold table (raises if it was not owned).
+
+        ``hold``: what `release()` took off the table before the script, None if nothing.
+        """
         if reply is None:
-            self.ctx.holds.discard(self.key, field)
+            self.ctx.holds.discard(self.key, self.field(owner))
             self.not_owned(owner, hold)
-        elif int(reply) >= 1 or int(reply) in FREED_TARGETED:
-            self.ctx.holds.discard(self.key, field)
+            return
+        freed = int(reply)
+        if freed >= 1 or freed in FREED_TARGETED:
+            if hold is not None and hold.leases:
+                # The table counted more holds than the server had: none is left. (When
+                # the release took the last one, the entry is gone already; only this
+                # owner adds to it, and it is releasing.)
+                self.ctx.holds.discard(self.key, self.field(owner))
             # 1 + the subscribers the unlock reached, of which this client's own (waited on
             # or lingering) subscription is one if it has one: the rest are other clients.
             # WOKE_OTHER: the unlock went to one other client alone (the wake queue).
-            others = int(reply) - 1 - self.ctx.hears(self.channel) if int(reply) >= 1 else 0
-            if others > 0 or int(reply) == WOKE_OTHER:
+            # (An unlock that reached nobody, 1, needs no look at the subscriptions.)
+            others = freed - 1 - self.ctx.hears(self.channel) if freed >= 2 else 0
+            if others > 0 or freed == WOKE_OTHER:
                 self._yield_until = time.monotonic() + YIELD_GRACE
 
     def not_owned(self, owner: str, hold: Hold | None) -> None:

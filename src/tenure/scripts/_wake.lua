@@ -1,24 +1,46 @@
 -- Targeted wake-ups for a Lock (tenure's addition; Redisson's channel is unchanged).
 -- Each tenure client waiting on the lock listens on the lock's channel and on its own client
--- channel (<prefix><client uuid>), and is registered in the wake queue (a ZSET, oldest first)
--- by its waiting attempts. An unlock then wakes one client instead of all, unless someone
--- else listens on the lock's channel (a Redisson waiter, a client not registered yet): then
--- the unlock goes to the channel, as Redisson's does, and every listener hears it.
+-- channel (<channel>:tenure:<client uuid>, keys.lock_client_channel()), and is registered in
+-- the wake queue (a ZSET, oldest first) by its waiting attempts. An unlock then wakes one
+-- client instead of all, unless someone else listens on the lock's channel (a Redisson
+-- waiter, a client not registered yet): then the unlock goes to the channel, as Redisson's
+-- does, and every listener hears it.
 --
 -- (Include _wake_register.lua before this fragment.)
 --
--- wake_one(queue, channel, prefix, message, skip, idle, back): publish `message` to the
--- client channel of the oldest live registered client (not `skip`), moved to the back of the
+-- client_of(owner): the client uuid of an owner field, <client uuid>:<number>
+-- (keys.owner_field); nil for a field of another form.
+--
+-- wake_one(queue, channel, message, skip, idle, releaser): publish `message` to the client
+-- channel of the oldest live registered client (not `skip`), moved to the back of the
 -- queue, when every listener of `channel` (less `idle` known not to wait: the releaser's own
 -- lingering subscription) is such a client; else to `channel`. Clients whose client channel
--- nobody listens on are dropped. `back` (optional): a client put at the back of the queue,
--- after the one woken, when the unlock reached someone (the lock is contended) and `back` is
--- not a live registered client already. One PUBSUB NUMSUB counts every listener at once.
+-- nobody listens on are dropped. `releaser` (optional): the owner field of a release, whose
+-- client is put at the back of the queue, after the one woken, when the unlock reached
+-- someone (the lock is contended) and that client is not a live registered client already.
+-- Its client is named only then: an uncontended release (empty queue, nobody heard) costs
+-- the ZRANGE and the PUBLISH alone, on a path of its own with nothing else to build (every
+-- release of a free-running lock takes it). One PUBSUB NUMSUB counts every listener at once.
 -- Returns the client woken, or false and the number of listeners the channel message reached.
-local function wake_one(queue, channel, prefix, message, skip, idle, back)
+local function client_of(owner)
+    return string.match(owner, '^(.*):')
+end
+
+local function wake_one(queue, channel, message, skip, idle, releaser)
     local entries = redis.call('zrange', queue, 0, -1, 'withscores')
-    local dead, chosen, last, placed = {}, nil, 0, false
+    if #entries == 0 then -- nobody registered (every uncontended release): the channel
+        local heard = redis.call('publish', channel, message)
+        local back = releaser and heard > (idle or 0) and client_of(releaser)
+        if back then
+            redis.call('zadd', queue, 2, back) -- as below, behind an empty queue
+            redis.call('pexpire', queue, QUEUE_MS)
+        end
+        return false, heard
+    end
+    local prefix = channel .. ':tenure:'
+    local dead, chosen, last, placed, back = {}, nil, 0, false, nil
     if #entries > 0 then
+        back = releaser and client_of(releaser)
         last = tonumber(entries[#entries])
         local names = {channel}
         for i = 1, #entries, 2 do
@@ -58,9 +80,12 @@ local function wake_one(queue, channel, prefix, message, skip, idle, back)
     if chosen then
         moved = {last + 1, chosen}
     end
-    if back and not placed and back ~= chosen and (chosen or heard > (idle or 0)) then
-        moved[#moved + 1] = last + 2
-        moved[#moved + 1] = back
+    if releaser and not placed and (chosen or heard > (idle or 0)) then
+        back = back or client_of(releaser)
+        if back and back ~= chosen then
+            moved[#moved + 1] = last + 2
+            moved[#moved + 1] = back
+        end
     end
     if #moved > 0 then
         redis.call('zadd', queue, unpack(moved))

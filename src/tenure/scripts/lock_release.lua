@@ -1,9 +1,11 @@
 -- Release one hold of a reentrant lock.
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
--- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds   ARGV[3] owner
--- ARGV[4] client channel prefix (see _wake.lua)   ARGV[5] the releaser's client uuid
--- ARGV[6] '1' when the releaser's client listens on the lock's channel without waiting (its
--- subscription lingers): that listener is no one to wake
+-- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds
+-- ARGV[3] owner field, <client uuid>:<number> (keys.owner_field): it names the releaser's
+-- client (client_of in _wake.lua)
+-- ARGV[4] '1' when the releaser's client listens on the lock's channel without waiting (its
+-- subscription lingers): that listener is no one to wake. Optional ('0' when absent); a
+-- guarded release (scripts.guarded(), two more ARGV) always sends it
 -- Returns nil when the owner holds nothing, 0 when holds remain, and when the lock was freed:
 -- -1 when the unlock woke the releaser's own client alone, -2 when it woke one other client
 -- alone, else 1 + the number of listeners the channel message reached (the releaser need not
@@ -26,9 +28,9 @@ local held = release_hold(KEYS[1], ARGV[3], ARGV[2])
 if held ~= 'last' then
     return held
 end
-local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[4], ARGV[1], false, tonumber(ARGV[6]), ARGV[5])
+local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
 redis.call('del', KEYS[1])
 if woken then
-    return woken == ARGV[5] and -1 or -2
+    return woken == client_of(ARGV[3]) and -1 or -2
 end
 return 1 + heard

@@ -1,7 +1,7 @@
 -- Pass on a targeted wake-up of a Lock that reached a client with no waiter left to use it
 -- (its waiters left, or the one woken was cancelled): wake another (see _wake.lua).
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
--- ARGV[1] unlock message   ARGV[2] client channel prefix   ARGV[3] the passing client's uuid
+-- ARGV[1] unlock message   ARGV[2] the passing client's uuid
 -- Returns 0 when the lock is held (its release will wake someone), else 1.
 -- @include wake_register
 -- @include wake
@@ -9,5 +9,5 @@
 if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
-wake_one(KEYS[3], KEYS[2], ARGV[2], ARGV[1], ARGV[3])
+wake_one(KEYS[3], KEYS[2], ARGV[1], ARGV[2])
 return 1

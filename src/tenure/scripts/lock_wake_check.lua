@@ -4,7 +4,7 @@
 -- moment later: if the lock is still free, it wakes the next client in the queue (the one
 -- woken was moved to its back), or every listener of the lock's channel (see _wake.lua).
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
--- ARGV[1] unlock message   ARGV[2] client channel prefix
+-- ARGV[1] unlock message
 -- Returns 0 when the lock is held (its release will wake someone), else 1.
 -- @include wake_register
 -- @include wake
@@ -12,5 +12,5 @@
 if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
-wake_one(KEYS[3], KEYS[2], ARGV[2], ARGV[1])
+wake_one(KEYS[3], KEYS[2], ARGV[1])
 return 1

@@ -107,7 +107,9 @@ class Lock(LockContext):
         """
         runner, owner = self.runner, self.runner.owner()
         flow = self.core.acquire(owner, blocking, timeout, lease_time)
-        return runner.acquire(self, owner, self.core.capped(owner, max_hold, flow))
+        if max_hold is not None:
+            flow = self.core.capped(owner, max_hold, flow)
+        return runner.acquire(self, owner, flow)
 
     def release(self) -> None:
         """Give back one hold; the lock is free once the caller's hold count reaches 0.
