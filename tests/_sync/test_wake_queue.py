@@ -243,3 +243,23 @@ def test_a_reconcile_release_sends_the_optional_argument_before_its_guard(
     assert runner.run(lock.core.send_release(owner, None, 1)) is None  # nothing over
     assert runner.run(lock.core.send_release(owner, None, 0)) == 1  # freed
     assert r.exists("guard") == 0
+
+
+def test_the_release_script_builds_the_lock_channel_of_any_name(
+    make_client, r
+) -> None:
+    # The release names the lock's channel itself (keys.lock_channel(), Redisson's rule):
+    # a name with a hash tag keeps it as it is, another is put in braces.
+    for name in ("plain", "{tag}:lock", "a{b}"):
+        foreign = r.pubsub()
+        foreign.subscribe(keys.lock_channel(name))
+        try:
+            assert foreign.get_message(timeout=1)["type"] == "subscribe"
+            lock = make_client().lock(name)
+            assert lock.acquire()
+            lock.release()
+            message = foreign.get_message(timeout=2)
+            assert message is not None, name
+            assert message["data"] == b"0", name
+        finally:
+            foreign.close()

@@ -126,6 +126,8 @@ class LockCore:
         self._sent: dict[str, float] = {}
         self._prune_at = PRUNE_FIRST
         self._prune_in = 1  # grants until the next count of the per-owner entries
+        self._lease_ms: tuple[float, int] = (math.nan, 0)  # `lease_ms()`: seconds, ms
+        self._is_grant = self.is_grant  # bound once: every acquire Call carries it
         self._loss_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
         self.on_doubt: LossCallback | None = None
         """Called with no argument when a hold goes in doubt (the front binds itself)."""
@@ -152,8 +154,14 @@ class LockCore:
         return owner
 
     def lease_ms(self, lease: float | None) -> int:
-        """Wire lease of a hold: its own lease, or the watchdog's."""
-        return to_ms(lease if lease is not None else self.ctx.watchdog_timeout)
+        """Wire lease of a hold: its own lease, or the watchdog's (the last one named is
+        kept: a lock is mostly taken with one lease, twice per acquire and release)."""
+        seconds = lease if lease is not None else self.ctx.watchdog_timeout
+        last, ms = self._lease_ms
+        if seconds != last:
+            ms = to_ms(seconds)
+            self._lease_ms = (seconds, ms)
+        return ms
 
     def attempt(
         self, owner: str, lease: float | None, wait: float, again: bool = False
@@ -178,7 +186,7 @@ class LockCore:
             args[2:] = [1 if retry else "", self.ctx.identity.client_id]
         # Built as acquire_call() sends it (no copy on the way: this is every acquire).
         call = Call(
-            self.acquire_script, keys_, args, changes=self.is_grant, until=self._until.get(owner)
+            self.acquire_script, keys_, args, changes=self._is_grant, until=self._until.get(owner)
         )
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
@@ -199,8 +207,10 @@ class LockCore:
         does not wait for replicas.
         """
         until = self._until.get(owner)
-        if call.changes != self.is_grant or call.until != until:
-            call = replace(call, changes=self.is_grant, until=until)
+        if call.until != until or (
+            call.changes is not self._is_grant and call.changes != self.is_grant
+        ):
+            call = replace(call, changes=self._is_grant, until=until)
         if self.ctx.reconciling:
             yield from self.after_reconcile(owner)
         sent = time.monotonic()
@@ -408,9 +418,8 @@ class LockCore:
         args: list[Any] = [self.unlock_message, self.lease_ms(lease), self.field(owner)]
         if self.ctx.subscriptions.idle_listener(self.channel):
             args.append(1)
-        return Call(
-            self.release_script, [self.key, self.channel, self.wake_queue], args, changes=True
-        )
+        # The script builds the channel, keys.lock_channel(): one word less to encode.
+        return Call(self.release_script, [self.key, self.wake_queue], args, changes=True)
 
     def send_release(
         self, owner: str, lease: float | None, recorded: int | None = None

@@ -1,5 +1,5 @@
 -- Release one hold of a reentrant lock.
--- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
+-- KEYS[1] lock hash   KEYS[2] wake queue
 -- ARGV[1] unlock message   ARGV[2] lease ms re-applied to the remaining holds
 -- ARGV[3] owner field, <client uuid>:<number> (keys.owner_field): it names the releaser's
 -- client (client_of in _wake.lua)
@@ -28,7 +28,9 @@ local held = release_hold(KEYS[1], ARGV[3], ARGV[2])
 if held ~= 'last' then
     return held
 end
-local woken, heard = wake_one(KEYS[3], KEYS[2], ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
+-- The lock's channel, keys.lock_channel(): built here, one word less for every client to send.
+local channel = 'redisson_lock__channel:' .. (string.find(KEYS[1], '{', 1, true) and KEYS[1] or '{' .. KEYS[1] .. '}')
+local woken, heard = wake_one(KEYS[2], channel, ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
 redis.call('del', KEYS[1])
 if woken then
     return woken == client_of(ARGV[3]) and -1 or -2
