@@ -347,8 +347,8 @@ class Listening:
         too few, and might not wake a Redisson waiter)."""
         entry = self.parking.channels.get(channel)
         return (
-            self.hears(channel)
-            and entry is not None
+            entry is not None  # first: a release asks this of every lock, mostly unheard
+            and self.hears(channel)
             and not entry.tickets
             and not entry.alias_on
             and entry.idle_since + self.parking.linger - self.clock() > IDLE_MARGIN
