@@ -86,7 +86,7 @@ def raw_handoff(url: str, name: str) -> Participant:
     lingering subscription is under contention)."""
     from tenure.core.lock import YIELD_GRACE  # imported here: an older tenure lacks the floors
 
-    queue, prefix = keys.lock_wake_queue(name), keys.lock_client_channel_prefix(name)
+    queue = keys.lock_wake_queue(name)
     r = redis.Redis.from_url(url)
     acquire_script, release_script = scripts.get("lock_acquire"), scripts.get("lock_release")
     for script in (acquire_script, release_script):
@@ -116,9 +116,7 @@ def raw_handoff(url: str, name: str) -> Participant:
 
     def release() -> None:
         # Not registered in the wake queue: every unlock goes to the channel (Redisson's way).
-        heard = r.evalsha(
-            release_script.sha, 3, name, channel, queue, "0", 30000, owner, prefix, owner
-        )
+        heard = r.evalsha(release_script.sha, 2, name, queue, "0", 30000, owner)
         unlock(LEASE)  # our own unlock, heard by our subscription
         yielding[0] = heard > 2  # and another client's waiter's
 
