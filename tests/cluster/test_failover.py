@@ -155,6 +155,40 @@ async def test_async_acquire_absorbs_a_cluster_failover(fresh: Cluster) -> None:
     assert PROMOTE_AFTER <= took < TIMEOUT
 
 
+def test_release_absorbs_a_cluster_failover(fresh: Cluster) -> None:
+    """A release, which has no wait of its own, rides out the failover within the
+    client's socket timeout (docs/operations.md, "Failover"): the hold, replicated before
+    the kill, is gone from the promoted replica, and the watchdog renews nothing."""
+    name = "failover:release"
+    victim, replica, url = _victim(fresh, name)
+    with tenure.Client(url, socket_timeout=3, socket_connect_timeout=1) as c:
+        lock = c.lock(name)
+        assert lock.acquire(timeout=1)
+        killed = _fail_over(fresh, victim, replica)
+        lock.release()
+        took = time.monotonic() - killed
+        assert not lock.locked()
+        assert len(c._runner.ctx.holds) == 0  # nothing left for the watchdog to renew
+    print(f"sync cluster: kill -> release returned {took:.2f} s")
+    assert PROMOTE_AFTER <= took < 3 + 1
+    assert fresh.master_of(name).port == replica.port
+
+
+async def test_async_release_absorbs_a_cluster_failover(fresh: Cluster) -> None:
+    name = "failover:async-release"
+    victim, replica, url = _victim(fresh, name)
+    async with tenure.AsyncClient(url, socket_timeout=3, socket_connect_timeout=1) as c:
+        lock = c.lock(name)
+        assert await lock.acquire(timeout=1)
+        killed = await asyncio.to_thread(_fail_over, fresh, victim, replica)
+        await lock.release()
+        took = time.monotonic() - killed
+        assert not await lock.locked()
+        assert len(c._runner.ctx.holds) == 0  # nothing left for the watchdog to renew
+    print(f"asyncio cluster: kill -> release returned {took:.2f} s")
+    assert PROMOTE_AFTER <= took < 3 + 1
+
+
 async def test_async_waiter_rides_out_a_cluster_failover(fresh: Cluster) -> None:
     name = "failover:async-waited"
     victim, replica, url = _victim(fresh, name)

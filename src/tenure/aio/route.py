@@ -57,6 +57,13 @@ class AsyncRoute:
         """Cluster node -> semaphore bounding its connections (asyncio: redis-py's async
         cluster pools raise when full instead of waiting)."""
 
+    @property
+    def resend_window(self) -> float:
+        """Seconds a script that surely did not reach a server, and whose caller set no
+        wait of its own (a release, a renewal), is sent again while a failover may be
+        under way: the client's socket timeout (5 s when none is known)."""
+        return self._timeout if self._timeout else 5.0
+
     def slot(self, key: str) -> int:
         return slot_of(key)
 

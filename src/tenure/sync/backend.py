@@ -15,7 +15,8 @@ promoted).
 
 A failover is absorbed within the caller's wait (docs/operations.md, "Failover"): a script
 that surely did not reach a server, because no connection could be made for it, is sent
-again up to its ``Call.until``, in a cluster (after the slot map is refreshed) or under
+again up to its ``Call.until`` (a call without one, such as a release, for the client's
+socket timeout: `Route.resend_window`), in a cluster (after the slot map is refreshed) or under
 Sentinel (redis-py asks Sentinel for the master on each connect). A command that failed
 after it was written may have run: it is never sent again here; the flow reconciles it.
 On one plain server nothing can move, so a refused connection raises at once.
@@ -158,6 +159,7 @@ class Backend:
         if route.cluster and call.keys:
             check_one_slot(call.script.name, call.keys)
         pause = RESEND_PAUSE[0]
+        until = call.until
         while True:
             try:
                 if route.cluster or not route.ready:
@@ -171,8 +173,12 @@ class Backend:
                 error = failure.error
             # Not sent: send again once the topology may have moved (the slot map is
             # refreshed first, see ``_failed``), while the caller still waits.
-            left = call.until - time.monotonic() if call.until is not None else 0.0
-            if left <= 0 or not route.follows_failover:
+            if not route.follows_failover:
+                raise error  # redis-py's error as it was raised
+            if until is None:
+                until = time.monotonic() + route.resend_window
+            left = until - time.monotonic()
+            if left <= 0:
                 raise error  # redis-py's error as it was raised
             if pause == RESEND_PAUSE[0]:
                 log.info(
