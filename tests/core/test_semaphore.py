@@ -18,7 +18,7 @@ from tenure.core.effects import (
     WatchHolds,
 )
 from tenure.core.latch import LatchCore
-from tenure.core.parking import WAKE_ANY, WAKE_COUNT, Parking
+from tenure.core.parking import FENCE, WAKE_ANY, WAKE_COUNT, Parking
 from tenure.core.semaphore import PermitCore, SemaphoreCore
 from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
 
