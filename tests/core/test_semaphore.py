@@ -282,11 +282,11 @@ def test_a_wake_up_carries_the_payload_of_the_message_that_gave_it() -> None:
     wake = frozenset({keys.LATCH_ZERO_MESSAGE, keys.LATCH_SET_MESSAGE})
     _, first, _ = parking.join("c", wake, 0, object)
     _, second, _ = parking.join("c", wake, 1, object)
-    parking.received("message", "c", "1")
-    parking.received("message", "c", "0")  # the last one before the waiter took it
-    assert parking.take_word(first) == "0"
+    parking.received("message", "c", "1")  # gives the wake-up
+    parking.received("message", "c", "0")  # finds it given: the first word is kept (fa34cbc)
+    assert parking.take_word(first) == "1"
     assert parking.take_word(first) is False  # used
-    assert parking.take_word(second) == "0"
+    assert parking.take_word(second) == "1"
     parking.disconnected()
     parking.received("subscribe", "c", "1")  # subscribed again: a re-check, no message
     assert parking.take_word(first) is True
