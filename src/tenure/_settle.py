@@ -9,6 +9,13 @@ flight lets that call finish, and the flow then stops at its next step as if can
 there, with the reply known: permits it said were taken are given back (by the flow, or
 here when the flow had already returned them).
 
+Either way the caller is gone for good (`Tracked.left`): a task that ends granted all the
+same gives its permits back. A cancellation of the task can be absorbed on its way: on
+Python 3.11, ``asyncio.wait_for`` (which redis-py writes through when a socket timeout is
+set) returns the result of a write that finished just as it was cancelled, so a flow
+leaving its channel after its grant (waking the waiter that reads the socket with a PING)
+went on to return True to nobody, and the permits stayed taken.
+
 Sync callers cannot be interrupted from outside except by a signal handler's exception,
 which lands in the calling thread itself: `acquire_settled()` runs the flow in place.
 """
@@ -32,11 +39,11 @@ _running: set[asyncio.Future[Any]] = set()
 class Tracked:
     """Passes a flow's effects through, and knows whether a script call is in flight.
 
-    Once `left` is set (the caller was cancelled during a call), the flow gets a
-    CancelledError at its next effect instead of that effect, once (leaving a channel and
-    background work are carried out: they are clean-up); the effects of its clean-up that
-    follow are carried out too. A flow that returned True (granted) after the caller left
-    has ``give_back()`` run in the background.
+    Once `left` is set (the caller was cancelled), the flow gets a CancelledError at its
+    next effect instead of that effect, once (leaving a channel and background work are
+    carried out: they are clean-up); the effects of its clean-up that follow are carried
+    out too. A flow that returns True (granted) after the caller left, however it got
+    there (a cancellation absorbed on the way), has ``give_back()`` run in the background.
     """
 
     def __init__(self, flow: Flow, give_back: Callable[[], Flow]) -> None:
@@ -53,7 +60,7 @@ class Tracked:
             try:
                 effect = self._flow.throw(error) if error is not None else self._flow.send(value)
             except StopIteration as stop:
-                if self.left and not self._stopped and stop.value is True:
+                if self.left and stop.value is True:  # granted to nobody
                     yield Background(self._give_back())
                 result = stop.value
                 return result
@@ -85,9 +92,11 @@ async def async_acquire_settled(
         await done
     except asyncio.CancelledError:
         if not task.done():
-            if tracked.in_call:
-                tracked.left = True  # the reply decides; the flow stops at its next step
-            else:
+            # The reply of a call in flight decides; the flow stops at its next step. A
+            # flow waiting is cancelled now, and stops at its next step all the same if
+            # that cancellation is absorbed on the way (see the module docstring).
+            tracked.left = True
+            if not tracked.in_call:
                 task.cancel()
             _running.add(task)
             task.add_done_callback(_finished)

@@ -86,3 +86,72 @@ async def test_cancelled_acquires_leave_every_permit(async_make_client, r):
     assert await async_wait_until(lambda: r.get(name) == str(PERMITS).encode(), 0.5, 0.01), (
         f"{r.get(name)!r} of {PERMITS} permits available after {cancelled} cancellations"
     )
+
+
+
+def _asleep(client, channel: str, count: int) -> bool:
+    """True once ``client`` has ``count`` waiters on ``channel`` past their last attempt,
+    asleep or reading the socket."""
+    for listener in list(client._runner._listener._by_node.values()):
+        entry = listener._parking.channels.get(channel)
+        if entry is None:
+            continue
+        table = listener._table
+        idle = [k for k, t in list(entry.tickets.items()) if not t.permit]
+        if sum(1 for k in idle if k in table.sleepers or table.reader == k) >= count:
+            return True
+    return False
+
+
+async def test_a_caller_cancelled_while_its_granted_acquire_leaves_the_channel(
+    async_make_client, r
+):
+    """The interleaving R1 found in every leak: the acquire is granted, and its caller
+    is cancelled while the flow leaves the channel with no script in flight (here while
+    it wakes, with a PING, the other waiter of its client that reads the socket). The
+    cancellation of the acquire's task can be absorbed there (on Python 3.11 redis-py's
+    write goes through ``asyncio.wait_for``, which returns the finished write's result
+    instead of raising); the flow then returns True to nobody. The permit must come back
+    all the same (before: it stayed taken, 0 of 1 left)."""
+    name = "cancelled-leaving"
+    channel = "redisson_sc:{" + name + "}"
+    giver = async_make_client().semaphore(name)
+    waiter_client = async_make_client()
+    sem = waiter_client.semaphore(name)
+    await giver.set_permits(0)
+    task = asyncio.create_task(sem.acquire(timeout=10))  # the head: woken first
+    assert await async_wait_until(lambda: _asleep(waiter_client, channel, 1), 5, 0.005)
+    other = asyncio.create_task(sem.acquire(timeout=10))
+    assert await async_wait_until(lambda: _asleep(waiter_client, channel, 2), 5, 0.005)
+    leaving = [0]
+    cancelled_at: list[tuple[str, ...]] = []
+    for listener in list(waiter_client._runner._listener._by_node.values()):
+        send, unsubscribe = listener._send, listener.unsubscribe
+
+        async def sending(*args: str, send=send) -> None:
+            if leaving[0] and not cancelled_at:
+                cancelled_at.append(args)
+                task.cancel()  # the caller's cancellation, while its flow leaves
+            await send(*args)
+
+        async def leave(*args: object, unsubscribe=unsubscribe) -> None:
+            leaving[0] += 1
+            try:
+                await unsubscribe(*args)
+            finally:
+                leaving[0] -= 1
+
+        listener._send, listener.unsubscribe = sending, leave
+    await giver.release()  # wakes the head: its attempt is granted, then it leaves
+    try:
+        if await task:  # the cancellation came too late for the caller: its permit
+            await sem.release()
+    except asyncio.CancelledError:
+        pass
+    other.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await other
+    assert cancelled_at, "the granted acquire sent nothing while leaving its channel"
+    assert await async_wait_until(lambda: r.get(name) == b"1", 0.5, 0.01), (
+        f"{r.get(name)!r} of 1 permit available after a cancellation while leaving"
+    )
