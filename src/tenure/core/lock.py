@@ -30,6 +30,7 @@ from tenure.core.effects import (
     Deadline,
     Drain,
     Flow,
+    Settle,
     Sleep,
     Subscribe,
     Unsubscribe,
@@ -141,6 +142,11 @@ class LockCore:
         """Monotonic time of the pending look after a targeted unlock (`WAKE_CHECK_GRACE`):
         one look per lock object, moved later by each such unlock."""
         self._wake_checking = False
+        self._settling = False
+        """A `Settle` of the lock channel's count is under way (one per lock object)."""
+        self._settle_failed = False
+        """A `Settle` failed: none is tried again through this object (unlocks then go
+        to the lock's channel: safe, as every listener hears them)."""
         self._registering: dict[str, bool] = {}
         """Owner -> its attempts are made while it listens on this client's channel (a
         refusal registers the client in the wake queue)."""
@@ -636,6 +642,21 @@ class LockCore:
             if not self._wake_checking:
                 self._wake_checking = True
                 yield Background(self._wake_check())
+        if isinstance(reply, bytes | str) and not (self._settling or self._settle_failed):
+            # The server's count of the lock's channel could not be true (Valkey 9.0-9.1,
+            # docs/wire.md), so the unlock went to the channel: settle that count, so that
+            # the next unlocks go to one client again.
+            self._settling = True
+            yield Background(self._settle())
+
+    def _settle(self) -> Flow[None]:
+        try:
+            yield Settle(self.channel)
+        except (BackendError, ServerError) as error:  # an ACL refusing MULTI or SUBSCRIBE
+            self._settle_failed = True
+            log.warning("lock %r: its channel's listener count not settled: %s", self.name, error)
+        finally:
+            self._settling = False
 
     def _wake_check(self) -> Flow[None]:
         """The back-up of targeted unlocks (`WAKE_CHECK_GRACE`, docs/wire.md): once no such

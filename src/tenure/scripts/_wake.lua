@@ -21,7 +21,15 @@
 -- Its client is named only then: an uncontended release (empty queue, nobody heard) costs
 -- the ZRANGE and the PUBLISH alone, on a path of its own with nothing else to build (every
 -- release of a free-running lock takes it). One PUBSUB NUMSUB counts every listener at once.
--- Returns the client woken, or false and the number of listeners the channel message reached.
+-- Returns the client woken, or false and the number of listeners the channel message reached;
+-- then true when the count of `channel` could not be true (UNSURE_COUNT).
+--
+-- UNSURE_COUNT: Valkey 9.0-9.1 answer PUBSUB NUMSUB with a memory address (64 Ki or more)
+-- for a channel whose subscriber table is being resized, until that channel's next
+-- SUBSCRIBE or UNSUBSCRIBE (docs/wire.md). Such a count exceeds `live`, so the unlock goes
+-- to `channel` (safe); the caller then has the table settled (core.effects.Settle).
+local UNSURE_COUNT = 65536
+
 local function client_of(owner)
     return string.match(owner, '^(.*):')
 end
@@ -38,7 +46,7 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
         return false, heard
     end
     local prefix = channel .. ':tenure:'
-    local dead, chosen, last, placed, back = {}, nil, 0, false, nil
+    local dead, chosen, last, placed, back, unsure = {}, nil, 0, false, nil, false
     if #entries > 0 then
         back = releaser and client_of(releaser)
         last = tonumber(entries[#entries])
@@ -53,6 +61,7 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
                 counts[#counts + 1] = tonumber(reply[i])
             end
         end
+        unsure = counts[1] >= UNSURE_COUNT
         local listeners = counts[1] - (idle or 0)
         local live = 0
         for i = 1, #entries, 2 do
@@ -92,7 +101,7 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
         redis.call('pexpire', queue, QUEUE_MS)
     end
     if chosen then
-        return chosen, heard
+        return chosen, heard, false
     end
-    return false, heard
+    return false, heard, unsure
 end

@@ -9,7 +9,8 @@
 -- Returns nil when the owner holds nothing, 0 when holds remain, and when the lock was freed:
 -- -1 when the unlock woke the releaser's own client alone, -2 when it woke one other client
 -- alone, else 1 + the number of listeners the channel message reached (the releaser need not
--- barge ahead of a client it woke).
+-- barge ahead of a client it woke); that number as a string when the count of the lock's
+-- channel could not be true (_wake.lua, UNSURE_COUNT): the releaser then settles it.
 -- One HMGET answers the kind checks and the owner's count (lock_count, in release_hold).
 -- The PUBLISH (which an ACL can refuse) comes before the DEL: a refused one changes nothing,
 -- and as the script is atomic nobody is woken before the key is gone.
@@ -30,9 +31,12 @@ if held ~= 'last' then
 end
 -- The lock's channel, keys.lock_channel(): built here, one word less for every client to send.
 local channel = 'redisson_lock__channel:' .. (string.find(KEYS[1], '{', 1, true) and KEYS[1] or '{' .. KEYS[1] .. '}')
-local woken, heard = wake_one(KEYS[2], channel, ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
+local woken, heard, unsure = wake_one(KEYS[2], channel, ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
 redis.call('del', KEYS[1])
 if woken then
     return woken == client_of(ARGV[3]) and -1 or -2
+end
+if unsure then
+    return tostring(1 + heard)
 end
 return 1 + heard
