@@ -29,6 +29,16 @@ def asleep(client: tenure.AsyncClient, channel: str) -> int:
     return count
 
 
+def fenced(client: tenure.AsyncClient, channel: str) -> int:
+    """Waiters of ``client`` on ``channel`` whose fence was answered (`tenure.core.parking`)."""
+    return sum(
+        ticket.fence == 0
+        for listener in list(client._runner._listener._by_node.values())
+        if (entry := listener._parking.channels.get(channel)) is not None
+        for ticket in list(entry.tickets.values())
+    )
+
+
 def reads(r) -> int:
     """GET commands the server ran (a latch waiter reads the count with one)."""
     return int(r.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
@@ -192,9 +202,28 @@ async def test_a_waiter_that_made_the_subscription_takes_zero_at_its_word(async_
     assert reads(r) - before == 0
 
 
+async def test_joiners_take_a_zero_after_their_fence_at_its_word(async_client, r):
+    # Waiters that joined the subscription the first made (each fenced by a SUBSCRIBE sent
+    # again, or sharing one) return on the "0" with no read of the count.
+    latch = async_client.count_down_latch("fenced")
+    await latch.try_set_count(1)
+    channel = "redisson_countdownlatch__channel__{fenced}"
+    jobs = [async_spawn(lambda: latch.wait(timeout=20))]
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 1, 5)
+    jobs += [async_spawn(lambda: latch.wait(timeout=20)) for _ in range(5)]
+    assert await async_wait_until(lambda: asleep(async_client, channel) == 6, 5)
+    assert await async_wait_until(lambda: fenced(async_client, channel) == 6, 5)
+    before = reads(r)
+    await latch.count_down()
+    for job in jobs:
+        assert await job.result(10) is True
+    assert reads(r) - before == 0
+
+
 async def test_reaching_zero_wakes_all_of_a_clients_waiters_at_once(async_client, r):
     # One "0" wakes the five waiters together; a waiter that joined a subscription already
-    # there reads the count once more (the "0" might predate its wait), no waiter twice.
+    # there reads the count once more if its fence was not answered yet (the "0" might
+    # predate its wait), no waiter twice.
     latch = async_client.count_down_latch("together")
     await latch.try_set_count(1)
     jobs = [async_spawn(lambda: latch.wait(timeout=20)) for _ in range(5)]
