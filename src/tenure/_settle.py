@@ -114,9 +114,27 @@ def acquire_settled(
     runner: Any, lock: Any, owner: str, flow: Flow, give_back: Callable[[], Flow]
 ) -> bool:
     """The sync twin of `async_acquire_settled()`: ``runner.acquire(lock, owner,
-    flow)`` in place."""
-    granted: bool = runner.acquire(lock, owner, flow)
-    return granted
+    flow)`` in place. A signal handler's exception landing after the flow returned True
+    and before the caller got it (the driver and the observer's hooks still running) has
+    ``give_back()`` run in the background: nobody else would release those permits."""
+    outcome: list[Any] = []
+    try:
+        granted: bool = runner.acquire(lock, owner, _noted(flow, outcome))
+        return granted
+    except BaseException:
+        if outcome and outcome[0] is True and not runner.closed:
+            runner.run(_in_background(give_back))
+        raise
+
+
+def _noted(flow: Flow, outcome: list[Any]) -> Flow:
+    result = yield from flow
+    outcome.append(result)
+    return result
+
+
+def _in_background(give_back: Callable[[], Flow]) -> Flow:
+    yield Background(give_back())
 
 
 def _wake(done: asyncio.Future[None], task: asyncio.Future[Any]) -> None:

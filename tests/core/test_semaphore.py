@@ -11,6 +11,7 @@ from tenure.core.context import Context
 from tenure.core.effects import (
     WATCH_HOLDS,
     Background,
+    Call,
     Command,
     Subscribe,
     Unsubscribe,
@@ -391,3 +392,41 @@ def test_renewal_message_on_lock_channels_moves_the_lease_end() -> None:
         entry, _, _ = parking.join(channel, frozenset(), 0, object)
         assert parking.received("message", channel, "-900") == []
         assert entry.expiry == 100.9
+
+
+def test_a_permit_acquire_interrupted_as_the_renewal_starts_gives_its_permit_back(
+    ctx: Context,
+) -> None:
+    """An interrupt thrown in at ``WATCH_HOLDS`` (the permit granted and recorded; a signal
+    handler's exception, or a cancellation while the renewal loop starts): the permit
+    leaves the hold table (never renewed for nobody) and its id is given back."""
+    sem = PermitCore(ctx, "p")
+    flow = sem.acquire_permit(True, None, None)
+    call = next(flow)
+    assert isinstance(call, Call)
+    assert call.script.name == PACQ
+    assert flow.send(None) is WATCH_HOLDS
+    assert len(ctx.holds.watchdog_holds()) == 1
+    give_back = flow.throw(asyncio.CancelledError())
+    assert isinstance(give_back, Call)
+    assert give_back.script.name == PREL
+    assert give_back.args == call.args[:1]
+    assert ctx.holds.watchdog_holds() == []
+    with pytest.raises(asyncio.CancelledError):
+        flow.send(1)
+
+
+def test_abandon_undoes_a_permit_its_caller_never_got(ctx: Context) -> None:
+    """The front's undo for an interrupt after the flow returned the permit: out of the
+    hold table at once, given back in the background; nothing for a permit not held."""
+    sem = PermitCore(ctx, "p")
+    permit = drive(sem.acquire_permit(True, None, None), [(PACQ, None)]).result
+    undo = sem.abandon(permit)
+    assert undo is not None
+    assert ctx.holds.watchdog_holds() == []
+    background = next(undo)
+    assert isinstance(background, Background)
+    release = next(background.flow)
+    assert isinstance(release, Call)
+    assert release.args == [permit]
+    assert sem.abandon(permit) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 
@@ -17,14 +18,21 @@ ROUNDS = 200
 
 
 BUSY = """
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat
-    t = redis.call('TIME')
-until t[1] * 1000000 + t[2] - start > tonumber(ARGV[1]) * 1000
+local n = 0
+for i = 1, tonumber(ARGV[1]) do n = n + i end
 return 1
 """
-"""Keeps the server busy for ARGV[1] ms: a script sent meanwhile waits, in flight."""
+"""Keeps the server busy for ARGV[1] loop steps (`busy_steps()`): a script sent meanwhile
+waits, in flight. (A loop on TIME ends after 5 s on Valkey 9, not after the time asked:
+its scripts see a cached clock, refreshed only once the script counts as busy.)"""
+
+
+def busy_steps(r, seconds: float) -> int:
+    """Loop steps that keep this server busy for about ``seconds``, measured on it."""
+    steps = 1_000_000
+    started = time.monotonic()
+    r.eval(BUSY, 0, steps)
+    return max(1, int(steps * seconds / max(time.monotonic() - started, 1e-3)))
 
 
 async def test_acquire_cancelled_with_its_script_in_flight_gives_the_permits_back(
@@ -38,7 +46,7 @@ async def test_acquire_cancelled_with_its_script_in_flight_gives_the_permits_bac
     await sem.set_permits(PERMITS)
     assert await sem.acquire(2, blocking=False)  # the script is cached: EVALSHA runs it
     await sem.release(2)
-    busy = asyncio.create_task(asyncio.to_thread(r.eval, BUSY, 0, 300))
+    busy = asyncio.create_task(asyncio.to_thread(r.eval, BUSY, 0, busy_steps(r, 0.3)))
     await asyncio.sleep(0.05)  # the server is running the busy script
     task = asyncio.create_task(sem.acquire(2))
     await asyncio.sleep(0.05)  # its script is sent, behind the busy one

@@ -6,6 +6,8 @@ twin in tests/_sync: a signal reaches the main thread only; the asyncio side
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import signal
 import threading
 import time
@@ -74,7 +76,7 @@ def test_an_acquire_interrupted_with_its_script_in_flight_gives_the_permits_back
     sem.set_permits(PERMITS)
     assert sem.acquire(2, blocking=False)  # the script is cached: EVALSHA runs it
     sem.release(2)
-    busy = threading.Thread(target=r.eval, args=(BUSY, 0, 300))
+    busy = threading.Thread(target=r.eval, args=(BUSY, 0, busy_steps(r, 0.3)))
     busy.start()
     time.sleep(0.05)  # the server is running the busy script
     signal.setitimer(signal.ITIMER_REAL, 0.05)  # lands while the reply is awaited
@@ -87,11 +89,95 @@ def test_an_acquire_interrupted_with_its_script_in_flight_gives_the_permits_back
 
 
 BUSY = """
-local t = redis.call('TIME')
-local start = t[1] * 1000000 + t[2]
-repeat
-    t = redis.call('TIME')
-until t[1] * 1000000 + t[2] - start > tonumber(ARGV[1]) * 1000
+local n = 0
+for i = 1, tonumber(ARGV[1]) do n = n + i end
 return 1
 """
-"""Keeps the server busy for ARGV[1] ms: a script sent meanwhile waits, in flight."""
+"""Keeps the server busy for ARGV[1] loop steps (`busy_steps()`): a script sent meanwhile
+waits, in flight. (A loop on TIME ends after 5 s on Valkey 9, not after the time asked:
+its scripts see a cached clock, refreshed only once the script counts as busy.)"""
+
+
+def busy_steps(r, seconds: float) -> int:
+    """Loop steps that keep this server busy for about ``seconds``, measured on it."""
+    steps = 1_000_000
+    started = time.monotonic()
+    r.eval(BUSY, 0, steps)
+    return max(1, int(steps * seconds / max(time.monotonic() - started, 1e-3)))
+
+
+class _AlarmOnGrant(logging.Handler):
+    """Raises SIGALRM in the acquiring thread as the driver logs a granted acquire of a
+    ``kind``: after its flow returned the grant (a permit: recorded, renewed by the
+    watchdog), before the front hands it to the caller."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.kind = kind
+        self.fired = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if not self.fired and text.startswith(f"acquire {self.kind} ") and (
+            " failed " not in text
+        ):
+            self.fired += 1
+            signal.raise_signal(signal.SIGALRM)  # its handler raises here, in this thread
+
+
+@contextlib.contextmanager
+def alarm_on_grant(kind: str) -> Iterator[_AlarmOnGrant]:
+    handler = _AlarmOnGrant(kind)
+    logger = logging.getLogger("tenure")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def test_an_acquire_interrupted_after_its_grant_gives_the_permits_back(
+    alarm, make_client, r
+) -> None:
+    """A plain Semaphore acquire whose caller is interrupted after the flow returned True
+    and before the caller got it: nobody will release the permits, so they are given back
+    (within 0.5 s)."""
+    name = "sem-interrupted-after-grant"
+    landed = alarm(Interrupted)
+    sem = make_client().semaphore(name)
+    sem.set_permits(PERMITS)
+    with alarm_on_grant("Semaphore") as handler, pytest.raises(Interrupted):
+        sem.acquire(2)
+    assert handler.fired == 1
+    assert landed["tenure"] == 1, landed
+    assert wait_until(lambda: r.get(name) == str(PERMITS).encode(), 0.5, 0.01), (
+        f"{r.get(name)!r} of {PERMITS} permits available"
+    )
+
+
+@pytest.mark.parametrize("lease_time", [None, 10.0])
+def test_a_permit_acquire_interrupted_after_its_grant_leaves_nothing_held(
+    alarm, make_client, r, lease_time
+) -> None:
+    """A sync PermitExpirableSemaphore acquire whose caller is interrupted (a raising
+    SIGALRM handler) after the flow returned the permit and before the caller got it:
+    the permit must not stay out, renewed by the watchdog for nobody (before: still in
+    ``{name}:timeout`` after 12 s, its score moved on by each renewal). It is back within
+    0.5 s, and the client's hold table no longer has it."""
+    name = "interrupted-after-grant"
+    landed = alarm(Interrupted)
+    client = make_client()
+    sem = client.permit_expirable_semaphore(name)
+    sem.try_set_permits(1)
+    with alarm_on_grant("PermitExpirableSemaphore") as handler, pytest.raises(Interrupted):
+        sem.acquire(lease_time=lease_time)
+    assert handler.fired == 1
+    assert landed["tenure"] == 1, landed
+    assert wait_until(lambda: sem.available_permits() == 1, 0.5, 0.01), (
+        f"{sem.available_permits()} of 1 permit available; out: "
+        f"{r.zrange('{' + name + '}:timeout', 0, -1, withscores=True)}"
+    )
+    assert not client._runner.ctx.holds.watchdog_holds(), "a permit nobody has is renewed"

@@ -87,6 +87,11 @@ def check_permit_id(value: Any) -> str:
     return value
 
 
+def new_permit_id() -> str:
+    """A fresh permit id: 16 random bytes as 32 lower-case hex digits."""
+    return secrets.token_hex(16)
+
+
 def wait_granted(
     attempt: Callable[[], Flow[int | None]],
     channel: str,
@@ -323,15 +328,17 @@ class PermitCore(SemaphoreCore):
 
     # ------------------------------------------------------------ flows
     def acquire_permit(
-        self, blocking: object, timeout: object, lease_time: object
+        self, blocking: object, timeout: object, lease_time: object, permit: str | None = None
     ) -> Flow[str | None]:
-        """Take one permit; its id, or None when the wait ran out. Arguments checked now."""
+        """Take one permit; its id, or None when the wait ran out. Arguments checked now.
+        ``permit``: the id to ask for (`new_permit_id()`; a fresh one if None), known to
+        the front before the flow runs so that it can `abandon()` a grant its caller never
+        got."""
         wait = check_wait(blocking, timeout)
         lease = check_lease(lease_time)
-        return self._acquire_permit(wait, lease)
+        return self._acquire_permit(wait, lease, permit or new_permit_id())
 
-    def _acquire_permit(self, wait: float, lease: float | None) -> Flow[str | None]:
-        permit = secrets.token_hex(16)
+    def _acquire_permit(self, wait: float, lease: float | None, permit: str) -> Flow[str | None]:
         lease_ms = to_ms(lease if lease is not None else self.ctx.watchdog_timeout)
         deadline = Deadline(wait)
         call = Call(
@@ -360,23 +367,40 @@ class PermitCore(SemaphoreCore):
 
         try:
             granted = yield from wait_granted(attempt, self.channel, deadline)
+            if not granted:
+                return None
+            self._lost.discard(permit)
+            applied = lease if lease is not None else self.ctx.watchdog_timeout
+            renewal = scripts.get("permit_renew")
+            self.ctx.holds.push(
+                self, self.timeout_key, permit, permit, renewal, lease, applied=applied, sent=sent
+            )
+            yield WATCH_HOLDS  # renewed without a lease; its loss is seen on the clock anyway
         except GeneratorExit:
             raise
         except BaseException:
             # The last script may have taken the permit before the error (a lost reply, a
-            # cancellation, too few replicas): give the id back; a no-op if it was not taken.
+            # cancellation, too few replicas), or the caller was interrupted after the
+            # grant (a signal handler, a cancellation while the renewal loop starts): the
+            # permit leaves the hold table (never renewed again) and its id is given back;
+            # a no-op if it was not taken.
+            self.ctx.holds.discard(self.timeout_key, permit)
             yield from self._give_back(permit)
             raise
-        if not granted:
-            return None
-        self._lost.discard(permit)
-        applied = lease if lease is not None else self.ctx.watchdog_timeout
-        renewal = scripts.get("permit_renew")
-        self.ctx.holds.push(
-            self, self.timeout_key, permit, permit, renewal, lease, applied=applied, sent=sent
-        )
-        yield WATCH_HOLDS  # renewed without a lease; its loss is seen on the clock either way
         return permit
+
+    def abandon(self, permit: str) -> Flow[None] | None:
+        """The acquire of ``permit`` ended and its caller never got the id (an interrupt
+        after the flow returned it, before the front handed it over): the permit leaves the
+        hold table now (no I/O: never renewed again); the flow to run gives it back in the
+        background (a second interrupt cannot stop that). None when the permit is not in
+        the table (never granted, or the flow's own clean-up undid it)."""
+        if self.ctx.holds.discard(self.timeout_key, permit) is None:
+            return None
+        return self._abandon(permit)
+
+    def _abandon(self, permit: str) -> Flow[None]:
+        yield Background(self._give_back(permit))
 
     def _give_back(self, permit: str) -> Flow[None]:
         try:

@@ -9,7 +9,8 @@ from typing import Any
 from tenure._scope import LossScope
 from tenure._settle import acquire_settled
 from tenure.sync.runner import Runner
-from tenure.core.semaphore import PermitCore, SemaphoreCore
+from tenure.core.effects import Flow
+from tenure.core.semaphore import PermitCore, SemaphoreCore, new_permit_id
 from tenure.errors import LockError, LockLostError, LockTimeout
 
 NO_OWNER = ""
@@ -225,8 +226,20 @@ class PermitExpirableSemaphore(Semaphore):
             BackendError: the server failed; a permit the failed call may have taken is
                 given back (or expires with its lease).
         """
-        flow = self.core.acquire_permit(blocking, timeout, lease_time)
-        return self.runner.acquire(self, NO_OWNER, flow)
+        permit = new_permit_id()
+        flow = self.core.acquire_permit(blocking, timeout, lease_time, permit)
+        return self._acquire_permit(flow, permit)
+
+    def _acquire_permit(self, flow: Flow[str | None], permit: str) -> str | None:
+        try:
+            return self.runner.acquire(self, NO_OWNER, flow)
+        except BaseException:
+            # A signal handler's exception landing after the flow returned the permit (held
+            # and renewed) and before it reached the caller: nobody would ever release it.
+            undo = self.core.abandon(permit)
+            if undo is not None and not self.runner.closed:
+                self.runner.run(undo)
+            raise
 
     def release(self, permit_id: str) -> None:  # type: ignore[override]
         """Give back permit ``permit_id`` and wake waiters.
