@@ -263,3 +263,45 @@ async def test_the_release_script_builds_the_lock_channel_of_any_name(
             assert message["data"] == b"0", name
         finally:
             foreign.close()
+
+
+async def test_a_release_right_after_its_grant_does_not_wake_its_own_client(
+    async_make_client, r
+) -> None:
+    # A waiter's grant lets its client channel go (an UNSUBSCRIBE not waited for); a release
+    # right after the grant may reach the server before it. A raw subscriber stands in for
+    # that UNSUBSCRIBE still on its way: the releasing client has no waiter (its channel only
+    # lingers), so the unlock goes to the lock's channel, not to its own client (which would
+    # pass it on, a round trip later).
+    holding = async_make_client()
+    holder = holding.lock("own")
+    assert await holder.acquire()
+    waiting = async_make_client()
+    lock = waiting.lock("own")
+    got, go = AsyncEvent(), AsyncEvent()
+
+    async def take() -> None:
+        assert await lock.acquire(timeout=10)
+        got.set()
+        assert await go.wait(10)
+        await lock.release()  # within its channel's lingering: the client has no waiter
+
+    job = async_spawn(take)
+    assert await async_wait_until(lambda: r.zcard(keys.lock_wake_queue("own")) == 1)
+    await holder.release()
+    await holding.close()  # no back-up look of its release during what follows
+    assert await got.wait(2)
+    own = keys.lock_client_channel("own", waiting.client_id)
+    stand_in = r.pubsub()
+    stand_in.subscribe(own)
+    messages = Messages(r, "own")
+    try:
+        assert stand_in.get_message(timeout=1)["type"] == "subscribe"
+        go.set()
+        await job.result(5)
+        seen = messages.take()
+        assert (own, "0") not in seen, seen
+        assert seen == [(keys.lock_channel("own"), "0")], seen
+    finally:
+        messages.close()
+        stand_in.close()

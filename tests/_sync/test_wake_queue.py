@@ -263,3 +263,45 @@ def test_the_release_script_builds_the_lock_channel_of_any_name(
             assert message["data"] == b"0", name
         finally:
             foreign.close()
+
+
+def test_a_release_right_after_its_grant_does_not_wake_its_own_client(
+    make_client, r
+) -> None:
+    # A waiter's grant lets its client channel go (an UNSUBSCRIBE not waited for); a release
+    # right after the grant may reach the server before it. A raw subscriber stands in for
+    # that UNSUBSCRIBE still on its way: the releasing client has no waiter (its channel only
+    # lingers), so the unlock goes to the lock's channel, not to its own client (which would
+    # pass it on, a round trip later).
+    holding = make_client()
+    holder = holding.lock("own")
+    assert holder.acquire()
+    waiting = make_client()
+    lock = waiting.lock("own")
+    got, go = Event(), Event()
+
+    def take() -> None:
+        assert lock.acquire(timeout=10)
+        got.set()
+        assert go.wait(10)
+        lock.release()  # within its channel's lingering: the client has no waiter
+
+    job = spawn(take)
+    assert wait_until(lambda: r.zcard(keys.lock_wake_queue("own")) == 1)
+    holder.release()
+    holding.close()  # no back-up look of its release during what follows
+    assert got.wait(2)
+    own = keys.lock_client_channel("own", waiting.client_id)
+    stand_in = r.pubsub()
+    stand_in.subscribe(own)
+    messages = Messages(r, "own")
+    try:
+        assert stand_in.get_message(timeout=1)["type"] == "subscribe"
+        go.set()
+        job.result(5)
+        seen = messages.take()
+        assert (own, "0") not in seen, seen
+        assert seen == [(keys.lock_channel("own"), "0")], seen
+    finally:
+        messages.close()
+        stand_in.close()

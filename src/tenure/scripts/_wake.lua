@@ -15,7 +15,11 @@
 -- channel of the oldest live registered client (not `skip`), moved to the back of the
 -- queue, when every listener of `channel` (less `idle` known not to wait: the releaser's own
 -- lingering subscription) is such a client; else to `channel`. Clients whose client channel
--- nobody listens on are dropped. `releaser` (optional): the owner field of a release, whose
+-- nobody listens on are dropped. With `idle` (1) and `releaser`, the releaser's client has no
+-- waiter: it is neither woken nor counted live, even while the server still counts its
+-- client channel (its UNSUBSCRIBE, sent at its grant, may still be on its way: a release
+-- right after a grant would else wake its own client, which passes the wake-up on, one
+-- round trip later). `releaser` (optional): the owner field of a release, whose
 -- client is put at the back of the queue, after the one woken, when the unlock reached
 -- someone (the lock is contended) and that client is not a live registered client already.
 -- Its client is named only then: an uncontended release (empty queue, nobody heard) costs
@@ -63,10 +67,14 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
         end
         unsure = counts[1] >= UNSURE_COUNT
         local listeners = counts[1] - (idle or 0)
+        local own = (idle or 0) > 0 and back -- the idle releaser's client (see above)
         local live = 0
         for i = 1, #entries, 2 do
             local id = entries[i]
-            if counts[(i + 1) / 2 + 1] > 0 then
+            local count = counts[(i + 1) / 2 + 1]
+            if id == own and count > 0 then -- neither live nor gone (and, if the unlock
+                -- reached someone, put at the back below, as any releaser)
+            elseif count > 0 then
                 live = live + 1
                 placed = placed or id == back
                 if chosen == nil and id ~= skip then
