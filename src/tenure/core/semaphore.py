@@ -382,10 +382,11 @@ class PermitCore(SemaphoreCore):
             # The last script may have taken the permit before the error (a lost reply, a
             # cancellation, too few replicas), or the caller was interrupted after the
             # grant (a signal handler, a cancellation while the renewal loop starts): the
-            # permit leaves the hold table (never renewed again) and its id is given back;
-            # a no-op if it was not taken.
+            # permit leaves the hold table (never renewed again) and its id is given back
+            # (a no-op if it was not taken), in the background: a second cancellation or
+            # interrupt must not stop it.
             self.ctx.holds.discard(self.timeout_key, permit)
-            yield from self._give_back(permit)
+            yield Background(self._give_back(permit))
             raise
         return permit
 
