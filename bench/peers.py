@@ -118,7 +118,7 @@ def raw_handoff(url: str, name: str) -> Participant:
         # Not registered in the wake queue: every unlock goes to the channel (Redisson's way).
         heard = r.evalsha(release_script.sha, 2, name, queue, "0", 30000, owner)
         unlock(LEASE)  # our own unlock, heard by our subscription
-        yielding[0] = heard > 2  # and another client's waiter's
+        yielding[0] = int(heard) > 2  # and another client's waiter's (a str: NUMSUB unsure)
 
     def close() -> None:
         sub.close()
