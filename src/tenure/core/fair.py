@@ -46,7 +46,7 @@ from tenure.core.context import Context
 from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
 from tenure.core.lock import LockCore, LossCallback
 from tenure.core.watchdog import grace_ms
-from tenure.errors import BackendError, LockKindError, ReplicationError
+from tenure.errors import BackendError, LockKindError, ReplicationError, ServerError
 
 log = logging.getLogger("tenure")
 
@@ -232,17 +232,26 @@ class FairLockCore(LockCore):
             self._looked.discard(owner)
 
     def give_up(self, owner: str) -> Flow[None]:
-        """Leave the queue (if queued)."""
+        """Leave the queue (if queued). When the give-up fails or is interrupted (the
+        server does not answer, or the caller is cancelled or a signal handler raises while
+        it is on its way: a second interrupt in an acquire's clean-up), the entry would hold
+        the queue up until it runs out: it is left in the background, and the caller gets
+        its exception."""
         if not self._dequeued(owner):
             return
         sent = time.monotonic()
         try:
             yield self.give_up_call(owner)
-        except BackendError:
-            # The entry would hold the queue up until it runs out: retry in the background.
-            until = sent + self.entry_ms() / 1000
-            yield Background(self._give_up_later(owner, until, sent))
+        except (GeneratorExit, LockKindError, ServerError):  # the server answered (or closed)
             raise
+        except BaseException:
+            yield from self._leave_later(owner, sent)
+            raise
+
+    def _leave_later(self, owner: str, sent: float) -> Flow[None]:
+        """Hand leaving the queue to the background, after a give-up sent at ``sent``
+        failed or was interrupted: `_give_up_later()` until the entry surely ran out."""
+        yield Background(self._give_up_later(owner, sent + self.entry_ms() / 1000, sent))
 
     def reconcile(self, owner: str) -> Flow[None]:
         """After an acquire whose outcome is unknown (its reply lost: timeout, cancellation,
@@ -265,7 +274,7 @@ class FairLockCore(LockCore):
         except LockKindError:  # another kind's keys: nothing of ours to leave
             pass
         except BackendError:
-            yield Background(self._give_up_later(owner, sent + self.entry_ms() / 1000, sent))
+            yield from self._leave_later(owner, sent)
         finally:
             self.ctx.reconciling.discard(pending)
 

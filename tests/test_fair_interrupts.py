@@ -1,0 +1,145 @@
+"""A FairLock waiter interrupted twice: its acquire is cancelled (asyncio) or a signal
+handler raises (sync), and a second interrupt lands in the clean-up that leaves the queue.
+The caller gets its exception, and its queue entry still goes within 0.5 s of the server
+answering again (docs/primitives/fair-lock.md: a waiter that is cancelled leaves the queue),
+so the next waiter is not held up to the dead entry's grace. Real servers, both kinds."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+import tenure
+from support.twins import async_wait_until, wait_until
+from tenure.core.fair import FairLockCore
+
+PAUSE = 1.5
+"""Seconds the server is paused (CLIENT PAUSE ... ALL) around the two interrupts."""
+IN_CALL = 0.1
+"""Seconds from the give-up being sent to the second interrupt (the socket timeout is 0.5)."""
+
+
+class Alarm(Exception):
+    """What the test's SIGALRM handler raises."""
+
+
+def pause(r: redis.Redis) -> float:
+    """Pause every client's commands for `PAUSE` s; the monotonic time the server answers
+    again (at the latest)."""
+    r.execute_command("CLIENT", "PAUSE", int(PAUSE * 1000), "ALL")
+    return time.monotonic() + PAUSE
+
+
+def parked(client: Any, core: Any) -> bool:
+    """True once ``core``'s one waiter joined the queue and sleeps on its channel."""
+    if not core._queued:
+        return False
+    channel = core.wait_channel(next(iter(core._queued)))
+    listener = client._runner._listener._by_channel.get(channel)
+    return listener is not None and bool(listener._parking.channels[channel].tickets)
+
+
+def entry_left(r: redis.Redis, core: Any) -> bool:
+    """True while the queue or the timeout ZSET has an entry (the holder is not queued)."""
+    return bool(r.llen(core.queue_key) or r.zcard(core.timeout_key))
+
+
+def gone_after(r: redis.Redis, core: Any, answered: float) -> float:
+    """Seconds from ``answered`` (the server's pause end) to the entry seen gone (5 s at most)."""
+    deadline = answered + 5
+    while entry_left(r, core) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return time.monotonic() - answered
+
+
+async def test_a_second_cancellation_during_the_give_up_still_leaves_the_queue(
+    async_make_client: Callable[..., tenure.AsyncClient], r: redis.Redis
+) -> None:
+    holder = async_make_client().fair_lock("twice")
+    assert await holder.acquire(lease_time=60)
+    client = async_make_client(socket_timeout=0.5)
+    waiter = client.fair_lock("twice")
+    core = waiter.core
+    assert isinstance(core, FairLockCore)
+    task = asyncio.ensure_future(waiter.acquire(timeout=30))
+    assert await async_wait_until(lambda: parked(client, core), 5, 0.005)
+    answered = pause(r)
+    task.cancel()  # the clean-up leaves the channel, then sends the give-up: no answer
+    assert await async_wait_until(lambda: not core._queued, 1, 0.001)
+    await asyncio.sleep(IN_CALL)
+    assert time.monotonic() < answered - 0.5, "the second cancellation came too late"
+    task.cancel()  # the second cancellation, the give-up on its way
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(answered - time.monotonic())
+    took = await asyncio.to_thread(gone_after, r, core, answered)
+    assert took < 0.5, f"the entry left {took:.2f} s after the server answered again"
+    # The next waiter is woken at once when the lock is released.
+    other = async_make_client().fair_lock("twice")
+    late = asyncio.ensure_future(other.acquire(timeout=5))
+    assert await async_wait_until(lambda: r.llen(core.queue_key) == 1)
+    released = time.monotonic()
+    await holder.release()
+    assert await late
+    assert time.monotonic() - released < 1.0
+    await other.release()
+
+
+def test_a_second_signal_during_the_give_up_still_leaves_the_queue(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    holder = make_client().fair_lock("twice")
+    assert holder.acquire(lease_time=60)
+    client = make_client(socket_timeout=0.5)
+    waiter = client.fair_lock("twice")
+    core = waiter.core
+    assert isinstance(core, FairLockCore)
+    got: list[str] = []
+    timing: dict[str, float] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append("alarm")
+        raise Alarm("alarm")
+
+    def interrupt_twice() -> None:
+        main = threading.main_thread().ident or 0
+        assert wait_until(lambda: parked(client, core), 5, 0.005)
+        timing["answered"] = pause(r)
+        signal.pthread_kill(main, signal.SIGALRM)
+        assert wait_until(lambda: not core._queued, 1, 0.001)
+        time.sleep(IN_CALL)
+        timing["second"] = time.monotonic()
+        signal.pthread_kill(main, signal.SIGALRM)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        interrupter = threading.Thread(target=interrupt_twice)
+        interrupter.start()
+        with pytest.raises(Alarm):
+            waiter.acquire(timeout=30)
+        interrupter.join(5)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert got == ["alarm", "alarm"]  # both landed
+    answered = timing["answered"]
+    assert timing["second"] < answered - 0.5, "the second signal came too late"
+    time.sleep(max(0.0, answered - time.monotonic()))
+    took = gone_after(r, core, answered)
+    assert took < 0.5, f"the entry left {took:.2f} s after the server answered again"
+    other = make_client().fair_lock("twice")
+    result: list[bool] = []
+    late = threading.Thread(target=lambda: result.append(other.acquire(timeout=5)))
+    late.start()
+    assert wait_until(lambda: r.llen(core.queue_key) == 1)
+    released = time.monotonic()
+    holder.release()
+    late.join(6)
+    assert result == [True]
+    assert time.monotonic() - released < 1.0
