@@ -226,9 +226,10 @@ class ElectionCore(LockCore):
         wait = check_wait(True, timeout)
         return self._campaign(owner, checked, wait)
 
-    def _attempt(self, owner: str, value: str) -> Flow[tuple[int | None, int]]:
+    def _attempt(self, owner: str, value: str, until: float) -> Flow[tuple[int | None, int]]:
         """One campaign script: (term, 0) when ``owner`` leads, else (None, the leader's
-        remaining lease in ms)."""
+        remaining lease in ms). ``until``: the campaign's deadline (monotonic), to which a
+        script that surely did not reach a server is sent again (a failover)."""
         args: list[str | int] = [
             self.lease_ms(None),
             owner,
@@ -238,7 +239,7 @@ class ElectionCore(LockCore):
             self.client_name,
         ]
         sent = time.monotonic()
-        reply = yield Call(self.campaign_script, self.keys, args, changes=True)
+        reply = yield Call(self.campaign_script, self.keys, args, changes=True, until=until)
         if int(reply[0]) != 1:
             return None, int(reply[1])
         term = int(reply[1])
@@ -256,14 +257,14 @@ class ElectionCore(LockCore):
         channel: str | None = None
         try:
             sent = time.monotonic()
-            term, ttl = yield from self._attempt(owner, value)
+            term, ttl = yield from self._attempt(owner, value, deadline.end)
             if term is None and deadline.remaining() > 0:
                 subscribe = Subscribe(self.channel, WAKE_ALL, since=sent)
                 fresh = yield subscribe
                 channel = subscribe.channel
                 while True:
                     if fresh is not True:
-                        term, ttl = yield from self._attempt(owner, value)
+                        term, ttl = yield from self._attempt(owner, value, deadline.end)
                     fresh = False
                     if term is not None or deadline.remaining() <= 0:
                         break
