@@ -48,12 +48,15 @@ Rules:
 - A SUBSCRIBE the server refused for lack of permission (ACL ``-NOPERM``) is no connection
   loss: the channel's waiters get the error (``Parked.refusal``), the others go on.
 - A channel may have an **alias**, this client's own channel for the same waiters (a Lock's
-  client channel): subscribed with the channel while it has waiters (it never lingers: a
-  client that waits no more must stop getting unlocks meant for one client), and a message
-  on it is one on the channel. It was sent to this client alone (the unlock woke one
-  client), so a wake-up on it that no waiter here can use (nobody waits any more, or the one
-  woken left without using it) is passed on to another client: its ``relay`` is named in
-  `Parking.relays`, for the driver to run.
+  client channel): subscribed with the channel and let go with it (it lingers with it: a
+  client that waits again soon sends no SUBSCRIBE), and a message on it is one on the
+  channel. It was sent to this client alone (the unlock woke one client), so a wake-up on it
+  that no waiter here can use (nobody waits any more, or the one woken left without using
+  it) is passed on to another client: its ``relay`` is named in `Parking.relays`, for the
+  driver to run; also one that comes after the alias was let go and before the server
+  answered that UNSUBSCRIBE (``parting``). A release by this client while it lingers with
+  no waiter says so to its script, which then neither wakes nor counts this client
+  (docs/wire.md).
 
 The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
 and the wake-up objects (one condition per ticket); it asks this table what to send and
@@ -132,7 +135,8 @@ class Parked:
     alias: str | None = None
     """This client's own channel for the same waiters (see the module's rules)."""
     alias_on: bool = False
-    """The alias is subscribed (or its SUBSCRIBE sent): while the channel has waiters."""
+    """The alias is subscribed (or its SUBSCRIBE sent): while the channel is (it lingers with
+    it)."""
     relay: Any = None
     """What passes a wake-up received on ``alias`` on to another client (the driver runs it)."""
     recheck: bool = False
@@ -217,6 +221,9 @@ class Parking:
     let go is still routed: it is passed on)."""
     alias_off: list[str] = field(default_factory=list)
     """Aliases whose UNSUBSCRIBE is due now (counted as sent): the driver sends and clears."""
+    parting: dict[str, Any] = field(default_factory=dict)
+    """Alias let go -> its channel's ``relay``, until the server answers its UNSUBSCRIBE: a
+    wake-up sent to this client alone meanwhile is passed on, never lost."""
     _letting: dict[str, list[str]] = field(default_factory=dict)
     relays: list[Any] = field(default_factory=list)
     """Wake-ups this client received for its waiters alone and cannot use: each channel's
@@ -247,6 +254,9 @@ class Parking:
         # Before the entry leaves the table: what its UNSUBSCRIBE names, counted as sent.
         names = self.names(channel)
         self._letting[channel] = names
+        entry = self.channels.get(channel)
+        if entry is not None and entry.alias in names and entry.relay is not None:
+            self.parting[entry.alias] = entry.relay
         for name in names:
             self.leaving[name] = self.leaving.get(name, 0) + 1
 
@@ -464,11 +474,7 @@ class Parking:
             self._relay(entry)  # a wake-up nobody here will use: to another client
         if not entry.tickets and self.linger > 0 and entry.refusal is None:
             entry.idle_since = self.clock()  # stays subscribed a while (see expired())
-            entry.expiry = math.inf
-            if entry.alias is not None and entry.alias_on and channel not in self.dropped:
-                entry.alias_on = False  # the alias does not linger
-                self.alias_off.append(entry.alias)
-                self.leaving[entry.alias] = self.leaving.get(entry.alias, 0) + 1
+            entry.expiry = math.inf  # its alias lingers with it
             return [], False
         if not entry.tickets:
             if channel in self.dropped:  # the server unsubscribed it already
@@ -509,6 +515,10 @@ class Parking:
         if kind in ("subscribe", "ssubscribe"):
             return self._subscribed(channel)
         aliased = channel in self.aliases and kind in ("message", "smessage")
+        if not aliased and channel in self.parting and kind in ("message", "smessage"):
+            if renewed_lease(payload, channel) is None:  # for this client alone: pass it on
+                self.relays.append(self.parting[channel])
+            return []
         if aliased:
             channel = self.aliases[channel]
         entry = self.channels.get(channel)
@@ -610,6 +620,8 @@ class Parking:
         if pending > 0:  # the answer to our own UNSUBSCRIBE
             if pending > 1:
                 self.leaving[channel] = pending - 1
+            else:
+                self.parting.pop(channel, None)
             return []
         entry = self.channels.get(channel)
         if entry is None:
@@ -625,6 +637,7 @@ class Parking:
         self.leaving.clear()
         self.alias_off.clear()
         self._letting.clear()
+        self.parting.clear()
         self.sent.clear()
         self.answered.clear()
         for channel, entry in list(self.channels.items()):
