@@ -339,9 +339,9 @@ class Listening:
         return self.connected and self.parking.hears(channel)
 
     def idle_listener(self, channel: str) -> bool:
-        """True if this connection listens on ``channel`` (it lingers) while none of its
-        waiters waits there nor listens on the channel's alias: a release need not count it
-        among the listeners to wake (docs/wire.md, "One client woken per unlock"). Not in
+        """True if this connection listens on ``channel`` (it lingers, with its alias) while
+        none of its waiters waits there: a release need not count it among the listeners to
+        wake, nor wake this client (docs/wire.md, "One client woken per unlock"). Not in
         the last `IDLE_MARGIN` seconds of its lingering, when its UNSUBSCRIBE may reach
         the server before the release does (the release would then count one listener
         too few, and might not wake a Redisson waiter)."""
@@ -350,7 +350,6 @@ class Listening:
             entry is not None  # first: a release asks this of every lock, mostly unheard
             and self.hears(channel)
             and not entry.tickets
-            and not entry.alias_on
             and entry.idle_since + self.parking.linger - self.clock() > IDLE_MARGIN
         )
 
