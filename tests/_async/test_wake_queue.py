@@ -305,3 +305,26 @@ async def test_a_release_right_after_its_grant_does_not_wake_its_own_client(
     finally:
         messages.close()
         stand_in.close()
+
+
+async def test_clients_taking_turns_send_no_subscribe_per_wait(async_make_client, r) -> None:
+    # Each client's own channel lingers with the lock's: two clients taking a lock in turns
+    # subscribe once, not once per wait (2 sends and 3 replies read per acquisition).
+    locks = [async_make_client().lock("turns") for _ in range(2)]
+
+    async def take(lock, times: int) -> None:
+        for _ in range(times):
+            assert await lock.acquire(timeout=10)
+            await lock.release()
+
+    def subscribes() -> int:
+        return int(r.info("commandstats").get("cmdstat_subscribe", {}).get("calls", 0))
+
+    warm = [async_spawn(take, lock, 20) for lock in locks]
+    for job in warm:
+        await job.result(30)
+    before = subscribes()
+    jobs = [async_spawn(take, lock, 100) for lock in locks]
+    for job in jobs:
+        await job.result(30)
+    assert subscribes() - before < 20  # was about one per acquisition that waited

@@ -305,3 +305,26 @@ def test_a_release_right_after_its_grant_does_not_wake_its_own_client(
     finally:
         messages.close()
         stand_in.close()
+
+
+def test_clients_taking_turns_send_no_subscribe_per_wait(make_client, r) -> None:
+    # Each client's own channel lingers with the lock's: two clients taking a lock in turns
+    # subscribe once, not once per wait (2 sends and 3 replies read per acquisition).
+    locks = [make_client().lock("turns") for _ in range(2)]
+
+    def take(lock, times: int) -> None:
+        for _ in range(times):
+            assert lock.acquire(timeout=10)
+            lock.release()
+
+    def subscribes() -> int:
+        return int(r.info("commandstats").get("cmdstat_subscribe", {}).get("calls", 0))
+
+    warm = [spawn(take, lock, 20) for lock in locks]
+    for job in warm:
+        job.result(30)
+    before = subscribes()
+    jobs = [spawn(take, lock, 100) for lock in locks]
+    for job in jobs:
+        job.result(30)
+    assert subscribes() - before < 20  # was about one per acquisition that waited

@@ -3,9 +3,13 @@
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
 -- ARGV[1] unlock message   ARGV[2] the passing client's uuid
 -- Returns 0 when the lock is held (its release will wake someone), else 1.
+-- The passing client leaves the wake queue first: it has no waiter (a new one registers it
+-- again), and two idle clients, whose client channels linger, never pass a wake-up back and
+-- forth.
 -- @include wake_register
 -- @include wake
 
+redis.call('zrem', KEYS[3], ARGV[2])
 if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
