@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,12 +39,39 @@ def pause(r: redis.Redis) -> float:
 
 
 def parked(client: Any, core: Any) -> bool:
-    """True once ``core``'s one waiter joined the queue and sleeps on its channel."""
+    """True once ``core``'s one waiter joined the queue and has a ticket on its channel."""
     if not core._queued:
         return False
     channel = core.wait_channel(next(iter(core._queued)))
     listener = client._runner._listener._by_channel.get(channel)
     return listener is not None and bool(listener._parking.channels[channel].tickets)
+
+
+def awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """The coroutines ``task`` is suspended in, outermost first."""
+    names = []
+    coro: Any = task.get_coro()
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.append(coro.cr_code.co_name)
+        coro = coro.cr_await
+    return names
+
+
+def waiting(client: Any, core: Any, task: asyncio.Task[Any]) -> bool:
+    """True once the asyncio waiter ``task`` is parked and sleeps (or reads) in its wait."""
+    return parked(client, core) and "_pause" in awaiting(task)
+
+
+def sleeping(client: Any, core: Any, thread: threading.Thread) -> bool:
+    """True once the sync waiter (in ``thread``) is parked and sleeps (or reads) in its wait,
+    not still subscribing (an interrupt there leaves no channel to let go)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None and parked(client, core):
+        code = frame.f_code
+        if code.co_name == "_pause" and code.co_filename.endswith("listener.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def entry_left(r: redis.Redis, core: Any) -> bool:
@@ -69,7 +97,7 @@ async def test_a_second_cancellation_during_the_give_up_still_leaves_the_queue(
     core = waiter.core
     assert isinstance(core, FairLockCore)
     task = asyncio.ensure_future(waiter.acquire(timeout=30))
-    assert await async_wait_until(lambda: parked(client, core), 5, 0.005)
+    assert await async_wait_until(lambda: waiting(client, core, task), 5, 0.005)
     answered = pause(r)
     task.cancel()  # the clean-up leaves the channel, then sends the give-up: no answer
     assert await async_wait_until(lambda: not core._queued, 1, 0.001)
@@ -110,7 +138,7 @@ def test_a_second_signal_during_the_give_up_still_leaves_the_queue(
 
     def interrupt_twice() -> None:
         main = threading.main_thread().ident or 0
-        assert wait_until(lambda: parked(client, core), 5, 0.005)
+        assert wait_until(lambda: sleeping(client, core, threading.main_thread()), 5, 0.005)
         timing["answered"] = pause(r)
         signal.pthread_kill(main, signal.SIGALRM)
         assert wait_until(lambda: not core._queued, 1, 0.001)
@@ -143,3 +171,99 @@ def test_a_second_signal_during_the_give_up_still_leaves_the_queue(
     late.join(6)
     assert result == [True]
     assert time.monotonic() - released < 1.0
+
+
+async def test_a_second_cancellation_while_leaving_the_channel_still_leaves_the_queue(
+    async_make_client: Callable[..., tenure.AsyncClient], r: redis.Redis
+) -> None:
+    # The second cancellation lands earlier: on the clean-up's Unsubscribe, which waits
+    # for the listener's mutex (another task holds it). The give-up still follows.
+    holder = async_make_client().fair_lock("twice")
+    assert await holder.acquire(lease_time=60)
+    client = async_make_client()
+    waiter = client.fair_lock("twice")
+    core = waiter.core
+    assert isinstance(core, FairLockCore)
+    task = asyncio.ensure_future(waiter.acquire(timeout=30))
+    assert await async_wait_until(lambda: waiting(client, core, task), 5, 0.005)
+    channel = core.wait_channel(next(iter(core._queued)))
+    mutex = client._runner._listener._by_channel[channel]._mutex
+    await mutex.acquire()  # the waiter reads or sleeps with the mutex let go
+    task.cancel()
+    # The first cancellation: the waiter wakes and waits for the mutex to end its wait.
+    assert await async_wait_until(lambda: awaiting(task)[-1:] == ["acquire"], 5, 0.001)
+    mutex.release()
+    await mutex.acquire()  # queued behind the waiter: it ends its wait, then waits here...
+    assert "unsubscribe" in awaiting(task), awaiting(task)  # ...to leave the channel
+    task.cancel()  # the second cancellation
+    mutex.release()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    took = await asyncio.to_thread(gone_after, r, core, time.monotonic())
+    assert took < 0.5, f"the entry left {took:.2f} s after the caller's exception"
+    assert not core._queued
+    await holder.release()
+
+
+def test_a_second_signal_while_leaving_the_channel_still_leaves_the_queue(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    # The sync twin: a first SIGALRM interrupts the waiter; when its clean-up calls the
+    # listener's unsubscribe, another thread holds the listener's mutex, and a second
+    # SIGALRM lands while the main thread waits for it.
+    holder = make_client().fair_lock("twice")
+    assert holder.acquire(lease_time=60)
+    client = make_client()
+    waiter = client.fair_lock("twice")
+    core = waiter.core
+    assert isinstance(core, FairLockCore)
+    got: list[str] = []
+    armed = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append("alarm")
+        raise Alarm("alarm")
+
+    def hold_the_mutex(mutex: Any, holding: threading.Event) -> None:
+        with mutex:
+            holding.set()
+            time.sleep(0.3)  # the second SIGALRM comes at 0.1 s
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        # The clean-up's unsubscribe begins: block it on the mutex, arm the second signal.
+        if (
+            event == "call"
+            and armed.is_set()
+            and frame.f_code.co_name == "unsubscribe"
+            and frame.f_code.co_filename.endswith("listener.py")
+            and "self" in frame.f_locals
+            and hasattr(frame.f_locals["self"], "_parking")
+        ):
+            armed.clear()
+            holding = threading.Event()
+            mutex = frame.f_locals["self"]._mutex
+            threading.Thread(target=hold_the_mutex, args=(mutex, holding)).start()
+            holding.wait(5)
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+
+    def interrupt_when_parked() -> None:
+        assert wait_until(lambda: sleeping(client, core, threading.main_thread()), 5, 0.005)
+        armed.set()
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    sys.settrace(tracer)
+    try:
+        threading.Thread(target=interrupt_when_parked).start()
+        with pytest.raises(Alarm):
+            waiter.acquire(timeout=30)
+    finally:
+        sys.settrace(None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    left = time.monotonic()
+    assert got == ["alarm", "alarm"]  # both landed
+    took = gone_after(r, core, left)
+    assert took < 0.5, f"the entry left {took:.2f} s after the caller's exception"
+    assert not core._queued
+    holder.release()

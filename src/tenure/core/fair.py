@@ -121,6 +121,25 @@ class FairLockCore(LockCore):
         self._woke: set[str] = set()
         """Owners whose release (in flight) freed the lock and woke a queue head."""
 
+    def acquire(
+        self, owner: str, blocking: object, timeout: object, lease_time: object
+    ) -> Flow[bool]:
+        # Arguments are checked now (LockCore.acquire), before the flow runs.
+        return self._leaving(owner, super().acquire(owner, blocking, timeout, lease_time))
+
+    def _leaving(self, owner: str, flow: Flow[bool]) -> Flow[bool]:
+        """Run an acquire ``flow``; if it raised with its owner still queued (a second
+        interrupt cut its clean-up short before the give-up: on the Unsubscribe), leave the
+        queue in the background: the entry would hold the queue up until it runs out."""
+        try:
+            return (yield from flow)
+        except GeneratorExit:
+            raise
+        except BaseException:
+            if self._dequeued(owner):
+                yield from self._leave_later(owner, time.monotonic())
+            raise
+
     def entry_ms(self) -> int:
         """How long a queued waiter counts as alive without a refresh: ``watchdog_timeout``
         (three renewal passes)."""
