@@ -114,8 +114,9 @@ def test_a_steady_block_runs_whole_and_raises_the_handlers_exception_after() -> 
     helper, holding, state = hold_then_signal(mutex, "__enter__")
     assert holding.wait(5)
     started = time.monotonic()
-    with pytest.raises(Alarm), Steady(mutex):
+    with pytest.raises(Alarm), Steady(mutex) as steady:  # noqa: PT012 - the block
         ran.append(True)
+        steady.rethrow()
     helper.join(5)
     assert state == {"blocked": True}
     assert ran == [True]

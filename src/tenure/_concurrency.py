@@ -69,8 +69,9 @@ class AsyncUnlocked:
     def __init__(self, mutex: asyncio.Lock) -> None:
         self._mutex = mutex
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> AsyncUnlocked:
         self._mutex.release()
+        return self
 
     async def __aexit__(self, *exc: object) -> None:
         cancelled = False
@@ -83,6 +84,10 @@ class AsyncUnlocked:
         if cancelled:
             raise asyncio.CancelledError
 
+    async def retake(self) -> None:
+        """Nothing to do: a task is interrupted only where it awaits, and `__aexit__`
+        takes the mutex back whatever comes (see `Unlocked.retake`)."""
+
 
 class Unlocked:
     """``with Unlocked(mutex):`` lets go of a held `Mutex` for the block and takes
@@ -90,66 +95,113 @@ class Unlocked:
     first (a wait that a handler cannot cut short), then the handler's exception is raised.
     Taken back interruptibly, the mutex could stay unheld, and the caller's ``with
     mutex:`` would raise ``RuntimeError`` (release of an unheld lock) in place of the
-    handler's exception."""
+    handler's exception.
+
+    A handler runs between bytecodes: when a Python function begins and after a call
+    returns (CPython's eval breaker). One that raises as ``__exit__`` begins, before its
+    first call, leaves the mutex let go: the caller calls `retake()` in a ``finally``
+    around the ``with`` (the handler has then run; a second signal in the same few
+    bytecodes is the only window left)."""
 
     def __init__(self, mutex: Any) -> None:
         self._mutex = mutex
-        self._state: Any = None
+        self._state: Any = (1, threading.get_ident())  # Nothing takes the mutex twice.
 
-    def __enter__(self) -> None:
-        self._state = self._mutex._release_save()
+    def __enter__(self) -> Unlocked:
+        try:
+            self._state = self._mutex._release_save()
+        except BaseException:
+            # A handler that ran once the mutex was let go (the state not stored yet):
+            # the block is not entered, so take it back before the exception goes on.
+            self.retake()
+            raise
+        return self
 
     def __exit__(self, *exc: object) -> None:
         # RLock's own restore: a blocking acquire that signals do not interrupt (their
         # handlers run once it returns, the mutex held), as threading.Condition.wait uses.
         self._mutex._acquire_restore(self._state)
 
+    def retake(self) -> None:
+        """Take the mutex back if a handler that raised as `__exit__` began kept it from
+        doing so (at once when the thread holds it)."""
+        if not self._mutex._is_owned():
+            self._mutex._acquire_restore(self._state)
+
 
 class AsyncSteady:
-    """``async with AsyncSteady(mutex):`` takes an `AsyncMutex` for a clean-up that must
-    run whole (a waiter leaving its channel): a cancellation while waiting for the mutex
-    is held back, and raised once the block has run and the mutex is let go."""
+    """``async with AsyncSteady(mutex) as steady:`` takes an `AsyncMutex` for a clean-up
+    that must run whole (a waiter leaving its channel): a cancellation while waiting for
+    the mutex is held back; the block ends with ``steady.rethrow()``, which raises it
+    once the clean-up has run (the mutex let go as the block ends)."""
 
     def __init__(self, mutex: asyncio.Lock) -> None:
         self._mutex = mutex
         self._interrupt: BaseException | None = None
 
-    async def __aenter__(self) -> None:
+    async def __aenter__(self) -> AsyncSteady:
         while True:  # asyncio.Lock.acquire, cancelled, has not taken the lock
             try:
                 await self._mutex.acquire()
-                return
+                return self
             except asyncio.CancelledError as error:
                 self._interrupt = self._interrupt or error
 
     async def __aexit__(self, *exc: object) -> None:
         self._mutex.release()
+
+    def rethrow(self) -> None:
+        """Raise the interrupt held back while the mutex was awaited, if any."""
         if self._interrupt is not None:
-            raise self._interrupt
+            interrupt, self._interrupt = self._interrupt, None
+            raise interrupt
 
 
 class Steady:
-    """``with Steady(mutex):`` takes a `Mutex` for a clean-up that must run whole (a
-    waiter leaving its channel): a signal handler that raises while the thread waits for
-    the mutex does not cut the wait short; its exception is held back and raised once the
-    block has run and the mutex is let go. (A handler that runs before the wait begins
-    still raises there, with the mutex not taken: a window of a few bytecodes.)"""
+    """``with Steady(mutex) as steady:`` takes a `Mutex` for a clean-up that must run
+    whole (a waiter leaving its channel): a signal handler that raises while the thread
+    waits for the mutex does not cut the wait short; its exception is held back, and the
+    block ends with ``steady.rethrow()``, which raises it once the clean-up has run.
+
+    Why the mutex can never stay held after a handler (nor its holder wait on itself): a
+    handler runs between bytecodes, when a Python function begins and after a call
+    returns. ``__enter__`` takes the mutex with its last calls, inside a ``try`` that
+    keeps whatever a handler raises after them; ``__exit__`` is the mutex's own
+    ``RLock.__exit__`` (C, no Python frame: the ``with`` statement releases with no
+    bytecode run between). A Python ``__exit__`` let a handler raise as it began, before
+    its release: the thread kept the mutex, and its next ``Steady`` (whose
+    ``_acquire_restore``, unlike ``acquire``, does not check the owner) waited on itself
+    for ever. ``__enter__`` first tries a non-blocking ``acquire`` (which takes the mutex
+    again at once if the thread holds it), so a thread never waits on itself here."""
 
     def __init__(self, mutex: Any) -> None:
         self._mutex = mutex
         self._interrupt: BaseException | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> Steady:
+        mutex = self._mutex
         try:
-            # RLock's own restore (see Unlocked): the handlers run once it returns.
-            self._mutex._acquire_restore((1, threading.get_ident()))
-        except BaseException as error:  # a handler's, raised with the mutex held
+            if not mutex.acquire(False):
+                # RLock's own restore (see Unlocked): the handlers run once it returns.
+                mutex._acquire_restore((1, threading.get_ident()))
+        except BaseException as error:  # a handler's, raised after one of the calls above
             self._interrupt = error
+            if not mutex._is_owned():  # it ran before the mutex was taken
+                mutex._acquire_restore((1, threading.get_ident()))
+        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._mutex.release()
+    @property
+    def __exit__(self) -> Callable[..., Any]:
+        # Looked up by the with statement before __enter__ runs; what it returns is
+        # called at the block's end: RLock's C release, with no frame of ours around it.
+        exit_: Callable[..., Any] = self._mutex.__exit__
+        return exit_
+
+    def rethrow(self) -> None:
+        """Raise the handler's exception held back while the mutex was awaited, if any."""
         if self._interrupt is not None:
-            raise self._interrupt
+            interrupt, self._interrupt = self._interrupt, None
+            raise interrupt
 
 
 class AsyncCondition:

@@ -194,8 +194,9 @@ class AsyncListener:
         interrupt: another one landing while it waits for the mutex is raised once the
         caller has left (else its ticket, and the channel's subscription, would stay)."""
         key = async_waiter_key()
-        async with AsyncSteady(self._mutex):
+        async with AsyncSteady(self._mutex) as steady:
             await self._leave(channel, key, pass_on, lease)
+            steady.rethrow()
 
     async def drain(self) -> None:
         """Read and apply what has come on the socket, without blocking, unless a waiter
@@ -320,9 +321,13 @@ class AsyncListener:
         plan = self._table.plan_read(seconds)
         for channel in plan.unsubscribe:
             await self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
+        unlocked = AsyncUnlocked(self._mutex)
         try:
-            async with AsyncUnlocked(self._mutex):
-                reply = await async_read_push(self._conn, plan.timeout)
+            try:
+                async with unlocked:
+                    reply = await async_read_push(self._conn, plan.timeout)
+            finally:
+                await unlocked.retake()  # see AsyncUnlocked
         except ResponseError as refused:  # MOVED for a slot this shard no longer owns
             await self._refused(refused)
             return True
@@ -352,9 +357,13 @@ class AsyncListener:
     async def _connect(self) -> None:
         # Under the mutex, by the janitor holding the reader's role (the mutex let go
         # while connecting).
+        unlocked = AsyncUnlocked(self._mutex)
         try:
-            async with AsyncUnlocked(self._mutex):
-                await self._conn.connect()
+            try:
+                async with unlocked:
+                    await self._conn.connect()
+            finally:
+                await unlocked.retake()  # see AsyncUnlocked
         except Exception as error:
             self._on_trouble()
             await self._lost(error, connecting=True)
@@ -375,8 +384,12 @@ class AsyncListener:
             log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
         self._notify(self._table.connect_failed() if connecting else self._table.lost())
         self._janitor_wake.notify_all()
-        async with AsyncUnlocked(self._mutex):
-            await self._conn.disconnect()
+        unlocked = AsyncUnlocked(self._mutex)
+        try:
+            async with unlocked:
+                await self._conn.disconnect()
+        finally:
+            await unlocked.retake()  # see AsyncUnlocked
 
     async def _refused(self, error: ResponseError) -> None:
         # Under the mutex.
@@ -544,14 +557,15 @@ class AsyncListeners:
 
     async def _forget(self, channel: str) -> None:
         # A clean-up as well (see AsyncListener.unsubscribe): an interrupt waits for it.
-        async with AsyncSteady(self._mutex):
+        async with AsyncSteady(self._mutex) as steady:
             refs = self._refs.get(channel, 0) - 1
             if refs > 0:
                 self._refs[channel] = refs
-                return
-            self._refs.pop(channel, None)
-            self._by_channel.pop(channel, None)
-            self._sharded.pop(channel, None)
+            else:
+                self._refs.pop(channel, None)
+                self._by_channel.pop(channel, None)
+                self._sharded.pop(channel, None)
+            steady.rethrow()
 
     async def _move(self, channel: str, old: AsyncListener) -> bool:
         """Move ``channel`` to the listener of its current owner; True if it moved (or was

@@ -194,8 +194,9 @@ class Listener:
         interrupt: another one landing while it waits for the mutex is raised once the
         caller has left (else its ticket, and the channel's subscription, would stay)."""
         key = waiter_key()
-        with Steady(self._mutex):
+        with Steady(self._mutex) as steady:
             self._leave(channel, key, pass_on, lease)
+            steady.rethrow()
 
     def drain(self) -> None:
         """Read and apply what has come on the socket, without blocking, unless a waiter
@@ -320,9 +321,13 @@ class Listener:
         plan = self._table.plan_read(seconds)
         for channel in plan.unsubscribe:
             self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
+        unlocked = Unlocked(self._mutex)
         try:
-            with Unlocked(self._mutex):
-                reply = read_push(self._conn, plan.timeout)
+            try:
+                with unlocked:
+                    reply = read_push(self._conn, plan.timeout)
+            finally:
+                unlocked.retake()  # see Unlocked
         except ResponseError as refused:  # MOVED for a slot this shard no longer owns
             self._refused(refused)
             return True
@@ -352,9 +357,13 @@ class Listener:
     def _connect(self) -> None:
         # Under the mutex, by the janitor holding the reader's role (the mutex let go
         # while connecting).
+        unlocked = Unlocked(self._mutex)
         try:
-            with Unlocked(self._mutex):
-                self._conn.connect()
+            try:
+                with unlocked:
+                    self._conn.connect()
+            finally:
+                unlocked.retake()  # see Unlocked
         except Exception as error:
             self._on_trouble()
             self._lost(error, connecting=True)
@@ -375,8 +384,12 @@ class Listener:
             log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
         self._notify(self._table.connect_failed() if connecting else self._table.lost())
         self._janitor_wake.notify_all()
-        with Unlocked(self._mutex):
-            self._conn.disconnect()
+        unlocked = Unlocked(self._mutex)
+        try:
+            with unlocked:
+                self._conn.disconnect()
+        finally:
+            unlocked.retake()  # see Unlocked
 
     def _refused(self, error: ResponseError) -> None:
         # Under the mutex.
@@ -544,14 +557,15 @@ class Listeners:
 
     def _forget(self, channel: str) -> None:
         # A clean-up as well (see Listener.unsubscribe): an interrupt waits for it.
-        with Steady(self._mutex):
+        with Steady(self._mutex) as steady:
             refs = self._refs.get(channel, 0) - 1
             if refs > 0:
                 self._refs[channel] = refs
-                return
-            self._refs.pop(channel, None)
-            self._by_channel.pop(channel, None)
-            self._sharded.pop(channel, None)
+            else:
+                self._refs.pop(channel, None)
+                self._by_channel.pop(channel, None)
+                self._sharded.pop(channel, None)
+            steady.rethrow()
 
     def _move(self, channel: str, old: Listener) -> bool:
         """Move ``channel`` to the listener of its current owner; True if it moved (or was

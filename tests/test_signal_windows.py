@@ -1,0 +1,204 @@
+"""Every bytecode window of the sync mutex helpers, in turn: a signal handler runs between
+bytecodes (as a Python function begins, after a call returns), so a tracer that raises at
+each trace event of `Steady` and `Unlocked` (and of the code that uses them the way
+the listener does) stands for a handler raising there. After each, the mutex must be free
+(never left held by the interrupted thread, which would then wait on itself in its next
+``Steady``, and starve the janitor) and another thread must take it within 1 s; the only
+exception the caller may see is the handler's (docs/internals.md, "Signals").
+
+Deterministic: no timers, no servers; one run per trace event."""
+
+from __future__ import annotations
+
+import dis
+import sys
+import threading
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+import pytest
+
+from tenure._concurrency import Mutex, Steady, Unlocked
+
+
+class Alarm(Exception):
+    """What the stand-in for a signal handler raises."""
+
+
+def codes_of(cls: type) -> set[CodeType]:
+    """The code objects of ``cls``'s own functions (and property getters)."""
+    out: set[CodeType] = set()
+    for value in vars(cls).values():
+        if isinstance(value, property) and value.fget is not None:
+            value = value.fget
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            out.add(code)
+    return out
+
+
+AFTER = {"CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
+"""Instructions after which CPython checks for pending signals (3.11-3.13: the eval
+breaker is checked after a call returns and at a backward jump; and as a function
+begins, the 'call' event here)."""
+
+
+def opnames(code: CodeType) -> dict[int, str]:
+    return {i.offset: i.opname for i in dis.get_instructions(code)}
+
+
+def raising_at(n: int, codes: set[CodeType]) -> tuple[Callable[..., Any], list[int]]:
+    """A tracer that raises Alarm at the ``n``-th place where a signal handler could run
+    in a frame of one of ``codes``: as the frame begins, or at the instruction after a
+    call (or a backward jump); and a list that counts the places seen."""
+    seen = [0]
+    names = {code: opnames(code) for code in codes}
+
+    def hit(frame: FrameType, where: str) -> None:
+        seen[0] += 1
+        if seen[0] == n + 1:
+            raise Alarm(f"at place {n}: {where} {frame.f_code.co_name}:{frame.f_lineno}")
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code not in codes:
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        last = [-1]
+
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                before = names[code].get(last[0], "")
+                last[0] = frame.f_lasti
+                if before in AFTER:
+                    hit(frame, f"after {before}")
+            return local
+
+        hit(frame, "start")
+        return local
+
+    return tracer, seen
+
+
+def free_for_others(mutex: Any) -> bool:
+    """True if another thread takes ``mutex`` within 1 s (it lets it go at once)."""
+    got: list[bool] = []
+
+    def take() -> None:
+        if mutex.acquire(timeout=1.0):
+            got.append(True)
+            mutex.release()
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    thread.join(2.0)
+    return bool(got)
+
+
+def leave_steadily(mutex: Any, done: list[str]) -> None:
+    """As the listener leaves a channel: ``with Steady(mutex) as s: ...; s.rethrow()``."""
+    steady = Steady(mutex)
+    with steady:
+        done.append("left")
+        rethrow = getattr(steady, "rethrow", None)
+        if rethrow is not None:
+            rethrow()
+
+
+def read_unlocked(mutex: Any, done: list[str]) -> None:
+    """As the listener's reader: under the mutex, let go of it around a read."""
+    with mutex:
+        unlocked = Unlocked(mutex)
+        try:
+            with unlocked:
+                done.append("read")
+        finally:
+            retake = getattr(unlocked, "retake", None)
+            if retake is not None:
+                retake()
+        done.append("after")
+
+
+SCENARIOS = {"steady": leave_steadily, "unlocked": read_unlocked}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_handler_raising_at_any_bytecode_leaves_the_mutex_free(name: str) -> None:
+    scenario = SCENARIOS[name]
+    codes = codes_of(Steady) | codes_of(Unlocked) | {scenario.__code__}
+    n = 0
+    outcomes: dict[str, int] = {"alarm": 0, "clean": 0}
+    while True:
+        mutex = Mutex()
+        done: list[str] = []
+        tracer, seen = raising_at(n, codes)
+        sys.settrace(tracer)
+        try:
+            scenario(mutex, done)
+        except Alarm:
+            outcomes["alarm"] += 1
+        except BaseException as error:  # anything but the handler's is the bug
+            sys.settrace(None)
+            pytest.fail(f"event {n}: {error!r} in place of the handler's Alarm")
+        else:
+            outcomes["clean"] += 1
+        finally:
+            sys.settrace(None)
+        assert not mutex._is_owned(), f"event {n}: the interrupted thread kept the mutex"
+        assert free_for_others(mutex), f"event {n}: nobody else can take the mutex"
+        if seen[0] <= n:  # the tracer never fired: every event was covered
+            break
+        n += 1
+    assert outcomes["alarm"] == n, outcomes
+    assert n >= 5, outcomes
+
+
+def test_steady_holds_a_handler_back_until_the_clean_up_ran() -> None:
+    """At each place in ``Steady.__enter__``: a handler that raised before the mutex was
+    taken ends the clean-up before it starts (nothing held); one that raised after is
+    held back until the block ran. The latter must happen (the acquire is the wait)."""
+    n, held_back = 0, 0
+    while True:
+        mutex = Mutex()
+        done: list[str] = []
+        tracer, seen = raising_at(n, {Steady.__enter__.__code__})
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(Alarm):  # noqa: PT012 - the block is what is interrupted
+                steady = Steady(mutex)
+                with steady:
+                    done.append("left")
+                    steady.rethrow()
+                if seen[0] <= n:
+                    raise Alarm("no place left")
+        finally:
+            sys.settrace(None)
+        assert not mutex._is_owned()
+        assert free_for_others(mutex)
+        if seen[0] <= n:
+            break
+        held_back += done == ["left"]
+        n += 1
+    assert held_back >= 1, (held_back, n)
+    assert n >= 2, (held_back, n)
+
+
+def test_steady_never_waits_on_a_mutex_its_thread_holds() -> None:
+    mutex = Mutex()
+    with mutex:
+        finished = threading.Event()
+
+        def leave() -> None:
+            with mutex, Steady(mutex) as steady:  # taken twice by one thread
+                steady.rethrow()
+            finished.set()
+
+        thread = threading.Thread(target=leave, daemon=True)
+        # In this thread: Steady on the mutex it holds returns at once.
+        with Steady(mutex) as steady:
+            steady.rethrow()
+    thread.start()
+    assert finished.wait(1.0)
+    assert free_for_others(mutex)
