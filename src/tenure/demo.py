@@ -563,7 +563,8 @@ def run(
         progress(done.value, total)
     with redis.Redis.from_url(urls[0]) as raw:
         counter = _read_counter(raw, kind, name + ":counter")
-        raw.delete(name + ":counter", keys.token_key(name), name)
+        # The wake queue too: it lives 10 minutes after its last use (docs/wire.md).
+        raw.delete(name + ":counter", keys.token_key(name), name, keys.lock_wake_queue(name))
     if kind == "semaphore":
         return analyse_semaphore(spans, total, counter, PERMITS)
     if kind == "latch":
@@ -655,7 +656,7 @@ def takeover(url: str | Sequence[str], *, kind: str = "lock", lease: float = 2.0
     finally:
         _stop([holder], failed=True)
         with redis.Redis.from_url(urls[0]) as raw:
-            raw.delete(name, keys.token_key(name))
+            raw.delete(name, keys.token_key(name), keys.lock_wake_queue(name))
 
 
 def _prepare(url: str, kind: str, name: str, workers: int, rounds: int) -> None:
