@@ -19,7 +19,17 @@ def subscribed(subscribe: Subscribe, loop: Flow[T]) -> Flow[T]:
     and leaving the channel when it returns (its result) or raises (re-raised, a wake-up
     passed on). ``GeneratorExit`` (the flow closed) is re-raised as is: a closed generator
     may yield nothing more."""
-    yield subscribe
+    try:
+        yield subscribe
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # Raised once the subscription was made, as well as before: a signal handler's
+        # exception (or a cancellation) between the listener's answer and this yield
+        # comes here. Leave, or the ticket and the channel's subscription stay for good
+        # (the listener's unsubscribe is a no-op if the subscribe failed).
+        yield Unsubscribe(subscribe.channel, pass_on=True)
+        raise
     try:
         result = yield from loop
     except GeneratorExit:

@@ -120,16 +120,18 @@ class Listener:
         with self._mutex:
             if self._table.closed:
                 raise BackendError("the client is closed")
-            entry, ticket, first = self._parking.join(
-                channel, wake_all, key, self._condition, alias, relay
-            )
-            if first:
-                self._subscribe_send(self._parking.names(channel))
-                self._start_janitor()
-            elif self._parking.fence(channel, ticket, since):
-                self._subscribe_send([channel])  # its fence (tenure.core.parking)
-            end = time.monotonic() + self._timeout
             try:
+                # From the join on: an interrupt right after any call below (a signal
+                # handler runs as a call returns) must not leave the ticket behind.
+                entry, ticket, first = self._parking.join(
+                    channel, wake_all, key, self._condition, alias, relay
+                )
+                if first:
+                    self._subscribe_send(self._parking.names(channel))
+                    self._start_janitor()
+                elif self._parking.fence(channel, ticket, since):
+                    self._subscribe_send([channel])  # its fence (tenure.core.parking)
+                end = time.monotonic() + self._timeout
                 while not (entry.confirmed or self._table.closed):
                     left = end - time.monotonic()
                     if left <= 0:
@@ -197,6 +199,12 @@ class Listener:
         with Steady(self._mutex) as steady:
             self._leave(channel, key, pass_on, lease)
             steady.rethrow()
+
+    def waits_on(self, channel: str, key: Hashable) -> bool:
+        """True if waiter ``key`` has a ticket on ``channel`` here (no lock taken: only the
+        waiter itself adds or removes its ticket, or moves it with its channel)."""
+        entry = self._parking.channels.get(channel)
+        return entry is not None and key in entry.tickets
 
     def drain(self) -> None:
         """Read and apply what has come on the socket, without blocking, unless a waiter
@@ -532,7 +540,10 @@ class Listeners:
         try:
             return listener.subscribe(channel, wake_all, since, alias, relay)
         except BaseException:
-            self._forget(channel)
+            # With its ticket still there, the subscription was made and an interrupt came
+            # after: the flow's Unsubscribe leaves (and forgets) it.
+            if not listener.waits_on(channel, waiter_key()):
+                self._forget(channel)
             raise
 
     def wait(
@@ -547,8 +558,12 @@ class Listeners:
         return listener.wait(channel, seconds, patience)
 
     def unsubscribe(self, channel: str, pass_on: bool, lease: float | None = None) -> None:
-        """The caller stops waiting on ``channel``."""
+        """The caller stops waiting on ``channel``. Nothing to do if it has no ticket there:
+        its subscribe failed (and cleaned up after itself) and the flow, which cannot tell
+        that from an interrupt landing once the subscription was made, leaves anyway."""
         listener = self._by_channel.get(channel)
+        if listener is None or not listener.waits_on(channel, waiter_key()):
+            return
         try:
             if listener is not None:
                 listener.unsubscribe(channel, pass_on, lease)
