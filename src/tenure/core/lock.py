@@ -504,10 +504,13 @@ class LockCore:
             tried = sent is not None
             if ttl is not None and deadline.remaining() > 0:
                 subscribe = self.subscription(owner, sent)
+                # Before the yield: an interrupt that lands once the subscription was made
+                # (after the listener's answer, before the flow got it) is thrown at the
+                # yield, and the clean-up must leave the channel (a no-op if it failed).
+                channel = subscribe.channel
                 # True: the channel was subscribed and quiet before that attempt (a lock
                 # taken again and again), so an unlock since is sure to wake us: no retry.
                 fresh = yield subscribe
-                channel = subscribe.channel
                 if subscribe.alias is not None:
                     self._registering[owner] = True
                 if not self.recheck_after_subscribe(owner, ttl):
