@@ -79,14 +79,27 @@ def test_semaphore_error_while_waiting_passes_the_wake_up_on(ctx: Context) -> No
 @pytest.mark.parametrize(
     ("steps", "failure"),
     [
-        # taken, then cancelled while leaving the channel
+        # taken, then cancelled while leaving the channel (which it leaves again: the
+        # cancellation may have come before the first Unsubscribe ran)
         (
-            [(ACQ, 0), (Subscribe, None), (ACQ, 1), (Unsubscribe, asyncio.CancelledError())],
+            [
+                (ACQ, 0),
+                (Subscribe, None),
+                (ACQ, 1),
+                (Unsubscribe, asyncio.CancelledError()),
+                (Unsubscribe, None),
+            ],
             asyncio.CancelledError,
         ),
         # taken, then interrupted (a raising signal handler) while leaving the channel
         (
-            [(ACQ, 0), (Subscribe, None), (ACQ, 1), (Unsubscribe, KeyboardInterrupt())],
+            [
+                (ACQ, 0),
+                (Subscribe, None),
+                (ACQ, 1),
+                (Unsubscribe, KeyboardInterrupt()),
+                (Unsubscribe, None),
+            ],
             KeyboardInterrupt,
         ),
         # taken on the primary, too few replicas acknowledged
