@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from support.twins import wait_until
+from tenure.core.effects import Unsubscribe
 
 
 class Alarm(Exception):
@@ -34,7 +35,8 @@ def left_no_waiter(client: Any, channel: str) -> bool:
 
 # Where the interrupt lands: once the client's subscribe returned its answer (a handler
 # run as Listener.subscribe returns, inside Listeners.subscribe, and the runner's steps).
-PLACES = {"answered": ("subscribe", "listener.py")}
+# Or as the runner is about to perform the flow's Unsubscribe ("leaving").
+PLACES = {"answered": ("subscribe", "listener.py"), "leaving": ("perform", "runner.py")}
 
 PRIMITIVES: dict[str, Callable[[Any, str], Any]] = {
     "lock": lambda client, name: client.lock(name),
@@ -60,9 +62,17 @@ def test_an_interrupt_once_subscribed_leaves_the_channel(
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
         code = frame.f_code
-        if code.co_name == function and code.co_filename.endswith(filename):
-            return local
-        return None
+        if not (code.co_name == function and code.co_filename.endswith(filename)):
+            return None
+        effect = frame.f_locals.get("effect")
+        if place == "leaving":  # the 'call' event: the perform has not begun
+            main = threading.current_thread() is threading.main_thread()
+            if not fired and main and isinstance(effect, Unsubscribe):
+                fired.append(code.co_name)
+                channels.append(effect.channel)
+                raise Alarm("as the runner performs the Unsubscribe")
+            return None
+        return local
 
     def local(frame: Any, event: str, arg: Any) -> Any:
         if (
@@ -78,7 +88,8 @@ def test_an_interrupt_once_subscribed_leaves_the_channel(
     sys.settrace(tracer)
     try:
         with pytest.raises(Alarm):
-            PRIMITIVES[kind](client, name).acquire(timeout=30)
+            # "leaving": the wait times out (the holder keeps it), then leaves.
+            PRIMITIVES[kind](client, name).acquire(timeout=0.5 if place == "leaving" else 30)
     finally:
         sys.settrace(None)
     assert fired == [function]

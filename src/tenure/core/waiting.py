@@ -28,14 +28,29 @@ def subscribed(subscribe: Subscribe, loop: Flow[T]) -> Flow[T]:
         # exception (or a cancellation) between the listener's answer and this yield
         # comes here. Leave, or the ticket and the channel's subscription stay for good
         # (the listener's unsubscribe is a no-op if the subscribe failed).
-        yield Unsubscribe(subscribe.channel, pass_on=True)
+        yield from leaving(Unsubscribe(subscribe.channel, pass_on=True))
         raise
     try:
         result = yield from loop
     except GeneratorExit:
         raise
     except BaseException:
-        yield Unsubscribe(subscribe.channel, pass_on=True)
+        yield from leaving(Unsubscribe(subscribe.channel, pass_on=True))
         raise
-    yield Unsubscribe(subscribe.channel)
+    yield from leaving(Unsubscribe(subscribe.channel))
     return result
+
+
+def leaving(unsubscribe: Unsubscribe) -> Flow[None]:
+    """Yield ``unsubscribe``; if an exception is thrown there, which may have come before
+    the driver performed it (a signal handler run between the runner's steps), yield it
+    again (with ``pass_on``) before re-raising: a no-op if the first one left (the
+    listener's unsubscribe does nothing for a caller with no ticket), else the ticket and
+    the channel's subscription would stay for good."""
+    try:
+        yield unsubscribe
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield Unsubscribe(unsubscribe.channel, pass_on=True)
+        raise
