@@ -463,10 +463,12 @@ class Parking:
         ticket = entry.tickets.get(key)
         if ticket is None:
             return [], False
+        # Asked before any change: a signal handler that raises as a call returns finds
+        # the table as it was, and the caller's next Unsubscribe leaves.
+        was_head = ticket is entry.head()
         ticket.depth -= 1
         if ticket.depth > 0:
             return [], False
-        was_head = ticket is entry.head()
         del entry.tickets[key]
         if lease is not None and entry.tickets:
             entry.expiry = self.clock() + lease

@@ -200,11 +200,13 @@ class Listener:
             self._leave(channel, key, pass_on, lease)
             steady.rethrow()
 
-    def waits_on(self, channel: str, key: Hashable) -> bool:
-        """True if waiter ``key`` has a ticket on ``channel`` here (no lock taken: only the
-        waiter itself adds or removes its ticket, or moves it with its channel)."""
+    def waits_on(self, channel: str, key: Hashable) -> int:
+        """How many times waiter ``key`` is counted on ``channel`` here, 0 if it has no
+        ticket (no lock taken: only the waiter itself adds or removes its ticket, or moves
+        it with its channel)."""
         entry = self._parking.channels.get(channel)
-        return entry is not None and key in entry.tickets
+        ticket = entry.tickets.get(key) if entry is not None else None
+        return ticket.depth if ticket is not None else 0
 
     def drain(self) -> None:
         """Read and apply what has come on the socket, without blocking, unless a waiter
@@ -562,13 +564,17 @@ class Listeners:
         its subscribe failed (and cleaned up after itself) and the flow, which cannot tell
         that from an interrupt landing once the subscription was made, leaves anyway."""
         listener = self._by_channel.get(channel)
-        if listener is None or not listener.waits_on(channel, waiter_key()):
+        key = waiter_key()
+        counted = listener.waits_on(channel, key) if listener is not None else 0
+        if listener is None or not counted:
             return
         try:
-            if listener is not None:
-                listener.unsubscribe(channel, pass_on, lease)
+            listener.unsubscribe(channel, pass_on, lease)
         finally:
-            self._forget(channel)
+            # Interrupted before its ticket left, the caller keeps its reference: the
+            # flow's next Unsubscribe (see tenure.core.waiting.leaving) finds both.
+            if listener.waits_on(channel, key) < counted:
+                self._forget(channel)
 
     def _forget(self, channel: str) -> None:
         # A clean-up as well (see Listener.unsubscribe): an interrupt waits for it.
