@@ -18,6 +18,7 @@ import pytest
 import redis
 
 import tenure
+from support.signals import alarm_when_leaving
 from support.twins import async_wait_until, wait_until
 from tenure.core.fair import FairLockCore
 
@@ -224,27 +225,7 @@ def test_a_second_signal_while_leaving_the_channel_still_leaves_the_queue(
         got.append("alarm")
         raise Alarm("alarm")
 
-    def hold_the_mutex(mutex: Any, holding: threading.Event) -> None:
-        with mutex:
-            holding.set()
-            time.sleep(0.3)  # the second SIGALRM comes at 0.1 s
-
-    def tracer(frame: Any, event: str, arg: Any) -> None:
-        # The clean-up's unsubscribe begins: block it on the mutex, arm the second signal.
-        if (
-            event == "call"
-            and armed.is_set()
-            and frame.f_code.co_name == "unsubscribe"
-            and frame.f_code.co_filename.endswith("listener.py")
-            and "self" in frame.f_locals
-            and hasattr(frame.f_locals["self"], "_parking")
-        ):
-            armed.clear()
-            holding = threading.Event()
-            mutex = frame.f_locals["self"]._mutex
-            threading.Thread(target=hold_the_mutex, args=(mutex, holding)).start()
-            holding.wait(5)
-            signal.setitimer(signal.ITIMER_REAL, 0.1)
+    tracer = alarm_when_leaving(armed)  # the second signal, on the clean-up's unsubscribe
 
     def interrupt_when_parked() -> None:
         assert wait_until(lambda: sleeping(client, core, threading.main_thread()), 5, 0.005)
