@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import math
-import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Hashable, Iterable
 from typing import Any, TypeVar
 
 from tenure.core.holds import Identity
@@ -388,28 +386,6 @@ class AsyncSpawner:
         """Nothing to stop: started tasks finish on their own."""
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold the process's signals back from this thread while it starts a thread.
-
-    A signal handler that raises as ``_start_new_thread()`` returns (in the main thread,
-    where Python runs handlers) makes ``Thread.start()`` take the started thread off its
-    table, and the new thread dies with a KeyError at its first step: a watchdog or a
-    background give-back would be lost. Blocked, the signal stays pending and its handler
-    runs once the thread has started (its exception then reaches the caller as usual). The
-    new thread inherits the mask: Python runs handlers in the main thread only anyway."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(
-        signal, "pthread_sigmask"
-    ):
-        yield
-        return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
 class Spawner:
     """Starts background work: on a pool of ``workers`` threads, or a daemon thread each
     (``workers=0``, for long-lived loops)."""
@@ -424,8 +400,7 @@ class Spawner:
 
     def spawn(self, function: Callable[..., Any], *args: Any) -> Task:
         if self._pool is not None:
-            with _signals_held():  # the pool may start a thread
-                return Task(self._pool.submit(function, *args))
+            return Task(self._pool.submit(function, *args))
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
         def run() -> None:
@@ -435,8 +410,7 @@ class Spawner:
                 future.set_exception(error)
 
         thread = threading.Thread(target=run, name=self._name, daemon=True)
-        with _signals_held():
-            thread.start()
+        thread.start()
         return Task(future, thread)
 
     def close(self) -> None:
