@@ -230,6 +230,13 @@ def redis_server() -> Iterator[str | None]:
     if binary is None:
         yield None
         return
+    with started(binary) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def started(binary: str) -> Iterator[str]:
+    """``binary`` (valkey-server or redis-server) on a free 127.0.0.1 port, persistence off."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -238,7 +245,7 @@ def redis_server() -> Iterator[str | None]:
     url = f"redis://127.0.0.1:{port}/0"
     try:
         client = redis.Redis.from_url(url)
-        for _ in range(100):
+        for _ in range(200):
             try:
                 client.ping()
                 break

@@ -57,11 +57,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +66,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import started
 from tenure.embedded import embedded_server
 
 NUMSUB_IN_LUA = "return redis.call('pubsub', 'numsub', unpack(KEYS))"
@@ -76,28 +74,6 @@ INFO_IN_LUA = "return redis.call('info', 'clients')"
 SETTLE_ROUNDS = 16
 
 
-@contextlib.contextmanager
-def started(binary: str) -> Iterator[str]:
-    """``binary`` (valkey-server or redis-server) on a free 127.0.0.1 port, persistence off."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url)
-        for _ in range(200):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        client.close()
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def label(r: redis.Redis) -> str:
