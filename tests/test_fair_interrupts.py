@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import tenure
-from support.signals import alarm_when_leaving
+from support.signals import alarm_when_leaving, awaiting, cancel_twice_while_leaving
 from support.twins import async_wait_until, wait_until
 from tenure.core.fair import FairLockCore
 
@@ -46,16 +46,6 @@ def parked(client: Any, core: Any) -> bool:
     channel = core.wait_channel(next(iter(core._queued)))
     listener = client._runner._listener._by_channel.get(channel)
     return listener is not None and bool(listener._parking.channels[channel].tickets)
-
-
-def awaiting(task: asyncio.Task[Any]) -> list[str]:
-    """The coroutines ``task`` is suspended in, outermost first."""
-    names = []
-    coro: Any = task.get_coro()
-    while coro is not None and hasattr(coro, "cr_code"):
-        names.append(coro.cr_code.co_name)
-        coro = coro.cr_await
-    return names
 
 
 def waiting(client: Any, core: Any, task: asyncio.Task[Any]) -> bool:
@@ -189,15 +179,7 @@ async def test_a_second_cancellation_while_leaving_the_channel_still_leaves_the_
     assert await async_wait_until(lambda: waiting(client, core, task), 5, 0.005)
     channel = core.wait_channel(next(iter(core._queued)))
     mutex = client._runner._listener._by_channel[channel]._mutex
-    await mutex.acquire()  # the waiter reads or sleeps with the mutex let go
-    task.cancel()
-    # The first cancellation: the waiter wakes and waits for the mutex to end its wait.
-    assert await async_wait_until(lambda: awaiting(task)[-1:] == ["acquire"], 5, 0.001)
-    mutex.release()
-    await mutex.acquire()  # queued behind the waiter: it ends its wait, then waits here...
-    assert "unsubscribe" in awaiting(task), awaiting(task)  # ...to leave the channel
-    task.cancel()  # the second cancellation
-    mutex.release()
+    await cancel_twice_while_leaving(task, mutex)
     with pytest.raises(asyncio.CancelledError):
         await task
     took = await asyncio.to_thread(gone_after, r, core, time.monotonic())

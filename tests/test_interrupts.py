@@ -19,7 +19,7 @@ import pytest
 import redis
 
 import tenure
-from support.signals import alarm_when_leaving
+from support.signals import alarm_when_leaving, cancel_twice_while_leaving
 from support.twins import async_wait_until, wait_until
 from support.wire import text
 from tenure import keys
@@ -211,16 +211,6 @@ async def test_asyncio_acquires_cancelled_around_their_grant_leave_no_hold(
 
 
 # ------------------------------------------------ a second interrupt in the clean-up
-def awaiting(task: asyncio.Task[Any]) -> list[str]:
-    """The coroutines ``task`` is suspended in, outermost first."""
-    names = []
-    coro: Any = task.get_coro()
-    while coro is not None and hasattr(coro, "cr_code"):
-        names.append(coro.cr_code.co_name)
-        coro = coro.cr_await
-    return names
-
-
 def left_no_waiter(client: Any, channel: str) -> bool:
     """True if ``client``'s pub/sub tables hold no waiter of its on ``channel``: no ticket in
     the connection's parking table, no reference in the client's channel map."""
@@ -245,15 +235,7 @@ async def test_a_second_cancellation_while_leaving_the_channel_leaves_no_waiter(
     listener = client._runner._listener._by_channel[channel]
     assert await async_wait_until(lambda: bool(listener._parking.channels[channel].tickets))
     mutex = listener._mutex
-    await mutex.acquire()  # the waiter reads or sleeps with the mutex let go
-    task.cancel()
-    # The first cancellation: the waiter wakes and waits for the mutex to end its wait.
-    assert await async_wait_until(lambda: awaiting(task)[-1:] == ["acquire"], 5, 0.001)
-    mutex.release()
-    await mutex.acquire()  # queued behind the waiter: it ends its wait, then waits here...
-    assert "unsubscribe" in awaiting(task), awaiting(task)  # ...to leave the channel
-    task.cancel()  # the second cancellation
-    mutex.release()
+    await cancel_twice_while_leaving(task, mutex)
     with pytest.raises(asyncio.CancelledError):
         await task
     assert left_no_waiter(client, channel)

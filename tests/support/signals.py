@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 import time
@@ -37,3 +38,29 @@ def alarm_when_leaving(armed: threading.Event) -> Callable[[Any, str, Any], None
             signal.setitimer(signal.ITIMER_REAL, 0.1)
 
     return tracer
+
+
+def awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """The coroutines ``task`` is suspended in, outermost first."""
+    names = []
+    coro: Any = task.get_coro()
+    while coro is not None and hasattr(coro, "cr_code"):
+        names.append(coro.cr_code.co_name)
+        coro = coro.cr_await
+    return names
+
+
+async def cancel_twice_while_leaving(task: asyncio.Task[Any], mutex: Any) -> None:
+    """Cancel a waiting ``task`` (it reads or sleeps with the listener's ``mutex`` let go),
+    then cancel it again while its clean-up waits for ``mutex`` to leave the channel."""
+    from support.twins import async_wait_until
+
+    await mutex.acquire()  # the waiter reads or sleeps with the mutex let go
+    task.cancel()
+    # The first cancellation: the waiter wakes and waits for the mutex to end its wait.
+    assert await async_wait_until(lambda: awaiting(task)[-1:] == ["acquire"], 5, 0.001)
+    mutex.release()
+    await mutex.acquire()  # queued behind the waiter: it ends its wait, then waits here...
+    assert "unsubscribe" in awaiting(task), awaiting(task)  # ...to leave the channel
+    task.cancel()  # the second cancellation
+    mutex.release()
