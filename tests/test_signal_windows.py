@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tenure._concurrency import Mutex, Steady, Unlocked
+from tenure._concurrency import Mutex, Spawner, Steady, Unlocked
 
 
 class Alarm(Exception):
@@ -202,3 +202,32 @@ def test_steady_never_waits_on_a_mutex_its_thread_holds() -> None:
     thread.start()
     assert finished.wait(1.0)
     assert free_for_others(mutex)
+
+
+def test_a_handler_raising_as_a_thread_starts_does_not_kill_the_thread() -> None:
+    # A handler that raises as `threading.Thread.start` returns from its C call makes
+    # `start` take the thread off threading's table while it runs: the new thread then
+    # dies with KeyError before its target ran (seen in CI: the client's watchdog). A
+    # profiler that raises at that C call's return stands for the handler; the Spawner
+    # starts the main thread's threads elsewhere, so the work still runs.
+    spawner = Spawner("tenure-test")
+    ran = threading.Event()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if (
+            event == "c_return"
+            and getattr(arg, "__name__", "") == "start_new_thread"
+            and frame.f_code is threading.Thread.start.__code__
+        ):
+            sys.setprofile(None)
+            raise Alarm("alarm")
+
+    assert threading.current_thread() is threading.main_thread()
+    sys.setprofile(profile)
+    try:
+        spawner.spawn(ran.set)
+    except Alarm:
+        pass  # the handler's exception may reach the caller: the work must run anyway
+    finally:
+        sys.setprofile(None)
+    assert ran.wait(5.0)

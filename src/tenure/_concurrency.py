@@ -9,9 +9,12 @@ cancelled), the docstring says how. Modelled on httpcore's ``_synchronization.py
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import concurrent.futures
 import math
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine, Hashable, Iterable
@@ -386,9 +389,56 @@ class AsyncSpawner:
         """Nothing to stop: started tasks finish on their own."""
 
 
+# Threads are started off the main thread: a signal handler runs only there, between
+# bytecodes, and one that raises as `threading.Thread.start` returns from its C call makes
+# `start` take the new thread off threading's table while it runs, which then dies with
+# KeyError before its target ran (CPython 3.11). So the main thread hands its threads to a
+# starter: a bare `_thread` thread (no such table, so nothing for a handler to undo) that
+# starts them. Other threads start their own: no handler runs in them.
+_starter_mutex = threading.Lock()
+_starter: queue.SimpleQueue[tuple[threading.Thread, concurrent.futures.Future[Any]]] | None = None
+
+
+def _start(thread: threading.Thread, future: concurrent.futures.Future[Any]) -> None:
+    """Start ``thread``: at once, or on the starter (there, a failure to start is
+    ``future``'s exception)."""
+    global _starter
+    if threading.get_ident() != threading.main_thread().ident:
+        thread.start()
+        return
+    with _starter_mutex:
+        if _starter is None:
+            starts: queue.SimpleQueue[Any] = queue.SimpleQueue()
+            _thread.start_new_thread(_run_starter, (starts,))
+            # A handler raising just above leaves an idle starter behind, no more.
+            _starter = starts
+        _starter.put((thread, future))
+
+
+def _run_starter(
+    starts: queue.SimpleQueue[tuple[threading.Thread, concurrent.futures.Future[Any]]],
+) -> None:
+    while True:
+        thread, future = starts.get()
+        try:
+            thread.start()
+        except BaseException as error:  # RuntimeError: can't start new thread
+            future.set_exception(error)
+
+
+def _forget_starter() -> None:
+    # A forked child has the main thread only: its first spawn makes a starter of its own.
+    global _starter, _starter_mutex
+    _starter, _starter_mutex = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_starter)
+
+
 class Spawner:
     """Starts background work: on a pool of ``workers`` threads, or a daemon thread each
-    (``workers=0``, for long-lived loops)."""
+    (``workers=0``, for long-lived loops). The main thread's threads start on a starter
+    thread (see `_start`): ``spawn`` returns before the work begins."""
 
     def __init__(self, name: str, workers: int = 0) -> None:
         self._name = name
@@ -410,7 +460,7 @@ class Spawner:
                 future.set_exception(error)
 
         thread = threading.Thread(target=run, name=self._name, daemon=True)
-        thread.start()
+        _start(thread, future)
         return Task(future, thread)
 
     def close(self) -> None:
