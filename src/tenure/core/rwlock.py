@@ -8,6 +8,14 @@ per reader owner (its read hold count) and the writer's field ``<owner>:write``;
 releasing its last write hold while it holds reads leaves the lock in read mode (downgrade).
 A read release publishes ``0`` (wake one waiter), a write release ``1`` (wake all).
 
+One wake-up per unlock (tenure's addition, ``scripts/_rw_wake.lua``): a waiting writer's
+client is registered in the Lock's wake queue and listens on its own client channel
+(``<channel>:tenure:<client uuid>``) beside the lock's channel, as a Lock's waiter does; an
+unlock that frees the lock then wakes one such client instead of all. A reader refused within
+a wait marks the queue, and the next unlock goes to the lock's channel: every waiting reader,
+in every client, hears it (readers share). So does any unlock while a listener of the lock's
+channel is no registered client (a Redisson waiter), as Redisson's own unlock does.
+
 Differences from Redisson: a caller holding only read holds that asks for the write lock
 gets [`LockUpgradeError`][tenure.errors.LockUpgradeError] at once (Redisson waits on itself
 forever);
@@ -36,7 +44,7 @@ from typing import Any, ClassVar
 from tenure import keys, scripts
 from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
-from tenure.core.effects import Call, Command, Flow
+from tenure.core.effects import Call, Command, Flow, Subscribe
 from tenure.core.lock import LockCore, LossCallback, guard
 from tenure.errors import BackendError, LockUpgradeError, ReplicationError
 
@@ -112,6 +120,11 @@ class _SideCore(LockCore):
             f"{DECLARATIONS} declarations were stale"
         )
 
+    def idle_flag(self) -> int:
+        """A release's ``idle`` ARGV (``_wake.lua``): 1 when this client's subscription to
+        the lock's channel lingers with no waiter (it is nobody to wake), else 0."""
+        return 1 if self.ctx.subscriptions.idle_listener(self.channel) else 0
+
     def locked(self) -> Flow[bool]:
         """True when the lock is held in this side's mode (Redisson ``isLocked``)."""
         reply = yield Command(("HGET", self.key, keys.RW_MODE_FIELD))
@@ -157,10 +170,19 @@ class ReadLockCore(_SideCore):
 
         def build(readers: Readers) -> Call:
             timeout_keys, declaration = self.declare(readers)
+            if not self._registering.get(owner):
+                return Call(
+                    self.acquire_script,
+                    [self.key, *timeout_keys],
+                    [lease_ms, owner, keys.rw_writer_field(owner), *declaration],
+                    changes=True,
+                )
+            # A reader waiting on the channel: its refusal marks the wake queue, so that the
+            # next unlock wakes every client (_rw_wake.lua).
             return Call(
                 self.acquire_script,
-                [self.key, *timeout_keys],
-                [lease_ms, owner, keys.rw_writer_field(owner), *declaration],
+                [self.key, *timeout_keys, self.wake_queue],
+                [lease_ms, owner, keys.rw_writer_field(owner), *declaration, 1],
                 changes=True,
             )
 
@@ -174,6 +196,13 @@ class ReadLockCore(_SideCore):
             return int(reply)
         self.granted(owner, lease)
         return None
+
+    def subscription(self, owner: str, since: float | None) -> Subscribe:
+        """The lock's channel. The attempts made while subscribed mark the wake queue,
+        and the first is always made (no ``since``: a quiet subscription is no reason to
+        skip it), so that a reader never sleeps unmarked."""
+        self._registering[owner] = True  # `_acquire()` drops it when the wait ends
+        return super().subscription(owner, None)
 
     extend_script = scripts.get("rw_read_extend")
 
@@ -195,8 +224,8 @@ class ReadLockCore(_SideCore):
         timeout_keys, declaration = self.declare(readers)
         return Call(
             self.release_script,
-            [self.key, self.channel, *timeout_keys],
-            [self.unlock_message, owner, *declaration],
+            [self.key, self.channel, *timeout_keys, self.wake_queue],
+            [self.unlock_message, owner, *declaration, self.idle_flag()],
             changes=True,
         )
 
@@ -227,15 +256,33 @@ class WriteLockCore(_SideCore):
     def field(self, owner: str) -> str:
         return keys.rw_writer_field(owner)
 
+    @property
+    def targeted(self) -> bool:
+        """Writers are woken one client at a time (see the module's docstring)."""
+        return True
+
+    def subscription(self, owner: str, since: float | None) -> Subscribe:
+        """The lock's channel, and this client's own channel beside it (its alias), whose
+        unlocks a client with no waiter left passes on (``lock_wake.lua``)."""
+        client_id = self.ctx.identity.client_id
+        relay = Call(
+            scripts.get("lock_wake"),
+            [self.key, self.channel, self.wake_queue],
+            [self.unlock_message, client_id],
+        )
+        alias = f"{self.channel}:tenure:{client_id}"  # as _wake.lua names it
+        return Subscribe(self.channel, self.wake_all, since=since, alias=alias, relay=relay)
+
     def attempt(
         self, owner: str, lease: float | None, wait: float, again: bool = False
     ) -> Flow[int | None]:
-        call = Call(
-            self.acquire_script,
-            [self.key],
-            [self.lease_ms(lease), self.field(owner), owner],
-            changes=True,
-        )
+        keys_ = [self.key]
+        args: list[str | int] = [self.lease_ms(lease), self.field(owner), owner]
+        if self._registering.get(owner):
+            # A waiter listening on its client channel: a refusal registers its client.
+            keys_.append(self.wake_queue)
+            args.append(self.ctx.identity.client_id)
+        call = Call(self.acquire_script, keys_, args, changes=True)
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is None:
             self.granted(owner, lease)
@@ -253,8 +300,15 @@ class WriteLockCore(_SideCore):
         timeout_keys, declaration = self.declare(readers)
         return Call(
             self.release_script,
-            [self.key, self.channel, *timeout_keys],
-            [self.unlock_message, self.lease_ms(lease), self.field(owner), owner, *declaration],
+            [self.key, self.channel, *timeout_keys, self.wake_queue],
+            [
+                self.unlock_message,
+                self.lease_ms(lease),
+                self.field(owner),
+                owner,
+                *declaration,
+                self.idle_flag(),
+            ],
             changes=True,
         )
 

@@ -2,12 +2,16 @@
 -- KEYS[1] lock hash   KEYS[2..] the caller's read-timeout keys 1..n (see _rw_readers.lua)
 -- ARGV[1] lease ms   ARGV[2] owner (reader field)   ARGV[3] the owner's writer field
 -- ARGV[4..] the declaration of the caller's reader field: 1, owner, n (n > its hold count)
+-- ARGV[7] '1' for a caller waiting on the lock's channel (optional): a refusal then puts
+-- READERS in the wake queue, the last KEYS (see _rw_wake.lua), so that the next unlock
+-- wakes every client
 -- Granted when nobody holds the lock, when it is in read mode, or when the caller holds
 -- the write lock. Each read hold gets its own timeout key; the hash lives at least as long
 -- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
 -- reach the new hold (nothing changed), else the lock's PTTL in ms.
 -- @include rw_readers
 -- @include kinds
+-- @include wake_register
 
 local wrong = kind_error(KEYS[1], true)
 if wrong then
@@ -21,6 +25,9 @@ end
 local lease = tonumber(ARGV[1])
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    if ARGV[7] == '1' then
+        register(KEYS[#KEYS], 'readers') -- READERS in _rw_wake.lua
+    end
     return redis.call('pttl', KEYS[1])
 end
 -- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.

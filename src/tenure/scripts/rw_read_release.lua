@@ -1,16 +1,23 @@
 -- Release one read hold of a read-write lock.
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3..] every reader's read-timeout keys
--- ARGV[1] unlock message   ARGV[2] owner (reader field)
+-- KEYS[#KEYS] wake queue (see _rw_wake.lua)
+-- ARGV[1] unlock message   ARGV[2] owner (reader field, <client uuid>:<n>)
 -- ARGV[3..] the declaration of every reader field and its count (see _rw_readers.lua)
+-- ARGV[4 + 2 * ARGV[3]] '1' when the releaser's client listens on the lock's channel
+-- without waiting (_wake.lua's `idle`), else '0'
 -- In read mode the hash then lives as long as the longest remaining read hold (so a dead
 -- reader's hold, whose timeout key expired, no longer counts); with none left it is deleted
--- and one waiter is woken. Returns nil when the owner holds no read hold, the
--- stale-declaration reply when the declaration does not match the hash (nothing changed),
--- 0 when the lock is still held, 1 when it was freed.
+-- and the unlock wakes one registered client, or every listener (rw_wake in
+-- _rw_wake.lua). Returns nil when the owner holds no read hold, the stale-declaration reply
+-- when the declaration does not match the hash (nothing changed), 0 when the lock is still
+-- held, and when it was freed lock_release.lua's replies (rw_freed in _rw_wake.lua).
 -- Everything is decided before the first write, and the PUBLISH (which an ACL can refuse)
 -- is the first write: a refused one changes nothing.
 -- @include rw_readers
 -- @include kinds
+-- @include wake_register
+-- @include wake
+-- @include rw_wake
 
 local wrong = kind_error(KEYS[1], true)
 if wrong then
@@ -60,7 +67,8 @@ if longest > 0 then
     redis.call('pexpire', KEYS[1], longest)
     return 0
 end
-redis.call('publish', KEYS[2], ARGV[1])
+local idle = tonumber(ARGV[4 + 2 * tonumber(ARGV[3])])
+local woken, heard, unsure = rw_wake(KEYS[#KEYS], KEYS[2], ARGV[1], idle, ARGV[2])
 redis.call('del', released)
 redis.call('del', KEYS[1])
-return 1
+return rw_freed(woken, heard, unsure, ARGV[2])

@@ -1,9 +1,12 @@
 -- Take (or re-enter) the write hold of a read-write lock.
 -- KEYS[1] lock hash   ARGV[1] lease ms   ARGV[2] writer field   ARGV[3] owner (reader field)
+-- KEYS[2] wake queue, ARGV[4] the caller's client uuid (optional, together): a waiter
+-- listening on its client channel, whose client a refusal registers (see _rw_wake.lua)
 -- Granted when nobody holds the lock, or on re-entry by the writer (which adds the lease to
 -- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
 -- caller holds read holds only (it would wait on itself forever), else the lock's PTTL.
 -- @include kinds
+-- @include wake_register
 
 local wrong = kind_error(KEYS[1], true)
 if wrong then
@@ -26,5 +29,8 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     return 'upgrade'
+end
+if ARGV[4] then
+    register(KEYS[2], ARGV[4])
 end
 return redis.call('pttl', KEYS[1])

@@ -1,17 +1,27 @@
 -- Release one write hold of a read-write lock.
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3..] the caller's read-timeout keys 1..n
+-- KEYS[#KEYS] wake queue (see _rw_wake.lua)
 -- ARGV[1] unlock message (wake all)   ARGV[2] lease ms re-applied to the remaining holds
--- ARGV[3] writer field   ARGV[4] owner (reader field)
--- ARGV[5..] the declaration of the caller's reader field: 1, owner, n (see _rw_readers.lua)
+-- ARGV[3] writer field   ARGV[4] owner (reader field, <client uuid>:<n>)
+-- ARGV[5..7] the declaration of the caller's reader field: 1, owner, n (see _rw_readers.lua)
+-- ARGV[8] '1' when the releaser's client listens on the lock's channel without waiting (its
+-- subscription lingers): that listener is no one to wake (_wake.lua's `idle`), else '0'
 -- When the last write hold goes while the caller still holds read holds, the lock stays in
--- read mode (downgrade), lives as long as those holds, and waiting readers are woken.
+-- read mode (downgrade), lives as long as those holds, and every waiter is woken (waiting
+-- readers may come in). When it goes with no read hold left the lock is free, and the
+-- unlock wakes one registered client, or every listener (rw_wake in _rw_wake.lua).
 -- Returns nil when the caller holds no write hold, the stale-declaration reply when n is
--- below the owner's read count (nothing changed), 0 when write holds remain, 1 when the caller's
--- last write hold is gone.
+-- below the owner's read count (nothing changed), 0 when write holds remain, 1 after a
+-- downgrade; when the lock was freed, lock_release.lua's replies (rw_freed in _rw_wake.lua):
+-- -1 / -2 when the unlock woke the releaser's own / one other client alone, else 1 + the
+-- listeners the channel message reached (a string when that count could not be true).
 -- The PUBLISH (which an ACL can refuse) comes before the writes it announces: a refused
 -- one changes nothing.
 -- @include rw_readers
 -- @include kinds
+-- @include wake_register
+-- @include wake
+-- @include rw_wake
 
 local wrong = kind_error(KEYS[1], true)
 if wrong then
@@ -32,9 +42,9 @@ if (tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0) > 1 then
     return 0
 end
 if redis.call('hlen', KEYS[1]) == 2 then -- only mode and the writer: free
-    redis.call('publish', KEYS[2], ARGV[1])
+    local woken, heard, unsure = rw_wake(KEYS[#KEYS], KEYS[2], ARGV[1], tonumber(ARGV[8]), ARGV[4])
     redis.call('del', KEYS[1])
-    return 1
+    return rw_freed(woken, heard, unsure, ARGV[4])
 end
 local longest = redis.call('pttl', KEYS[1])
 local own = readers[ARGV[4]]

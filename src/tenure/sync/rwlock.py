@@ -51,7 +51,9 @@ class ReadWriteLock:
     the two sides, lock objects with every member of [`tenure.Lock`][tenure.Lock]. Wire layout
     ("Wire layout" in the docs): one hash with a ``mode`` field, a timeout key per read
     hold, channel ``redisson_rwlock:{<name>}``. Waiters sleep on the channel: a read
-    release wakes one, a write release all. ``on_lost(side)`` is called with the side
+    release wakes one, a write release all. An unlock that frees the lock while only
+    tenure writers wait wakes one of their clients (the Lock's wake queue); while a reader
+    or a Redisson client waits, every client. ``on_lost(side)`` is called with the side
     whose hold was lost.
 
     Example:
