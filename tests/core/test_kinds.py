@@ -305,6 +305,7 @@ def test_fair_unreplicated_grant_is_undone_with_the_fair_release(ctx: Context, o
 # ------------------------------------------------------------------- ReadWriteLock
 
 RW_CHANNEL = "redisson_rwlock:{rw}"
+RW_QUEUE = "tenure_lock_wake:{rw}"
 
 
 class _Task:
@@ -475,8 +476,9 @@ def test_read_release_call(ctx: Context, owner: str) -> None:
     run = drive(lock.release(owner), [("rw_read_release", 1)])
     (call,) = run.effects
     # the hold being released is out of the table already and still declared
-    assert call.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1)]
-    assert call.args == ["0", owner, 1, owner, 1]
+    # the wake queue last, and the releaser's idle flag (scripts/_rw_wake.lua)
+    assert call.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), RW_QUEUE]
+    assert call.args == ["0", owner, 1, owner, 1, 0]
     assert ctx.holds.get("rw", owner) is None
 
 
@@ -493,8 +495,9 @@ def test_read_release_declares_every_reader_of_the_table(ctx: Context, owner: st
         timeout_key(owner, 1),
         timeout_key(owner, 2),
         timeout_key(other, 1),
+        RW_QUEUE,
     ]
-    assert call.args == ["0", owner, 2, owner, 2, other, 1]
+    assert call.args == ["0", owner, 2, owner, 2, other, 1, 0]
     hold = ctx.holds.get("rw", owner)
     assert hold is not None
     assert hold.leases == [4]
@@ -507,8 +510,8 @@ def test_write_release_call_publishes_wake_all(ctx: Context, owner: str) -> None
     run = drive(lock.release(owner), [("rw_write_release", 0)])
     (call,) = run.effects
     # the writer holds no read hold: its reader field is declared with 0 holds, no keys
-    assert call.keys == ["rw", RW_CHANNEL]
-    assert call.args == ["1", 2000, f"{owner}:write", owner, 1, owner, 0]
+    assert call.keys == ["rw", RW_CHANNEL, RW_QUEUE]
+    assert call.args == ["1", 2000, f"{owner}:write", owner, 1, owner, 0, 0]
     hold = ctx.holds.get("rw", f"{owner}:write")
     assert hold is not None
     assert hold.leases == [2]
@@ -523,8 +526,8 @@ def test_write_release_declares_the_writers_read_holds(ctx: Context, owner: str)
         drive(reader.acquire(who, True, None, None), [("rw_read_acquire", None)])
     run = drive(writer.release(owner), [("rw_write_release", 1)])  # downgrade
     (call,) = run.effects
-    assert call.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2)]
-    assert call.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 2]
+    assert call.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2), RW_QUEUE]
+    assert call.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 2, 0]
     assert ctx.holds.get("rw", f"{owner}:write") is None
     hold = ctx.holds.get("rw", owner)
     assert hold is not None
@@ -546,6 +549,7 @@ def test_rw_sides_with_a_hash_tagged_name(ctx: Context, owner: str) -> None:
         "{cat}:rw",
         "redisson_rwlock:{cat}:rw",
         f"{{cat}}:rw:{owner}:rwlock_timeout:1",
+        "tenure_lock_wake:{cat}:rw",
     ]
 
 
