@@ -22,6 +22,8 @@ from .test_kinds import RW_CHANNEL, second_owner, timeout_key
 
 OTHER = "other-client:3"
 """A reader of another client: in the hash, never in this client's hold table."""
+QUEUE = "tenure_lock_wake:{rw}"
+"""The wake queue, a release's last KEYS (scripts/_rw_wake.lua)."""
 
 
 def stale(*readers: tuple[str, int], raw: bool = False) -> list[Any]:
@@ -121,8 +123,8 @@ def test_read_acquire_unreplicated_grant_is_undone_with_a_declared_release(
     assert isinstance(run.error, ReplicationError)
     undo = run.effects[1]
     # the granted hold 2 is not in the table yet and is declared
-    assert undo.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2)]
-    assert undo.args == ["0", owner, 1, owner, 2]
+    assert undo.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2), QUEUE]
+    assert undo.args == ["0", owner, 1, owner, 2, 0]
     hold = ctx.holds.get("rw", owner)
     assert hold is not None
     assert hold.leases == [None]
@@ -140,15 +142,16 @@ def test_read_acquire_undo_declares_again_on_a_stale_reply(ctx: Context, owner: 
     )
     assert isinstance(run.error, ReplicationError)
     first, second = run.effects[1:]
-    assert first.args == ["0", owner, 1, owner, 1]
+    assert first.args == ["0", owner, 1, owner, 1, 0]
     assert second.keys == [
         "rw",
         RW_CHANNEL,
         timeout_key(owner, 1),
         f"{{rw}}:{OTHER}:rwlock_timeout:1",
         f"{{rw}}:{OTHER}:rwlock_timeout:2",
+        QUEUE,
     ]
-    assert second.args == ["0", owner, 2, owner, 1, OTHER, 2]
+    assert second.args == ["0", owner, 2, owner, 1, OTHER, 2, 0]
     assert ctx.holds.get("rw", owner) is None
 
 
@@ -164,8 +167,8 @@ def test_read_release_declares_every_reader_the_stale_reply_named(ctx: Context, 
     run = drive(lock.release(owner), [("rw_read_release", reply), ("rw_read_release", 1)])
     first, second = run.effects
     # the table's readers, then the released hold's field (out of the table already)
-    assert first.keys == ["rw", RW_CHANNEL, timeout_key(mate, 1), timeout_key(owner, 1)]
-    assert first.args == ["0", owner, 2, mate, 1, owner, 1]
+    assert first.keys == ["rw", RW_CHANNEL, timeout_key(mate, 1), timeout_key(owner, 1), QUEUE]
+    assert first.args == ["0", owner, 2, mate, 1, owner, 1, 0]
     # exactly the reply's readers, in its order, with its counts
     assert second.keys == [
         "rw",
@@ -174,8 +177,9 @@ def test_read_release_declares_every_reader_the_stale_reply_named(ctx: Context, 
         f"{{rw}}:{OTHER}:rwlock_timeout:1",
         f"{{rw}}:{OTHER}:rwlock_timeout:2",
         timeout_key(mate, 1),
+        QUEUE,
     ]
-    assert second.args == ["0", owner, 3, owner, 1, OTHER, 2, mate, 1]
+    assert second.args == ["0", owner, 3, owner, 1, OTHER, 2, mate, 1, 0]
     assert ctx.holds.get("rw", owner) is None
     assert ctx.holds.get("rw", mate) is not None
 
@@ -186,7 +190,7 @@ def test_read_release_of_a_lost_hold_after_a_stale_reply(ctx: Context, owner: st
     run = fails(
         lock.release(owner), [("rw_read_release", stale((OTHER, 1))), ("rw_read_release", None)]
     )
-    assert run.effects[1].args == ["0", owner, 1, OTHER, 1]
+    assert run.effects[1].args == ["0", owner, 1, OTHER, 1, 0]
     assert type(run.error) is LockLostError
 
 
@@ -199,11 +203,11 @@ def test_write_release_declares_its_own_field_again(ctx: Context, owner: str) ->
     reply = stale((OTHER, 5), (owner, 2))
     run = drive(writer.release(owner), [("rw_write_release", reply), ("rw_write_release", 1)])
     first, second = run.effects
-    assert first.keys == ["rw", RW_CHANNEL]
-    assert first.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 0]
+    assert first.keys == ["rw", RW_CHANNEL, QUEUE]
+    assert first.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 0, 0]
     # its own field only, with the reply's count (a write release adds no read hold)
-    assert second.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2)]
-    assert second.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 2]
+    assert second.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2), QUEUE]
+    assert second.args == ["1", 30000, f"{owner}:write", owner, 1, owner, 2, 0]
     assert ctx.holds.get("rw", f"{owner}:write") is None
 
 
@@ -258,7 +262,7 @@ def test_read_release_gives_up_after_declarations(ctx: Context, owner: str) -> N
     assert len(run.effects) == DECLARATIONS
     # every call after the first declares the readers of the reply before it
     for n, call in enumerate(run.effects[1:], start=1):
-        assert call.args == ["0", owner, 2, owner, 1, OTHER, n]
+        assert call.args == ["0", owner, 2, owner, 1, OTHER, n, 0]
     assert ctx.holds.get("rw", owner) is None  # forgotten before the script, as any release
 
 
@@ -268,7 +272,9 @@ def test_write_release_gives_up_after_declarations(ctx: Context, owner: str) -> 
     replies = [stale((owner, n)) for n in range(1, DECLARATIONS + 1)]
     run = fails(writer.release(owner), [("rw_write_release", reply) for reply in replies])
     assert type(run.error) is BackendError
-    assert [c.args[3:] for c in run.effects] == [[owner, 1, owner, n] for n in range(DECLARATIONS)]
+    assert [c.args[3:] for c in run.effects] == [
+        [owner, 1, owner, n, 0] for n in range(DECLARATIONS)
+    ]
 
 
 @pytest.mark.parametrize("side", [ReadLockCore, WriteLockCore])
