@@ -22,9 +22,8 @@
 -- round trip later). `releaser` (optional): the owner field of a release, whose
 -- client is put at the back of the queue, after the one woken, when the unlock reached
 -- someone (the lock is contended) and that client is not a live registered client already.
--- Its client is named only then: an uncontended release (empty queue, nobody heard) costs
--- the ZRANGE and the PUBLISH alone, on a path of its own with nothing else to build (every
--- release of a free-running lock takes it). One PUBSUB NUMSUB counts every listener at once.
+-- Its client is named only then (lock_release.lua frees an uncontended lock before it
+-- includes this fragment). One PUBSUB NUMSUB counts every listener at once.
 -- Returns the client woken, or false and the number of listeners the channel message reached;
 -- then true when the count of `channel` could not be true (UNSURE_COUNT).
 --
@@ -38,14 +37,22 @@ local function client_of(owner)
     return string.match(owner, '^(.*):')
 end
 
+-- put_back(queue, releaser): put the client of owner field `releaser` behind an empty
+-- queue (the unlock went to the lock's channel and reached someone: the lock is contended).
+local function put_back(queue, releaser)
+    local back = client_of(releaser)
+    if back then
+        redis.call('zadd', queue, 2, back) -- as in wake_one, behind an empty queue
+        redis.call('pexpire', queue, QUEUE_MS)
+    end
+end
+
 local function wake_one(queue, channel, message, skip, idle, releaser)
     local entries = redis.call('zrange', queue, 0, -1, 'withscores')
-    if #entries == 0 then -- nobody registered (every uncontended release): the channel
+    if #entries == 0 then -- nobody registered: the channel
         local heard = redis.call('publish', channel, message)
-        local back = releaser and heard > (idle or 0) and client_of(releaser)
-        if back then
-            redis.call('zadd', queue, 2, back) -- as below, behind an empty queue
-            redis.call('pexpire', queue, QUEUE_MS)
+        if releaser and heard > (idle or 0) then
+            put_back(queue, releaser)
         end
         return false, heard
     end

@@ -9,27 +9,31 @@
 -- with no read of the hash. A held one costs one HMGET more (lock_count: the kind checks and
 -- re-entry at once); a retry costs the PTTL alone, as its owner cannot re-enter and its first
 -- attempt already checked the kind.
+-- A free lock is granted before the fragments below are included: every uncontended grant
+-- runs PTTL, HINCRBY and PEXPIRE and defines no function (each local function is made anew
+-- on every run of a script).
+
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -2 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
 -- @include kinds
 -- @include wake_register
 
-local ttl = redis.call('pttl', KEYS[1])
-if ttl ~= -2 then
-    if ARGV[3] ~= '1' then
-        local count, wrong = lock_count(KEYS[1], ARGV[2])
-        if wrong then
-            return wrong
-        end
-        if count then
-            ttl = -2
-        end
+if ARGV[3] ~= '1' then
+    local count, wrong = lock_count(KEYS[1], ARGV[2])
+    if wrong then
+        return wrong
     end
-    if ttl ~= -2 then
-        if ARGV[4] then
-            register(KEYS[2], ARGV[4])
-        end
-        return ttl
+    if count then -- re-entry
+        redis.call('hincrby', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return nil
     end
 end
-redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('pexpire', KEYS[1], ARGV[1])
-return nil
+if ARGV[4] then
+    register(KEYS[2], ARGV[4])
+end
+return ttl

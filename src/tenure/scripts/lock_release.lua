@@ -11,7 +11,7 @@
 -- alone, else 1 + the number of listeners the channel message reached (the releaser need not
 -- barge ahead of a client it woke); that number as a string when the count of the lock's
 -- channel could not be true (_wake.lua, UNSURE_COUNT): the releaser then settles it.
--- One HMGET answers the kind checks and the owner's count (lock_count, in release_hold).
+-- One HMGET answers the kind checks and the owner's count (as lock_count in _kinds.lua).
 -- The PUBLISH (which an ACL can refuse) comes before the DEL: a refused one changes nothing,
 -- and as the script is atomic nobody is woken before the key is gone.
 -- A release that woke someone (the lock is contended) also puts the releaser's client at the
@@ -20,18 +20,50 @@
 -- next unlock still goes to one client instead of the channel. Registered means "may wait":
 -- a client whose own channel nobody listens on (it has no waiter) is dropped by the next
 -- unlock, and never counted among the live ones.
+--
+-- Every uncontended release ends before the fragments below it: a Lock-family hash, no wake
+-- queue (no client registered: EXISTS, as the server deletes an emptied ZSET) and nobody
+-- but the idle releaser heard the unlock. It runs HMGET, EXISTS, PUBLISH and DEL and
+-- defines no function (each local function is made anew on every run of a script).
+
+local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[3])
+local channel, heard
+if not found['err'] and not found[1] then
+    local count = tonumber(found[2])
+    if not count then
+        return nil
+    end
+    if count > 1 then
+        redis.call('hincrby', KEYS[1], ARGV[3], -1)
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return 0
+    end
+    -- The lock's channel, keys.lock_channel(): built here, one word less for every client
+    -- to send.
+    channel = 'redisson_lock__channel:' .. (string.find(KEYS[1], '{', 1, true) and KEYS[1] or '{' .. KEYS[1] .. '}')
+    if redis.call('exists', KEYS[2]) == 0 then
+        heard = redis.call('publish', channel, ARGV[1])
+        if heard <= (tonumber(ARGV[4]) or 0) then
+            redis.call('del', KEYS[1])
+            return 1 + heard
+        end
+    end
+end
 -- @include kinds
--- @include release_hold
 -- @include wake_register
 -- @include wake
 
-local held = release_hold(KEYS[1], ARGV[3], ARGV[2])
-if held ~= 'last' then
-    return held
+if not channel then -- a key of another kind: the kind checks name it
+    local _, wrong = lock_count(KEYS[1], ARGV[3])
+    return wrong
 end
--- The lock's channel, keys.lock_channel(): built here, one word less for every client to send.
-local channel = 'redisson_lock__channel:' .. (string.find(KEYS[1], '{', 1, true) and KEYS[1] or '{' .. KEYS[1] .. '}')
-local woken, heard, unsure = wake_one(KEYS[2], channel, ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
+if heard then -- the queue is empty and the unlock reached someone: the lock is contended
+    put_back(KEYS[2], ARGV[3])
+    redis.call('del', KEYS[1])
+    return 1 + heard
+end
+local woken, unsure
+woken, heard, unsure = wake_one(KEYS[2], channel, ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
 redis.call('del', KEYS[1])
 if woken then
     return woken == client_of(ARGV[3]) and -1 or -2
