@@ -10,6 +10,7 @@ Deterministic: a tracer raises at the return of the chosen function, in the main
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -19,11 +20,23 @@ import pytest
 import redis
 
 from support.twins import wait_until
+from tenure import keys
 from tenure.core.effects import Unsubscribe
 
 
 class Alarm(Exception):
     """What the stand-in for a signal handler raises."""
+
+
+def waiting_in(thread: threading.Thread, name: str) -> bool:
+    """True if ``thread`` is inside the pub/sub listener's method ``name`` now."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == name and code.co_filename.endswith("listener.py"):
+            return "self" in frame.f_locals and hasattr(frame.f_locals["self"], "_parking")
+        frame = frame.f_back
+    return False
 
 
 def left_no_waiter(client: Any, channel: str) -> bool:
@@ -103,6 +116,98 @@ def test_an_interrupt_once_subscribed_leaves_the_channel(
 
     def waiter() -> None:
         got = PRIMITIVES[kind](client, name)
+        if got.acquire(timeout=10):
+            got.release()
+            done.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+    holder.release()
+    assert done.wait(5)
+    thread.join(5)
+
+
+# ------------------------------------------- a second interrupt inside the table's leave
+LEAVERS: dict[str, tuple[Callable[[Any, str], Any], Callable[[str], str]]] = {
+    "lock": (lambda client, name: client.lock(name), keys.lock_channel),
+    "semaphore": (lambda client, name: client.semaphore(name), keys.semaphore_channel),
+    "read": (lambda client, name: client.read_write_lock(name).read_lock(), keys.rw_channel),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LEAVERS))
+def test_a_second_interrupt_inside_the_tables_leave_is_repaired(
+    make_client, r: redis.Redis, kind: str
+) -> None:
+    # A first interrupt lands as the waiter begins its wait; its clean-up leaves the
+    # channel, and a second lands inside the channel table's `leave`, once the last
+    # ticket is gone and before the entry lingers (as `_relay` returns): the table then
+    # holds an entry nobody waits on that never lingers, and the flow's next Unsubscribe
+    # finds no ticket. The listener's janitor lets such an entry go: the server no longer
+    # has the client subscribed within a bounded time (linger 0.5 s, twice, and slack).
+    make, channel_of = LEAVERS[kind]
+    name = f"stray-{kind}"
+    channel = channel_of(name)
+    holder_client, client = make_client(), make_client()
+    if kind == "semaphore":
+        assert holder_client.semaphore(name).try_set_permits(1)
+    if kind == "read":
+        holder = holder_client.read_write_lock(name).write_lock()
+    else:
+        holder = make(holder_client, name)
+    assert holder.acquire()
+    fired: list[str] = []
+    main = threading.main_thread()
+
+    def handler(signum: int, frame: Any) -> None:
+        fired.append("wait")
+        raise Alarm("in the wait")
+
+    def interrupt_in_the_wait() -> None:
+        # Once the main thread is inside the listener's wait (not still in its subscribe,
+        # waiting for the server's confirmation): the first interrupt lands there.
+        assert wait_until(lambda: waiting_in(main, "wait"), 10, 0.001)
+        signal.pthread_kill(main.ident or 0, signal.SIGALRM)
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        code, caller = frame.f_code, frame.f_back
+        if (
+            fired == ["wait"]
+            and code.co_name == "_relay"
+            and code.co_filename.endswith("parking.py")
+            and caller is not None
+            and caller.f_code.co_name == "leave"
+        ):
+            return returning
+        return None
+
+    def returning(frame: Any, event: str, arg: Any) -> Any:
+        if event == "return" and fired == ["wait"]:
+            fired.append("leave")  # a raising tracer is unset: this is its last event
+            raise Alarm("inside the table's leave")
+        return returning
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    sys.settrace(tracer)
+    try:
+        threading.Thread(target=interrupt_in_the_wait).start()
+        with pytest.raises(Alarm):
+            make(client, name).acquire(timeout=30)
+    finally:
+        sys.settrace(None)
+        signal.signal(signal.SIGALRM, previous)
+    assert fired == ["wait", "leave"]
+    assert wait_until(lambda: channel.encode() not in r.pubsub_channels(), 3), r.pubsub_channels()
+    listeners = client._runner._listener
+    assert not any(channel in lst._parking.channels for lst in listeners._by_node.values())
+    holder.release()
+    # The client still waits and wakes on that channel.
+    assert holder.acquire()
+    done = threading.Event()
+
+    def waiter() -> None:
+        got = make(client, name)
         if got.acquire(timeout=10):
             got.release()
             done.set()

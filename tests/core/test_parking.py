@@ -514,6 +514,83 @@ def test_a_lingering_channel_stays_subscribed_then_goes() -> None:
     assert table.leaving == {CH: 1}
 
 
+class Interrupted(Exception):
+    """What a signal handler raises inside the table's own code."""
+
+
+def interrupted_leave(table: Parking, when: str) -> None:
+    """Waiter 0 leaves CH with ``pass_on``, and a handler raises as the call named
+    ``when`` returns (inside `Parking.leave`, once the last ticket is gone)."""
+
+    def raising(*args: object) -> None:
+        raise Interrupted(when)
+
+    original = getattr(table, when)
+    setattr(table, when, raising)  # the instance's own attribute: the class is untouched
+    try:
+        with pytest.raises(Interrupted):
+            table.leave(CH, 0, pass_on=True)
+    finally:
+        setattr(table, when, original)
+
+
+@pytest.mark.parametrize("linger", [0.5, 0.0])
+def test_an_entry_left_with_no_waiter_and_not_lingering_is_let_go(linger: float) -> None:
+    # A handler raised inside leave() after the last ticket went, before the entry
+    # lingered (or was let go): the waiter's next leave finds no ticket (a no-op). The
+    # next expired() repairs it: it lingers from then on and is let go like any other.
+    now = [0.0]
+    table = Parking(linger=linger, clock=lambda: now[0])
+    entry, _, _ = table.join(CH, NOBODY, 0, object, alias="mine", relay="relay")
+    table.received("subscribe", CH, "1")
+    interrupted_leave(table, "_relay")
+    assert table.channels[CH] is entry
+    assert not entry.tickets
+    assert not math.isfinite(entry.idle_since)  # the stray: nobody waits, no lingering
+    assert table.leave(CH, 0, pass_on=True) == ([], False)  # the clean-up's retry: no-op
+    now[0] = 1.0
+    if linger:
+        assert table.expired() == ([], 0.5)  # lingers from now
+        assert entry.idle_since == 1.0
+        assert table.hears(CH)
+        now[0] = 1.6
+    assert table.expired() == ([CH], math.inf)  # let go: UNSUBSCRIBE counted as sent
+    assert table.channels == {}
+    assert table.names(CH) == [CH, "mine"]  # the UNSUBSCRIBE names its alias too
+    assert table.leaving == {CH: 1, "mine": 1}
+
+
+def test_a_join_interrupted_before_its_ticket_came_is_let_go() -> None:
+    # A handler raised as the condition's factory returned inside join(): the entry is
+    # in the table with no ticket (its SUBSCRIBE not sent); it is let go the same way.
+    now = [0.0]
+    table = Parking(linger=0.5, clock=lambda: now[0])
+
+    def interrupted() -> object:
+        raise Interrupted("make_cond")
+
+    with pytest.raises(Interrupted):
+        table.join(CH, NOBODY, 0, interrupted)
+    assert not table.channels[CH].tickets
+    assert table.expired() == ([], 0.5)
+    now[0] = 0.5
+    assert table.expired() == ([CH], math.inf)
+    assert table.channels == {}
+
+
+def test_a_waited_on_or_lingering_entry_is_no_stray() -> None:
+    now = [0.0]
+    table = Parking(linger=0.5, clock=lambda: now[0])
+    entry, _, _ = table.join(CH, NOBODY, 0, object)
+    now[0] = 10.0
+    assert table.expired() == ([], 0.5)
+    assert not math.isfinite(entry.idle_since)  # waited on: untouched
+    table.leave(CH, 0, pass_on=False)  # lingers since 10.0
+    now[0] = 10.3
+    assert table.expired() == ([], pytest.approx(0.2))
+    assert entry.idle_since == 10.0  # its own lingering, not restarted
+
+
 def test_hears_while_confirmed_waited_on_or_lingering_and_not_once_gone() -> None:
     """A releaser takes its own subscription away from the count of subscribers its unlock
     reached only while the server has it subscribed."""

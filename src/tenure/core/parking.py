@@ -26,6 +26,9 @@ Rules:
 - With ``linger``, a channel stays subscribed for ``linger`` seconds after its last waiter
   left (a lock taken in a loop costs no SUBSCRIBE/UNSUBSCRIBE per acquisition); the driver
   sends UNSUBSCRIBE for the channels `Parking.expired()` names.
+  An entry with no waiter that does not linger (a signal handler raised inside `leave()`
+  or `join()`, and the waiter's clean-up found no ticket to remove) is repaired there: it
+  lingers from then on and is let go like any other.
 - A subscription is **fresh** for an attempt sent at ``since`` when it was confirmed before
   ``since`` and no message (nor a reconnect) came after: an unlock published after that
   attempt is then sure to wake a waiter who joins now, so the waiter need not try again
@@ -294,6 +297,13 @@ class Parking:
         now = self.clock()
         gone, nxt = [], math.inf
         for channel, entry in self.channels.items():
+            if not entry.tickets and not math.isfinite(entry.idle_since):
+                # A stray: nobody waits and it does not linger. A signal handler raised
+                # inside a `leave()` or `join()` (after the ticket went, before the entry
+                # lingered; or before the ticket came), and the waiter's next Unsubscribe
+                # finds no ticket: repaired here, it lingers from now and is let go.
+                entry.idle_since = now
+                entry.expiry = math.inf
             if entry.tickets or not math.isfinite(entry.idle_since):
                 if self.linger > 0:
                     nxt = min(nxt, self.linger)
