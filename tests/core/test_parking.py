@@ -587,7 +587,9 @@ def test_a_waited_on_or_lingering_entry_is_no_stray() -> None:
     assert not math.isfinite(entry.idle_since)  # waited on: untouched
     table.leave(CH, 0, pass_on=False)  # lingers since 10.0
     now[0] = 10.3
-    assert table.expired() == ([], pytest.approx(0.2))
+    gone, due = table.expired()
+    assert gone == []
+    assert due == pytest.approx(0.2)
     assert entry.idle_since == 10.0  # its own lingering, not restarted
 
 
