@@ -20,6 +20,18 @@ def call_now(callback: Callable[[], None], what: str) -> None:
         log.exception("%s failed", what)
 
 
+_pid = [os.getpid()]
+"""This process's pid, as the fork hook below keeps it: `Context.forked()` compares it
+instead of asking the system (a system call) on every acquire and release."""
+
+
+def _forked_child() -> None:
+    _pid[0] = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked_child)
+
+
 class Context:
     """Options and state of one client, shared by all its lock objects.
 
@@ -67,8 +79,12 @@ class Context:
         self.dispatch(callback, what)
 
     def forked(self) -> bool:
-        """True once in a forked child, after giving it a fresh identity and hold table."""
-        if os.getpid() == self.identity.pid:
+        """True once in a forked child, after giving it a fresh identity and hold table.
+
+        A fork is seen through ``os.register_at_fork()``, whose hooks ``os.fork()`` and
+        multiprocessing's fork run (a fork made in C without ``PyOS_AfterFork_Child()``
+        is not seen)."""
+        if _pid[0] == self.identity.pid:
             return False
         self.identity = Identity()
         self.holds = HoldTable()

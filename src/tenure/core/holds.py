@@ -264,12 +264,23 @@ class HoldTable:
         """
         with self._mutex:
             hold = self._holds.get((key, field))
-            if hold is None:
-                hold = self._holds[key, field] = Hold(lock, key, owner, field, renewal, [])
-                hold.channel = lock.renewal_channel()
-            hold.leases.append(lease)
-            hold.counted()
-            hold.lease, hold.confirmed = applied, sent
+            if hold is None:  # every uncontended grant: each field given, none defaulted
+                hold = self._holds[key, field] = Hold(
+                    lock,
+                    key,
+                    owner,
+                    field,
+                    renewal,
+                    [lease],
+                    applied,
+                    sent,
+                    keys=lock.renewal_keys(owner, 1),
+                    channel=lock.renewal_channel(),
+                )
+            else:
+                hold.leases.append(lease)
+                hold.counted()
+                hold.lease, hold.confirmed = applied, sent
             if cap is not None:
                 hold.cap = min(hold.cap, sent + cap)
             poke = hold.valid_until < self._next_look and self.poke
@@ -284,8 +295,9 @@ class HoldTable:
                 hold.lease, hold.confirmed = applied, sent
 
     def get(self, key: str, field: str) -> Hold | None:
-        with self._mutex:
-            return self._holds.get((key, field))
+        # One read of the dict, atomic as it is (every acquire asks, before its attempt):
+        # no mutex needed.
+        return self._holds.get((key, field))
 
     def counts(self, key: str) -> dict[str, int]:
         """Field -> number of holds recorded on ``key``, for every owner of this client."""
