@@ -278,3 +278,27 @@ def test_an_unlock_woken_into_a_paused_writer_process_reaches_the_next(
     finally:
         os.kill(child.pid, signal.SIGCONT)
         end(child)
+
+
+def test_an_unlock_after_the_first_writer_process_died_reaches_the_next(
+    server, make_client, r
+) -> None:
+    name = "rw-killed"
+    queue = keys.lock_wake_queue(name)
+    holder = make_client().read_write_lock(name).write_lock()
+    assert holder.acquire(lease_time=10)
+    child = writer_child(server.url, name)
+    try:
+        assert wait_until(lambda: r.zcard(queue) == 1, 10)  # the child is first
+        second, got = _waiting_writer(make_client(), name, 15)
+        assert wait_until(lambda: r.zcard(queue) == 2, 10)
+        child.kill()  # dies waiting: its client channel goes with its connection
+        child.wait(10)
+        assert wait_until(lambda: client_channels(r, name) == 1, 5)
+        released = time.monotonic()
+        holder.release()
+        second.join(15)
+        assert got, "the other client's writer never got the lock"
+        assert got[0] - released < 1.0, got[0] - released
+    finally:
+        end(child)
