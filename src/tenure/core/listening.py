@@ -396,5 +396,9 @@ class Subscriptions:
 
     def idle_listener(self, channel: str) -> bool:
         """True if one of the client's connections listens on ``channel`` with nobody of the
-        client waiting there (`Listening.idle_listener()`)."""
-        return any(table.idle_listener(channel) for table in list(self._tables))
+        client waiting there (`Listening.idle_listener()`). Every release asks: a loop,
+        not any() over a generator, which costs more than the one table it mostly reads."""
+        for table in list(self._tables):
+            if table.idle_listener(channel):
+                return True
+        return False
