@@ -163,6 +163,10 @@ class AsyncRunner(AsyncDriver):
         match effect:
             case Call():
                 return await self.backend.call(effect)
+            case WatchHolds():  # second: every grant yields it, after its Call
+                if self._keeper is None:
+                    await self._start_keeper()
+                return None
             case Command(args=args):
                 return await self.backend.execute(*args)
             case Wait(channel=channel, seconds=seconds, patience=patience):
@@ -177,10 +181,6 @@ class AsyncRunner(AsyncDriver):
                 return await self._listener.unsubscribe(channel, pass_on, lease)
             case Drain(channel=channel):
                 return await self._listener.drain(channel)
-            case WatchHolds():
-                if self._keeper is None:
-                    await self._start_keeper()
-                return None
             case Background(flow=flow):
                 self._spawner.spawn(self._background, flow)
                 return None

@@ -327,8 +327,9 @@ class LockCore:
     def granted(self, owner: str, lease: float | None) -> Hold:
         """Record a hold the server just granted to ``owner`` (its script went through
         `acquire_call()`, which noted when it was sent)."""
-        self._lost.discard(owner)
-        self._lost_unreported.discard(owner)
+        if self._lost:  # mostly empty: every grant comes here
+            self._lost.discard(owner)
+            self._lost_unreported.discard(owner)
         sent = self._sent.pop(owner, None)
         self._prune_in -= 1
         if self._prune_in <= 0:

@@ -163,6 +163,10 @@ class Runner(Driver):
         match effect:
             case Call():
                 return self.backend.call(effect)
+            case WatchHolds():  # second: every grant yields it, after its Call
+                if self._keeper is None:
+                    self._start_keeper()
+                return None
             case Command(args=args):
                 return self.backend.execute(*args)
             case Wait(channel=channel, seconds=seconds, patience=patience):
@@ -177,10 +181,6 @@ class Runner(Driver):
                 return self._listener.unsubscribe(channel, pass_on, lease)
             case Drain(channel=channel):
                 return self._listener.drain(channel)
-            case WatchHolds():
-                if self._keeper is None:
-                    self._start_keeper()
-                return None
             case Background(flow=flow):
                 self._spawner.spawn(self._background, flow)
                 return None
