@@ -302,3 +302,41 @@ def test_an_unlock_after_the_first_writer_process_died_reaches_the_next(
         assert got[0] - released < 1.0, got[0] - released
     finally:
         end(child)
+
+
+def test_a_redisson_listener_hears_the_write_unlock_and_its_unlock_wakes_tenure(
+    make_client, r
+) -> None:
+    # A listener tenure does not know on the lock's channel (a Redisson waiter): the unlock
+    # goes to the channel. Then a Redisson-style write release (delete the hash, publish 1
+    # on the channel) wakes a tenure writer, which listens there too.
+    name = "rw-redisson"
+    holder = make_client().read_write_lock(name).write_lock()
+    assert holder.acquire(lease_time=20)
+    foreign = r.pubsub()
+    foreign.subscribe(keys.rw_channel(name))
+    try:
+        assert foreign.get_message(timeout=1)["type"] == "subscribe"
+        waiter, got = _waiting_writer(make_client(), name, 15)
+        assert wait_until(lambda: r.zcard(keys.lock_wake_queue(name)) == 1, 5)
+        holder.release()
+        message = foreign.get_message(timeout=2)
+        assert message is not None
+        assert message["data"] == b"1"
+        waiter.join(10)
+        assert got
+        r.hset(name, mapping={"mode": "write", "java-uuid:1:write": 1})
+        r.pexpire(name, 20_000)
+        listeners = lambda: int(r.pubsub_numsub(keys.rw_channel(name))[0][1])  # noqa: E731
+        assert wait_until(lambda: listeners() == 1, 5)  # the first waiter's client let go
+        waiter, got = _waiting_writer(make_client(), name, 15)
+        assert wait_until(lambda: listeners() == 2, 5)  # the new waiter listens
+        time.sleep(0.1)  # its attempt after the subscription refused: it sleeps
+        r.delete(name)
+        released = time.monotonic()
+        r.publish(keys.rw_channel(name), "1")
+        waiter.join(10)
+        assert got, "a Redisson-style write unlock did not wake the tenure writer"
+        assert got[0] - released < 1.0
+    finally:
+        foreign.close()
