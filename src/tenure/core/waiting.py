@@ -19,6 +19,10 @@ def subscribed(subscribe: Subscribe, loop: Flow[T]) -> Flow[T]:
     and leaving the channel when it returns (its result) or raises (re-raised, a wake-up
     passed on). ``GeneratorExit`` (the flow closed) is re-raised as is: a closed generator
     may yield nothing more."""
+    # Built before any subscription exists: what follows the loop (or an error) makes no
+    # call before its first yield but the generator `leaving()` (see below).
+    leave = Unsubscribe(subscribe.channel)
+    again = Unsubscribe(subscribe.channel, pass_on=True)
     try:
         yield subscribe
     except GeneratorExit:
@@ -28,16 +32,26 @@ def subscribed(subscribe: Subscribe, loop: Flow[T]) -> Flow[T]:
         # exception (or a cancellation) between the listener's answer and this yield
         # comes here. Leave, or the ticket and the channel's subscription stay for good
         # (the listener's unsubscribe is a no-op if the subscribe failed).
-        yield from leaving(Unsubscribe(subscribe.channel, pass_on=True))
+        yield from leaving(again)
         raise
     try:
         result = yield from loop
     except GeneratorExit:
         raise
     except BaseException:
-        yield from leaving(Unsubscribe(subscribe.channel, pass_on=True))
+        yield from leaving(again)
         raise
-    yield from leaving(Unsubscribe(subscribe.channel))
+    try:
+        yield from leaving(leave)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # A handler raised before `leaving()` yielded its Unsubscribe (as the generator
+        # began, before its own ``try``): the waiter still has its ticket. Leave (a no-op
+        # if it had left: the listener's unsubscribe does nothing for a caller with no
+        # ticket), or the channel stays subscribed for the client's life.
+        yield again
+        raise
     return result
 
 
