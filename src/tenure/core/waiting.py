@@ -19,8 +19,8 @@ def subscribed(subscribe: Subscribe, loop: Flow[T]) -> Flow[T]:
     and leaving the channel when it returns (its result) or raises (re-raised, a wake-up
     passed on). ``GeneratorExit`` (the flow closed) is re-raised as is: a closed generator
     may yield nothing more."""
-    # Built before any subscription exists: what follows the loop (or an error) makes no
-    # call before its first yield but the generator `leaving()` (see below).
+    # Built before any subscription exists: the leave after the loop makes no call before
+    # its yield, so no signal handler can raise between the loop's end and that yield.
     leave = Unsubscribe(subscribe.channel)
     again = Unsubscribe(subscribe.channel, pass_on=True)
     try:
@@ -41,16 +41,12 @@ def subscribed(subscribe: Subscribe, loop: Flow[T]) -> Flow[T]:
     except BaseException:
         yield from leaving(again)
         raise
-    try:
-        yield from leaving(leave)
+    try:  # `leaving(leave)`, inline: a generator's start is where a handler can raise
+        yield leave
     except GeneratorExit:
         raise
     except BaseException:
-        # A handler raised before `leaving()` yielded its Unsubscribe (as the generator
-        # began, before its own ``try``): the waiter still has its ticket. Leave (a no-op
-        # if it had left: the listener's unsubscribe does nothing for a caller with no
-        # ticket), or the channel stays subscribed for the client's life.
-        yield again
+        yield again  # thrown at the yield, perhaps before the driver left (see leaving())
         raise
     return result
 
