@@ -10,16 +10,23 @@ Deterministic: a tracer raises at the return of the chosen function, in the main
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import random
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from support.twins import wait_until
+import tenure
+from support.twins import async_wait_until, wait_until
+from support.wire import text
 from tenure import keys
 from tenure.core.effects import Unsubscribe
 
@@ -218,3 +225,228 @@ def test_a_second_interrupt_inside_the_tables_leave_is_repaired(
     holder.release()
     assert done.wait(5)
     thread.join(5)
+
+
+# ---------------------------------------------------------------------------- storms
+# Storms of sync acquires interrupted by a raising SIGALRM handler at random moments
+# (Semaphore, PermitExpirableSemaphore, ReadWriteLock): once the storm is over, no channel
+# stays subscribed by the interrupted client (R1: 0-7 channels left per 375 interrupted
+# acquires). Random by nature (the moments are a seeded draw, the scheduling is not); the
+# tests above land the interrupts that left channels deterministically.
+TENURE_SRC = str(Path(tenure.__file__).parent)
+TENURE_TESTING = str(Path(tenure.__file__).parent / "testing")
+ROUNDS = 150
+"""Interrupted acquires per storm."""
+
+
+def in_tenure(frame: Any) -> bool:
+    """True if ``frame`` is inside a call into tenure (a frame of its source on the stack)."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(TENURE_SRC) and not name.startswith(TENURE_TESTING):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def semaphore(client: tenure.Client, name: str) -> Any:
+    return client.semaphore(name)
+
+
+def pes(client: tenure.Client, name: str) -> Any:
+    return client.permit_expirable_semaphore(name)
+
+
+def read(client: tenure.Client, name: str) -> Any:
+    return client.read_write_lock(name).read_lock()
+
+
+def write(client: tenure.Client, name: str) -> Any:
+    return client.read_write_lock(name).write_lock()
+
+
+KINDS: dict[str, tuple[Callable[[tenure.Client, str], Any], Callable[..., Any]]] = {
+    "semaphore": (semaphore, semaphore),
+    "pes": (pes, pes),
+    "read": (write, read),  # a writer holds, the reader waits
+    "write": (read, write),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_an_interrupt_storm_leaves_no_channel_subscribed(
+    make_client, r: redis.Redis, kind: str
+) -> None:
+    holding, waiting = KINDS[kind]
+    holder_client, client = make_client(), make_client()
+    landed = {"tenure": 0, "caller": 0, "swallowed": 0, "sockets": 0, "handshake": 0, "acquired": 0}
+
+    def handler(signum: int, frame: Any) -> None:
+        if in_tenure(frame):
+            landed["tenure"] += 1
+            raise Alarm("alarm")
+        landed["caller"] += 1
+
+    previous_hook = sys.unraisablehook
+
+    def unraisable(report: Any) -> None:
+        # An Alarm raised where Python swallows exceptions (a gc or weakref callback)
+        # never reaches tenure: count it; report any other unraisable as before.
+        if isinstance(report.exc_value, Alarm):
+            landed["swallowed"] += 1
+            return
+        if isinstance(report.exc_value, ResourceWarning) and "socket" in str(report.exc_value):
+            # redis-py's connect cut short by the Alarm drops its new socket unclosed (a
+            # redis-py matter, not a subscription; seen in test_interrupts.py as well).
+            landed["sockets"] += 1
+            return
+        previous_hook(report)
+
+    def hold_briefly(holder: Any, held: threading.Event, go: threading.Event) -> None:
+        got = holder.acquire()
+        held.set()
+        go.wait(5)
+        time.sleep(random.uniform(0.0003, 0.0015))
+        holder.release(got) if kind == "pes" else holder.release()
+
+    rng = random.Random(23)
+    sys.unraisablehook = unraisable
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        for i in range(ROUNDS):
+            name = f"storm-{kind}-{i}"
+            if kind in ("semaphore", "pes"):
+                assert holding(holder_client, name).try_set_permits(1)
+            held, go = threading.Event(), threading.Event()
+            thread = threading.Thread(
+                target=hold_briefly, args=(holding(holder_client, name), held, go)
+            )
+            thread.start()
+            assert held.wait(5)
+            go.set()
+            waiter, got = waiting(client, name), None
+            try:
+                signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.003))
+                try:
+                    got = waiter.acquire(timeout=5)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except Alarm:
+                pass
+            except tenure.BackendError as error:
+                # redis-py's handshake cut short by the Alarm (its CLIENT SETINFO sent, the
+                # reply unread) leaves the pooled connection one reply behind; Redis 7.0
+                # refuses SETINFO, and the next command reads that refusal. A redis-py
+                # matter, not a subscription: counted.
+                if "SETINFO" not in str(error):
+                    raise
+                landed["handshake"] += 1
+            if got:
+                landed["acquired"] += 1
+                waiter.release(got) if kind == "pes" else waiter.release()
+            thread.join(5)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        gc.collect()  # the storm's unclosed sockets are reported to the hook above
+        sys.unraisablehook = previous_hook
+    assert landed["tenure"] >= 10, landed  # the storm did interrupt acquires
+
+    def subscribed() -> list[str]:
+        return [c for c in map(text, r.pubsub_channels()) if "storm-" in c]
+
+    # Both clients' channels linger 0.5 s after their last waiter; a stray entry is
+    # repaired at the janitor's next look (within the linger) and lingers once more.
+    def tables() -> list[Any]:
+        return [
+            (who, c, e, lst._parking.leaving, lst._parking.in_flight, lst._table.reader)
+            for who, cl in (("waiter", client), ("holder", holder_client))
+            for lst in cl._runner._listener._by_node.values()
+            for c, e in lst._parking.channels.items()
+            if "storm-" in c
+        ]
+
+    assert wait_until(lambda: not subscribed(), 3), (subscribed(), landed, tables())
+    listeners = client._runner._listener
+    for listener in listeners._by_node.values():
+        assert not [c for c in listener._parking.channels if "storm-" in c]
+
+
+# ------------------------------------------- a cancellation during the listener's PING
+ASYNC_KINDS = ["lock", "pes"]
+
+
+@pytest.mark.parametrize("kind", ASYNC_KINDS)
+async def test_a_cancellation_during_the_listeners_ping_is_raised(
+    async_make_client, r: redis.Redis, kind: str
+) -> None:
+    # Two tasks of one client wait; the unlock wakes the older (A), which takes the lock
+    # while the younger (B) reads the shared socket. A leaves the channel and hands B the
+    # lease-end re-check: a notify for the reader blocked on the socket, sent as a PING.
+    # A is cancelled as that PING is sent. Before, redis-py's send_command went through
+    # Python 3.11's wait_for, which returned instead of raising the cancellation: the
+    # acquire returned its grant. A must raise CancelledError and hold nothing (B gets it).
+    name = f"ping-{kind}"
+    holder_client, client = async_make_client(), async_make_client()
+
+    def make(c: Any) -> Any:
+        return c.lock(name) if kind == "lock" else c.permit_expirable_semaphore(name)
+
+    if kind == "pes":
+        assert await make(holder_client).try_set_permits(1)
+    held = await make(holder_client).acquire()
+    assert held
+    channel = keys.lock_channel(name) if kind == "lock" else keys.semaphore_channel(name)
+    first = asyncio.ensure_future(make(client).acquire(timeout=10))
+    assert await async_wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
+    listener = client._runner._listener._by_channel[channel]
+    entry = listener._parking.channels[channel]
+    assert await async_wait_until(lambda: len(entry.tickets) == 1)
+    second = asyncio.ensure_future(make(client).acquire(timeout=10))
+    assert await async_wait_until(lambda: len(entry.tickets) == 2)
+    cancelled: list[bool] = []
+    loop = asyncio.get_running_loop()
+
+    def cancel_first() -> None:
+        cancelled.append(first.cancel())  # False: A had ended (a grant it holds)
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if (
+            not armed
+            and code.co_name == "_send"
+            and code.co_filename.endswith("listener.py")
+            and frame.f_locals.get("args") == ("PING",)
+        ):
+            # The cancellation runs as soon as the task sending the PING suspends: inside
+            # the send, if the send suspends (wait_for did).
+            armed.append(True)
+            loop.call_soon(cancel_first)
+
+    armed: list[bool] = []
+    sys.settrace(tracer)
+    try:
+        if kind == "lock":
+            await make(holder_client).release()
+        else:
+            await make(holder_client).release(held)
+        outcome = await asyncio.wait_for(asyncio.gather(first, return_exceptions=True), 5)
+    finally:
+        sys.settrace(None)
+    assert armed
+    assert await async_wait_until(lambda: bool(cancelled))
+    if cancelled == [True]:  # the cancellation reached A before it ended: A raises it
+        assert isinstance(outcome[0], asyncio.CancelledError), outcome
+    else:  # A had ended with its grant: the cancellation came too late, A holds
+        assert outcome[0], outcome
+        if kind == "lock":
+            assert await make(client).force_release()  # A's task is over: no owner to release
+        else:
+            await make(client).release(outcome[0])
+    got = await asyncio.wait_for(second, 5)  # A's grant given back: B takes it
+    assert got
+    await (make(client).release() if kind == "lock" else make(client).release(got))
+    if kind == "lock":
+        assert await async_wait_until(lambda: not r.exists(name), 2)
+    else:
+        assert await async_wait_until(lambda: text(r.get(name) or b"0") == "1", 2), r.get(name)

@@ -104,17 +104,24 @@ def test_a_notify_for_the_blocked_reader_is_sent_as_one_ping(clock: Clock) -> No
 # ---------------------------------------------------------------------- reading
 
 
-def test_a_read_ends_in_time_for_lingering_channels_and_the_health_check(
+def test_lingering_channels_are_let_go_by_the_janitor_never_by_a_reader(
     clock: Clock,
 ) -> None:
+    # A reader is a waiter (in the sync driver maybe the main thread, where a signal
+    # handler may raise between the table letting a channel go and the UNSUBSCRIBE's
+    # send): it reads on, the janitor lets the channel go.
     table = up(clock)
     table.parking.join(CH, NOBODY, "a", object)
     plan = table.plan_read(60.0)
     assert plan.unsubscribe == []
-    assert plan.timeout == LINGER  # a channel may start lingering
+    assert plan.timeout == HEALTH_INTERVAL  # not cut short for a channel's lingering
+    assert table.janitor_plan() == ([], LINGER)  # a channel may start lingering
     table.parking.leave(CH, "a", False)
     clock.now += LINGER
-    assert table.plan_read(60.0).unsubscribe == [CH]
+    assert table.plan_read(60.0).unsubscribe == []
+    assert CH in table.parking.channels
+    assert table.janitor_plan()[0] == [CH]
+    assert CH not in table.parking.channels
 
 
 def test_silence_pings_then_gives_the_connection_up(clock: Clock) -> None:

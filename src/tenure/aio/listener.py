@@ -34,6 +34,7 @@ from tenure._redis import (
     ResponseError,
     async_connected,
     async_read_push,
+    async_send_command,
     text,
 )
 from tenure.core.listening import JANITOR, Listening, Subscriptions
@@ -320,7 +321,10 @@ class AsyncListener:
         if not self._table.connected:
             return
         try:
-            await self._conn.send_command(*args)
+            # Not redis-py's send_command: on Python 3.11 it writes through wait_for, which
+            # returns, not raises, when the caller is cancelled as the write completes (an
+            # acquire cancelled as it PINGs the reader returned its grant).
+            await async_send_command(self._conn, *args)
         except (RedisError, OSError) as error:
             log.debug("pub/sub send failed: %s", error)
 
@@ -328,9 +332,7 @@ class AsyncListener:
     async def _read_once(self, seconds: float) -> bool:
         """Under the mutex, by the reader, connected: read one reply for up to ``seconds``
         (the mutex let go meanwhile) and hand it to the table. True if a reply came."""
-        plan = self._table.plan_read(seconds)
-        for channel in plan.unsubscribe:
-            await self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
+        plan = self._table.plan_read(seconds)  # lets no channel go: the janitor does
         unlocked = AsyncUnlocked(self._mutex)
         try:
             try:

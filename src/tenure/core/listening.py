@@ -28,8 +28,8 @@ Rules:
   channel's waiters re-check once its new SUBSCRIBE is confirmed, never before
   (`tenure.core.parking.Parking.disconnected()`).
 - **Lingering:** a channel stays subscribed `LINGER` seconds after its last waiter
-  left; the reader (or the janitor while nobody reads) sends its UNSUBSCRIBE once that
-  time is up.
+  left; the janitor sends its UNSUBSCRIBE once that time is up (never a waiter: see
+  `Listening.plan_read()`).
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ MIN_JANITOR_NAP = 0.01
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """What the reader does now: send UNSUBSCRIBE for ``unsubscribe`` (lingering channels
-    whose time is up), then read one reply for up to ``timeout`` seconds."""
+    """What the reader does now: send UNSUBSCRIBE for ``unsubscribe`` (none: lingering
+    channels are the janitor's to let go), then read one reply for up to ``timeout``
+    seconds."""
 
     unsubscribe: list[str]
     timeout: float
@@ -160,12 +161,13 @@ class Listening:
 
     # ------------------------------------------------------------------- reading
     def plan_read(self, seconds: float) -> Read:
-        """The reader reads for up to ``seconds``: first the lingering channels whose time
-        is up are let go; the read ends in time for the next of those and for the health
-        check."""
-        gone, sweep = self.parking.expired()
+        """The reader reads for up to ``seconds``, ending in time for the health check.
+        It lets no lingering channel go: the janitor does (`janitor_plan()`). A reader
+        is a waiter, in the sync driver possibly the main thread, where a signal handler
+        raising between the table's letting go and the UNSUBSCRIBE's send left the
+        channel subscribed with no entry to let it go again (R1's interrupt storms)."""
         silence = self.silence_limit() - (self.clock() - self.heard)
-        return Read(gone, max(0.0, min(seconds, sweep, silence)))
+        return Read([], max(0.0, min(seconds, silence)))
 
     def silence_limit(self) -> float:
         """Seconds of silence after which the reader acts: PING, or give the connection up
