@@ -278,10 +278,22 @@ class WriteLockCore(_SideCore):
     ) -> Flow[int | None]:
         keys_ = [self.key]
         args: list[str | int] = [self.lease_ms(lease), self.field(owner), owner]
-        if self._registering.get(owner):
+        registering = self._registering.get(owner, False)
+        # A retry within a wait by an owner holding nothing here: the script skips the kind
+        # and re-entry checks its first attempt made (a refusal costs the PTTL alone).
+        retry = (
+            again
+            and self.ctx.holds.get(self.key, self.field(owner)) is None
+            and self.read_holds(owner) == 0
+        )
+        if registering:
             # A waiter listening on its client channel: a refusal registers its client.
             keys_.append(self.wake_queue)
             args.append(self.ctx.identity.client_id)
+        elif retry:
+            args.append("")
+        if retry:
+            args.append(1)
         call = Call(self.acquire_script, keys_, args, changes=True)
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is None:

@@ -1,12 +1,29 @@
 -- Take (or re-enter) the write hold of a read-write lock.
 -- KEYS[1] lock hash   ARGV[1] lease ms   ARGV[2] writer field   ARGV[3] owner (reader field)
--- KEYS[2] wake queue, ARGV[4] the caller's client uuid (optional, together): a waiter
--- listening on its client channel, whose client a refusal registers (see _rw_wake.lua)
+-- KEYS[2] wake queue, ARGV[4] the caller's client uuid (optional, together; ARGV[4] '' for
+-- none when ARGV[5] is sent): a waiter listening on its client channel, whose client a
+-- refusal registers (see _rw_wake.lua)
+-- ARGV[5] '1' for a retry within a wait by an owner that holds nothing here, neither write
+-- nor read holds (optional): its first attempt made the kind and re-entry checks, so a
+-- held lock costs the PTTL alone, as a retry of lock_acquire.lua does
 -- Granted when nobody holds the lock, or on re-entry by the writer (which adds the lease to
 -- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
 -- caller holds read holds only (it would wait on itself forever), else the lock's PTTL.
 -- @include kinds
 -- @include wake_register
+
+if ARGV[5] == '1' then
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl == -2 then
+        redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return nil
+    end
+    if ARGV[4] ~= '' then
+        register(KEYS[2], ARGV[4])
+    end
+    return ttl
+end
 
 local wrong = kind_error(KEYS[1], true)
 if wrong then
@@ -30,7 +47,7 @@ end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     return 'upgrade'
 end
-if ARGV[4] then
+if ARGV[4] and ARGV[4] ~= '' then
     register(KEYS[2], ARGV[4])
 end
 return redis.call('pttl', KEYS[1])
