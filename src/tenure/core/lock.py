@@ -548,8 +548,18 @@ class LockCore:
             self._registering.pop(owner, None)
             # Also after a failed first attempt or subscription: a FairLock waiter may
             # already be queued on the server and must leave the queue.
+            second: BaseException | None = None
             if channel is not None:
-                yield Unsubscribe(channel, pass_on=True)
+                try:
+                    yield Unsubscribe(channel, pass_on=True)
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    # A second interrupt while leaving, perhaps before the driver left:
+                    # leave again (a no-op without a ticket); the grant is still undone
+                    # below, and this interrupt raised once it is.
+                    second = interrupt
+                    yield Unsubscribe(channel, pass_on=True)
             # An interrupt (not tenure's own error: that attempt's outcome was handled)
             # while an attempt's reply was being handled may have left a grant unrecorded.
             # (A grant may be recorded already: FairLock's turn watcher runs after it.)
@@ -557,6 +567,8 @@ class LockCore:
                 recorded = granted or (in_flight and self._recorded(owner) > before)
                 yield from self._undo_interrupted_grant(owner, recorded)
             yield from self._give_up_quietly(owner)
+            if second is not None:
+                raise second from error
             raise
 
     def try_once(
