@@ -450,3 +450,69 @@ async def test_a_cancellation_during_the_listeners_ping_is_raised(
         assert await async_wait_until(lambda: not r.exists(name), 2)
     else:
         assert await async_wait_until(lambda: text(r.get(name) or b"0") == "1", 2), r.get(name)
+
+
+# ------------------------------- a second interrupt as a granted Lock leaves its channel
+def test_a_second_interrupt_while_a_granted_lock_leaves_still_undoes_the_grant(
+    make_client, r: redis.Redis
+) -> None:
+    # The waiter is granted; a first interrupt lands as the runner performs the flow's
+    # Unsubscribe, so the flow's clean-up leaves the channel again, and must wait for the
+    # listener's mutex (another thread holds it 0.3 s): a second SIGALRM lands there
+    # (0.1 s), raised once the clean-up has left. Before, that skipped the undo of the
+    # grant: the hold stayed on the server, renewed by the watchdog. Now it is undone.
+    name = "second-granted"
+    channel = keys.lock_channel(name)
+    holder = make_client().lock(name)
+    assert holder.acquire()
+    client = make_client()
+    main = threading.main_thread()
+    got: list[str] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append("alarm")
+        raise Alarm("the second")
+
+    def hold_the_mutex(mutex: Any, holding: threading.Event) -> None:
+        with mutex:
+            holding.set()
+            time.sleep(0.3)  # the second SIGALRM comes at 0.1 s
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_name == "perform"
+            and code.co_filename.endswith("runner.py")
+            and threading.current_thread() is main
+            and isinstance(frame.f_locals.get("effect"), Unsubscribe)
+        ):
+            holding = threading.Event()
+            mutex = client._runner._listener._by_channel[channel]._mutex
+            threading.Thread(target=hold_the_mutex, args=(mutex, holding)).start()
+            assert holding.wait(5)
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            got.append("first")
+            raise Alarm("the first, as the granted waiter leaves")  # the tracer is unset
+        return None
+
+    def release_when_parked() -> None:
+        assert wait_until(lambda: waiting_in(main, "wait"), 10, 0.001)
+        assert holder.force_release()  # the holder is the main thread: an unlock all the same
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    threading.Thread(target=release_when_parked).start()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(Alarm):
+            client.lock(name).acquire(timeout=30)
+    finally:
+        sys.settrace(None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == ["first", "alarm"]  # both landed
+    field = f"{client.client_id}:"
+    assert wait_until(lambda: not any(text(f).startswith(field) for f in r.hkeys(name)), 1.5), (
+        r.hgetall(name)
+    )
+    assert wait_until(lambda: channel.encode() not in r.pubsub_channels(), 3)
