@@ -69,9 +69,14 @@ def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
 
 def exit_after(proc: subprocess.Popen[str], lose: Callable[[], object]) -> tuple[float, str]:
     """Take the hold away from ``tenure`` run as ``proc`` (``lose()``), wait for it to exit:
-    the seconds from the loss to its exit, and what it printed on stderr."""
-    lost_at = time.monotonic()
+    the seconds from the loss to its exit, and what it printed on stderr.
+
+    The loss is counted from ``lose()``'s return: it has happened by then, and when
+    ``lose()`` runs the CLI (``tenure force-release``) in a subprocess, the loss comes at
+    that process's end, after a Python start-up of its own that can take a second or more
+    on a loaded machine (and is no part of how fast ``proc`` reacts)."""
     lose()
+    lost_at = time.monotonic()
     proc.wait(timeout=30)
     return time.monotonic() - lost_at, stderr(proc)
 
