@@ -369,7 +369,12 @@ def test_an_interrupt_storm_leaves_no_channel_subscribed(
     assert wait_until(lambda: not subscribed(), 3), (subscribed(), landed, tables())
     listeners = client._runner._listener
     for listener in listeners._by_node.values():
-        assert not [c for c in listener._parking.channels if "storm-" in c]
+        janitor = listener._janitor
+        assert not [c for c in listener._parking.channels if "storm-" in c], (
+            listener._table.connected,
+            janitor.done() and janitor.exception() if janitor is not None else None,
+            landed,
+        )
 
 
 # ------------------------------------------- a cancellation during the listener's PING
@@ -516,3 +521,51 @@ def test_a_second_interrupt_while_a_granted_lock_leaves_still_undoes_the_grant(
         r.hgetall(name)
     )
     assert wait_until(lambda: channel.encode() not in r.pubsub_channels(), 3)
+
+
+# ------------------------------- a second interrupt as a waiting candidate leaves
+def test_a_second_interrupt_while_a_candidate_leaves_still_leaves_the_queue(
+    make_client, r: redis.Redis
+) -> None:
+    # A candidate waits (another leads); a first SIGALRM lands in its wait; its clean-up
+    # leaves the channel and waits for the listener's mutex (another thread holds it), and
+    # a second SIGALRM lands there, raised once it left. Before, that skipped the give-up:
+    # the candidate stayed in the election's queue. Now it leaves the queue.
+    from support.signals import alarm_when_leaving
+    from tenure.core.election import election_channel, election_keys
+
+    leader = make_client().election("second-cand")
+    assert leader.campaign("leader") is not None
+    client = make_client()
+    channel = election_channel("second-cand")
+    queue = election_keys("second-cand")[2]
+    main = threading.main_thread()
+    got: list[str] = []
+    armed = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append("alarm")
+        raise Alarm("alarm")
+
+    def interrupt_when_parked() -> None:
+        assert wait_until(lambda: waiting_in(main, "wait"), 10, 0.001)
+        armed.set()
+        signal.pthread_kill(main.ident or 0, signal.SIGALRM)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    sys.settrace(alarm_when_leaving(armed))  # the second signal, on the clean-up's leave
+    try:
+        threading.Thread(target=interrupt_when_parked).start()
+        with pytest.raises(Alarm):
+            client.election("second-cand").campaign("me", timeout=30)
+    finally:
+        sys.settrace(None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == ["alarm", "alarm"]  # both landed
+    field = f"{client.client_id}:"
+    assert wait_until(
+        lambda: not any(text(m).startswith(field) for m in r.lrange(queue, 0, -1)), 1.5
+    ), r.lrange(queue, 0, -1)
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 0, 3)
+    leader.resign()

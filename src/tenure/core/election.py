@@ -260,8 +260,10 @@ class ElectionCore(LockCore):
             term, ttl = yield from self._attempt(owner, value, deadline.end)
             if term is None and deadline.remaining() > 0:
                 subscribe = Subscribe(self.channel, WAKE_ALL, since=sent)
-                fresh = yield subscribe
+                # Before the yield: an interrupt landing once the subscription was made
+                # (after the listener's answer) is thrown there, and must leave the channel.
                 channel = subscribe.channel
+                fresh = yield subscribe
                 while True:
                     if fresh is not True:
                         term, ttl = yield from self._attempt(owner, value, deadline.end)
@@ -271,15 +273,33 @@ class ElectionCore(LockCore):
                     yield Wait(channel, self._sleep(ttl, deadline))
         except GeneratorExit:
             raise
-        except BaseException:
+        except BaseException as error:
             # The script may have run (elected us) with its reply lost: step down again.
+            second: BaseException | None = None
             if channel is not None:
-                yield Unsubscribe(channel, pass_on=True)
+                try:
+                    yield Unsubscribe(channel, pass_on=True)
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    # A second interrupt while leaving, perhaps before the driver left:
+                    # leave again (a no-op without a ticket), step down all the same,
+                    # then raise it.
+                    second = interrupt
+                    yield Unsubscribe(channel, pass_on=True)
             yield from self._give_up_quietly(owner)
+            if second is not None:
+                raise second from error
             raise
         try:
             if channel is not None:
-                yield Unsubscribe(channel)
+                try:
+                    yield Unsubscribe(channel)
+                except GeneratorExit:
+                    raise
+                except BaseException:
+                    yield Unsubscribe(channel, pass_on=True)  # perhaps before it left
+                    raise
             if term is None:
                 yield from self.give_up(owner)
                 return None
