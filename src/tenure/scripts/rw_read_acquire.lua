@@ -9,6 +9,19 @@
 -- the write lock. Each read hold gets its own timeout key; the hash lives at least as long
 -- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
 -- reach the new hold (nothing changed), else the lock's PTTL in ms.
+-- A free lock (PTTL -2: no key, so no kind to check and no hold counted) is granted to a
+-- caller declared alone (1, owner, n >= 1: its hold 1 is KEYS[2]) before the fragments below
+-- are included: PTTL, SET, HSET and PEXPIRE, and no function defined (each local function is
+-- made anew on every run of a script).
+
+local ttl = redis.call('pttl', KEYS[1]) -- the hash's; no write below changes its expiry
+if ttl == -2 and ARGV[4] == '1' and ARGV[5] == ARGV[2] and (tonumber(ARGV[6]) or 0) >= 1 then
+    -- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.
+    redis.call('set', KEYS[2], 1, 'px', ARGV[1])
+    redis.call('hset', KEYS[1], ARGV[2], 1, 'mode', 'read')
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
 -- @include rw_readers
 -- @include kinds
 -- @include wake_register
@@ -28,7 +41,7 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     if ARGV[7] == '1' then
         register(KEYS[#KEYS], 'readers') -- READERS in _rw_wake.lua
     end
-    return redis.call('pttl', KEYS[1])
+    return ttl
 end
 -- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.
 local own = readers[ARGV[2]]
@@ -37,8 +50,7 @@ redis.call('hincrby', KEYS[1], ARGV[2], 1)
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
-local pttl = redis.call('pttl', KEYS[1])
-if mode == false or (pttl >= 0 and pttl < lease) then
+if mode == false or (ttl >= 0 and ttl < lease) then
     redis.call('pexpire', KEYS[1], lease)
 end
 return nil

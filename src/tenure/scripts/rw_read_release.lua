@@ -13,20 +13,63 @@
 -- held, and when it was freed lock_release.lua's replies (rw_freed in _rw_wake.lua).
 -- Everything is decided before the first write, and the PUBLISH (which an ACL can refuse)
 -- is the first write: a refused one changes nothing.
+--
+-- One HMGET (the mode and the owner's count, as lock_count in _kinds.lua: a key of another
+-- type fails it, a Lock-family hash has no mode) answers the kind and owner checks of a
+-- ReadWriteLock hash; every other key goes to the full checks below.
+-- Every uncontended release ends before the fragments below it, as lock_release.lua's does:
+-- the owner's one hold in a read-mode hash holding nothing else (HLEN 2: mode and the owner),
+-- declared alone (1, owner, n >= 1: its hold 1 is KEYS[3]; with no other reader, nothing is
+-- stale and no hold keeps the lock), no wake queue (EXISTS: the server deletes an emptied
+-- ZSET) and nobody but the idle releaser heard the unlock. It runs HMGET, HLEN, EXISTS,
+-- PUBLISH and DEL (the hold's timeout key and the hash at once) and defines no function
+-- (each local function is made anew on every run of a script).
+
+local mode, free, heard
+local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[2])
+if not found['err'] and found[1] then -- a ReadWriteLock hash
+    if not found[2] then
+        return nil -- the owner holds no read hold
+    end
+    mode = found[1]
+    if mode == 'read' and found[2] == '1' and ARGV[3] == '1' and ARGV[4] == ARGV[2]
+            and (tonumber(ARGV[5]) or 0) >= 1 and redis.call('hlen', KEYS[1]) == 2 then
+        free = true
+        if redis.call('exists', KEYS[#KEYS]) == 0 then
+            heard = redis.call('publish', KEYS[2], ARGV[1])
+            if heard <= (tonumber(ARGV[6]) or 0) then
+                redis.call('del', KEYS[3], KEYS[1])
+                return 1 + heard
+            end
+        end
+    end
+end
 -- @include rw_readers
 -- @include kinds
 -- @include wake_register
 -- @include wake
 -- @include rw_wake
 
-local wrong = kind_error(KEYS[1], true)
-if wrong then
-    return wrong
+if heard then -- the queue is empty and the unlock reached someone: the lock is contended
+    put_back(KEYS[#KEYS], ARGV[2])
+    redis.call('del', KEYS[3], KEYS[1])
+    return 1 + heard
 end
-
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    return nil
+if free then
+    local woken, unsure
+    woken, heard, unsure = rw_wake(KEYS[#KEYS], KEYS[2], ARGV[1], tonumber(ARGV[6]), ARGV[2])
+    redis.call('del', KEYS[3], KEYS[1])
+    return rw_freed(woken, heard, unsure, ARGV[2])
+end
+if not mode then -- no key, or a key of another kind: the kind checks name it
+    local wrong = kind_error(KEYS[1], true)
+    if wrong then
+        return wrong
+    end
+    mode = redis.call('hget', KEYS[1], 'mode')
+    if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+        return nil
+    end
 end
 local readers, stale = declared_readers(KEYS[1], 3, 3, true, 0)
 if not readers then

@@ -9,16 +9,20 @@
 -- Granted when nobody holds the lock, or on re-entry by the writer (which adds the lease to
 -- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
 -- caller holds read holds only (it would wait on itself forever), else the lock's PTTL.
+-- A free lock (PTTL -2: no key, so no kind to check) is granted before the fragments below
+-- are included: every uncontended grant runs PTTL, HSET and PEXPIRE and defines no function
+-- (each local function is made anew on every run of a script).
+
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -2 then
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
 -- @include kinds
 -- @include wake_register
 
 if ARGV[5] == '1' then
-    local ttl = redis.call('pttl', KEYS[1])
-    if ttl == -2 then
-        redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
-        redis.call('pexpire', KEYS[1], ARGV[1])
-        return nil
-    end
     if ARGV[4] ~= '' then
         register(KEYS[2], ARGV[4])
     end
@@ -38,9 +42,8 @@ if mode == false then
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    local pttl = redis.call('pttl', KEYS[1])
-    if pttl >= 0 then
-        redis.call('pexpire', KEYS[1], pttl + tonumber(ARGV[1]))
+    if ttl >= 0 then -- the PTTL above: nothing since changed the hash's expiry
+        redis.call('pexpire', KEYS[1], ttl + tonumber(ARGV[1]))
     end
     return nil
 end
@@ -50,4 +53,4 @@ end
 if ARGV[4] and ARGV[4] ~= '' then
     register(KEYS[2], ARGV[4])
 end
-return redis.call('pttl', KEYS[1])
+return ttl

@@ -17,34 +17,88 @@
 -- listeners the channel message reached (a string when that count could not be true).
 -- The PUBLISH (which an ACL can refuse) comes before the writes it announces: a refused
 -- one changes nothing.
+--
+-- One HMGET (the mode, the writer's count and the caller's read count, as lock_count in
+-- _kinds.lua: a key of another type fails it, a Lock-family hash has no mode) answers the
+-- checks of a hash in write mode; every other key goes to the full checks below.
+-- Every uncontended release ends before the fragments below it, as lock_release.lua's does:
+-- the writer's last hold in a hash holding only it (HLEN 2: mode and the writer field), no
+-- wake queue (EXISTS: the server deletes an emptied ZSET, so no client is registered and no
+-- reader marked it) and nobody but the idle releaser heard the unlock. It runs HMGET, HLEN,
+-- EXISTS, PUBLISH and DEL and defines no function (each local function is made anew on
+-- every run of a script).
+
+local found, hold, free, heard
+if ARGV[5] == '1' and ARGV[6] == ARGV[4] then -- the caller's declaration, as always sent
+    found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[3], ARGV[4])
+    if not found['err'] and found[1] == 'write' then
+        hold = tonumber(found[2])
+        if not hold then
+            return nil -- not the writer
+        end
+        if (tonumber(found[3]) or 0) > tonumber(ARGV[7]) then
+            hold = nil -- a stale declaration: declared_readers below builds the reply
+        elseif hold > 1 then
+            redis.call('hincrby', KEYS[1], ARGV[3], -1)
+            redis.call('pexpire', KEYS[1], ARGV[2])
+            return 0
+        elseif redis.call('hlen', KEYS[1]) == 2 then -- only mode and the writer: free
+            free = true
+            if redis.call('exists', KEYS[#KEYS]) == 0 then
+                heard = redis.call('publish', KEYS[2], ARGV[1])
+                if heard <= (tonumber(ARGV[8]) or 0) then
+                    redis.call('del', KEYS[1])
+                    return 1 + heard
+                end
+            end
+        end
+    end
+end
 -- @include rw_readers
 -- @include kinds
 -- @include wake_register
 -- @include wake
 -- @include rw_wake
 
-local wrong = kind_error(KEYS[1], true)
-if wrong then
-    return wrong
+if heard then -- the queue is empty and the unlock reached someone: the lock is contended
+    put_back(KEYS[#KEYS], ARGV[4])
+    redis.call('del', KEYS[1])
+    return 1 + heard
 end
-
-if redis.call('hget', KEYS[1], 'mode') ~= 'write'
-        or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-    return nil
-end
-local readers, stale = declared_readers(KEYS[1], 5, 3, false, 0)
-if not readers then
-    return stale
-end
-if (tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0) > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[3], -1)
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return 0
-end
-if redis.call('hlen', KEYS[1]) == 2 then -- only mode and the writer: free
-    local woken, heard, unsure = rw_wake(KEYS[#KEYS], KEYS[2], ARGV[1], tonumber(ARGV[8]), ARGV[4])
+if free then
+    local woken, unsure
+    woken, heard, unsure = rw_wake(KEYS[#KEYS], KEYS[2], ARGV[1], tonumber(ARGV[8]), ARGV[4])
     redis.call('del', KEYS[1])
     return rw_freed(woken, heard, unsure, ARGV[4])
+end
+local readers
+if hold then -- the writer's last hold, its read holds declared, read holds left: downgrade
+    readers = {[ARGV[4]] = {3, tonumber(found[3]) or 0}}
+else
+    local wrong = kind_error(KEYS[1], true)
+    if wrong then
+        return wrong
+    end
+    if redis.call('hget', KEYS[1], 'mode') ~= 'write'
+            or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+        return nil
+    end
+    local stale
+    readers, stale = declared_readers(KEYS[1], 5, 3, false, 0)
+    if not readers then
+        return stale
+    end
+    if (tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0) > 1 then
+        redis.call('hincrby', KEYS[1], ARGV[3], -1)
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return 0
+    end
+    if redis.call('hlen', KEYS[1]) == 2 then -- only mode and the writer: free
+        local woken, unsure
+        woken, heard, unsure = rw_wake(KEYS[#KEYS], KEYS[2], ARGV[1], tonumber(ARGV[8]), ARGV[4])
+        redis.call('del', KEYS[1])
+        return rw_freed(woken, heard, unsure, ARGV[4])
+    end
 end
 local longest = redis.call('pttl', KEYS[1])
 local own = readers[ARGV[4]]
