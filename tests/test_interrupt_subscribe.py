@@ -35,6 +35,17 @@ class Alarm(Exception):
     """What the stand-in for a signal handler raises."""
 
 
+def janitor_stack(janitor: Any) -> list[str]:
+    """Where the listener's janitor thread is now (a failure's message)."""
+    thread = getattr(janitor, "thread", None)
+    frame = sys._current_frames().get(thread.ident or 0) if thread is not None else None
+    names = []
+    while frame is not None:
+        names.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back
+    return names if thread is None or thread.is_alive() else ["dead"]
+
+
 def waiting_in(thread: threading.Thread, name: str) -> bool:
     """True if ``thread`` is inside the pub/sub listener's method ``name`` now."""
     frame = sys._current_frames().get(thread.ident or 0)
@@ -374,6 +385,9 @@ def test_an_interrupt_storm_leaves_no_channel_subscribed(
             listener._table.connected,
             janitor.done() and janitor.exception() if janitor is not None else None,
             landed,
+            listener._mutex._is_owned(),
+            listener._table.reader,
+            janitor_stack(janitor),
         )
 
 
