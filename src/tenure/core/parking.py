@@ -142,6 +142,8 @@ class Parked:
     it)."""
     relay: Any = None
     """What passes a wake-up received on ``alias`` on to another client (the driver runs it)."""
+    alias_refused: bool = False
+    """The server refused a SUBSCRIBE naming the alias (an ACL): the channel alone, for good."""
     recheck: bool = False
     """The connection dropped since the channel was confirmed: messages may have been
     missed, so every waiter re-checks once the new SUBSCRIBE is confirmed."""
@@ -282,6 +284,7 @@ class Parking:
             entry = self.channels[channel]
             entry.alias = entry.relay = None
             entry.alias_on = False
+            entry.alias_refused = True
         return channels
 
     def _relay(self, entry: Parked) -> None:
@@ -447,6 +450,13 @@ class Parking:
                 entry.alias_on = first = True  # the alias again (the channel: harmless)
         elif WAKE_ANY in wake_all:  # a waiter every message must reach: so it is for all
             entry.wake_all = entry.wake_all | wake_all
+        if alias is not None and entry.alias is None and not entry.alias_refused:
+            # A waiter without the alias made the entry (a ReadWriteLock's reader: the two
+            # sides share the channel) and one with it comes: subscribe the alias now, else
+            # the unlocks meant for this client alone could never reach it.
+            entry.alias, entry.relay, entry.alias_on = alias, relay, True
+            self.aliases[alias] = channel
+            first = True  # the SUBSCRIBE names the channel again: harmless
         ticket = entry.tickets.get(key)
         if ticket is None:
             ticket = entry.tickets[key] = Ticket(make_cond())
