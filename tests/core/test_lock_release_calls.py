@@ -15,7 +15,7 @@ def stats(r: redis.Redis) -> dict[str, int]:
     return {k[len("cmdstat_") :]: int(v["calls"]) for k, v in info.items()}
 
 
-def release(r: redis.Redis, name: str, *extra: object) -> tuple[object, dict[str, int]]:
+def release(r: redis.Redis, name: str, *extra: str | int) -> tuple[object, dict[str, int]]:
     """Run lock_release for owner ``u:1`` of lock ``name``; its reply and the commands it
     ran inside the script."""
     script = scripts.get("lock_release")
