@@ -373,6 +373,10 @@ class AsyncListener:
         try:
             try:
                 async with unlocked:
+                    # A fresh socket, always: one a loss left open (its disconnect cut
+                    # short) may still carry subscriptions the table has let go, and
+                    # redis-py's connect() would keep it.
+                    await self._conn.disconnect()
                     await self._conn.connect()
             finally:
                 await unlocked.retake()  # see AsyncUnlocked

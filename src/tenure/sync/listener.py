@@ -373,6 +373,10 @@ class Listener:
         try:
             try:
                 with unlocked:
+                    # A fresh socket, always: one a loss left open (its disconnect cut
+                    # short) may still carry subscriptions the table has let go, and
+                    # redis-py's connect() would keep it.
+                    self._conn.disconnect()
                     self._conn.connect()
             finally:
                 unlocked.retake()  # see Unlocked
