@@ -674,6 +674,26 @@ def connected(conn: Any) -> bool:
     return getattr(conn, "_sock", None) is not None
 
 
+def async_torn(conn: Any) -> bool:
+    """Never for an asyncio connection: a cancellation lands only where redis-py awaits
+    (see `torn`)."""
+    return False
+
+
+def torn(conn: Any) -> bool:
+    """True if redis-py left ``conn`` half made or half dropped: a signal handler raised
+    inside its connect() or disconnect(), between its parser's set-up (or reset) and its
+    socket's. The socket is set and the parser has no buffer: the pool lends it as it is,
+    and the next reply read fails with AttributeError."""
+    if getattr(conn, "_sock", None) is None:
+        return False
+    parser = getattr(conn, "_parser", None)
+    for name in ("_buffer", "_reader"):  # redis-py's own parsers; hiredis's
+        if hasattr(parser, name):
+            return getattr(parser, name) is None
+    return False
+
+
 def read_push(conn: Any, timeout: float) -> Any:
     """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
 

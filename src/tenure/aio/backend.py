@@ -45,6 +45,7 @@ from tenure._redis import (
     async_read_reply,
     async_send_command,
     async_send_kept,
+    async_torn,
     check_one_slot,
     unsent,
 )
@@ -265,10 +266,13 @@ class AsyncBackend:
                 await conn.disconnect()
                 await pool.release(conn)
         try:
-            return await pool.get_connection()
+            conn = await pool.get_connection()
         except BaseException:  # refused: the node may be gone
             self._failed()
             raise
+        if async_torn(conn):  # its command connects it anew
+            await conn.disconnect()
+        return conn
 
     async def _done(self, pool: Any, conn: Any) -> None:
         """Give back ``conn``, its reply read: kept as a spare, or to the pool."""
@@ -288,7 +292,15 @@ class AsyncBackend:
     async def _drop(self, pool: Any, conn: Any) -> None:
         """Disconnect (a reply may still be on its way) and give ``conn`` back."""
         try:
-            await conn.disconnect()
+            try:
+                await conn.disconnect()
+            except BaseException:
+                # A signal handler (or a cancellation) cut redis-py's disconnect short: its
+                # parser may be reset with the socket still set, which the pool would lend
+                # as it is (the next reply read fails with AttributeError). Finish it: the
+                # disconnect is idempotent.
+                await conn.disconnect()
+                raise
             self._failed()
         finally:
             await pool.release(conn)

@@ -45,6 +45,7 @@ from tenure._redis import (
     read_reply,
     send_command,
     send_kept,
+    torn,
     check_one_slot,
     unsent,
 )
@@ -265,10 +266,13 @@ class Backend:
                 conn.disconnect()
                 pool.release(conn)
         try:
-            return pool.get_connection()
+            conn = pool.get_connection()
         except BaseException:  # refused: the node may be gone
             self._failed()
             raise
+        if torn(conn):  # its command connects it anew
+            conn.disconnect()
+        return conn
 
     def _done(self, pool: Any, conn: Any) -> None:
         """Give back ``conn``, its reply read: kept as a spare, or to the pool."""
@@ -288,7 +292,15 @@ class Backend:
     def _drop(self, pool: Any, conn: Any) -> None:
         """Disconnect (a reply may still be on its way) and give ``conn`` back."""
         try:
-            conn.disconnect()
+            try:
+                conn.disconnect()
+            except BaseException:
+                # A signal handler (or a cancellation) cut redis-py's disconnect short: its
+                # parser may be reset with the socket still set, which the pool would lend
+                # as it is (the next reply read fails with AttributeError). Finish it: the
+                # disconnect is idempotent.
+                conn.disconnect()
+                raise
             self._failed()
         finally:
             pool.release(conn)
