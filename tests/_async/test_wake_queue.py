@@ -11,32 +11,12 @@ import time
 import redis
 
 from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
+from support.wire import Messages
 from tenure import keys
 
 
 def listening(r: redis.Redis, name: str) -> int:
     return int(r.pubsub_numsub(keys.lock_channel(name))[0][1])
-
-
-class Messages:
-    """Every message on a lock's channel and on its clients' channels (a pattern listener:
-    not counted among the channel's listeners, so it changes nothing)."""
-
-    def __init__(self, r: redis.Redis, name: str) -> None:
-        self.pubsub = r.pubsub()
-        self.pubsub.psubscribe(keys.lock_channel(name) + "*")
-        self.pubsub.get_message(timeout=1)  # the psubscribe answer
-
-    def take(self, seconds: float = 0.3) -> list[tuple[str, str]]:
-        got, end = [], time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            message = self.pubsub.get_message(timeout=left)
-            if message and message["type"] == "pmessage":
-                got.append((message["channel"].decode(), message["data"].decode()))
-        return got
-
-    def close(self) -> None:
-        self.pubsub.close()
 
 
 async def waiters_of(clients, name: str, events: list[AsyncEvent], holding: AsyncEvent):
@@ -76,7 +56,7 @@ async def test_an_unlock_wakes_one_waiting_client_of_four(async_make_client, r) 
     assert await async_wait_until(lambda: listening(r, "one") == 4)
     queue = keys.lock_wake_queue("one")
     assert await async_wait_until(lambda: r.zcard(queue) == 4)  # every client registered
-    messages = Messages(r, "one")
+    messages = Messages(r, keys.lock_channel("one"))
     try:
         await holder.release()
         seen = messages.take()
@@ -116,9 +96,7 @@ async def test_a_foreign_listener_on_the_lock_channel_hears_every_unlock(
         await served(done, jobs)
 
 
-async def test_an_unlock_published_on_the_lock_channel_wakes_tenure(
-    async_make_client, r
-) -> None:
+async def test_an_unlock_published_on_the_lock_channel_wakes_tenure(async_make_client, r) -> None:
     # Redisson's release: delete the hash, publish 0 on the lock's channel.
     r.hset("redisson-held", "java-uuid:1", 1)
     r.pexpire("redisson-held", 30_000)
@@ -175,7 +153,7 @@ async def test_a_releaser_that_waits_again_is_woken_alone(async_make_client, r) 
     assert await async_wait_until(lambda: listening(r, "again") == 1)  # the new holder's
     again = r.pubsub()
     again.subscribe(keys.lock_channel("again"), keys.lock_client_channel("again", releaser))
-    messages = Messages(r, "again")
+    messages = Messages(r, keys.lock_channel("again"))
     try:
         assert again.get_message(timeout=1)["type"] == "subscribe"
         assert again.get_message(timeout=1)["type"] == "subscribe"
@@ -245,9 +223,7 @@ async def test_a_reconcile_release_sends_the_optional_argument_before_its_guard(
     assert r.exists("guard") == 0
 
 
-async def test_the_release_script_builds_the_lock_channel_of_any_name(
-    async_make_client, r
-) -> None:
+async def test_the_release_script_builds_the_lock_channel_of_any_name(async_make_client, r) -> None:
     # The release names the lock's channel itself (keys.lock_channel(), Redisson's rule):
     # a name with a hash tag keeps it as it is, another is put in braces.
     for name in ("plain", "{tag}:lock", "a{b}"):
@@ -294,7 +270,7 @@ async def test_a_release_right_after_its_grant_does_not_wake_its_own_client(
     own = keys.lock_client_channel("own", waiting.client_id)
     stand_in = r.pubsub()
     stand_in.subscribe(own)
-    messages = Messages(r, "own")
+    messages = Messages(r, keys.lock_channel("own"))
     try:
         assert stand_in.get_message(timeout=1)["type"] == "subscribe"
         go.set()

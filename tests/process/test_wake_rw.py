@@ -19,6 +19,7 @@ import redis
 
 import tenure
 from support.twins import wait_until
+from support.wire import Messages
 from tenure import keys
 
 SRC = str(Path(tenure.__file__).resolve().parents[1])
@@ -39,27 +40,6 @@ client.close()
 def client_channels(r: redis.Redis, name: str) -> int:
     """Subscribed client channels of ``name``'s ReadWriteLock (its waiting tenure clients)."""
     return len(r.pubsub_channels(keys.rw_channel(name) + ":tenure:*"))
-
-
-class Messages:
-    """Every message on the lock's channel and its clients' channels (a pattern listener: not
-    counted among the channel's listeners, so it changes nothing)."""
-
-    def __init__(self, r: redis.Redis, name: str) -> None:
-        self.pubsub = r.pubsub()
-        self.pubsub.psubscribe(keys.rw_channel(name) + "*")
-        self.pubsub.get_message(timeout=1)  # the psubscribe answer
-
-    def take(self, seconds: float = 0.3) -> list[tuple[str, str]]:
-        got, end = [], time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            message = self.pubsub.get_message(timeout=left)
-            if message and message["type"] == "pmessage":
-                got.append((message["channel"].decode(), message["data"].decode()))
-        return got
-
-    def close(self) -> None:
-        self.pubsub.close()
 
 
 def writer_child(url: str, name: str) -> subprocess.Popen[str]:
@@ -90,7 +70,7 @@ def test_a_write_unlock_wakes_one_of_three_writer_processes(server, make_client,
     holder = make_client().read_write_lock(name).write_lock()
     assert holder.acquire(lease_time=20)
     children = [writer_child(server.url, name) for _ in range(3)]
-    messages = Messages(r, name)
+    messages = Messages(r, keys.rw_channel(name))
     try:
         assert wait_until(lambda: r.zcard(keys.lock_wake_queue(name)) == 3, 10)
         assert wait_until(lambda: client_channels(r, name) == 3, 10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -89,3 +90,25 @@ def shared_channels(r: redis.Redis) -> list[bytes]:
     on a Lock listens on its own channel beside the lock's (keys.lock_client_channel)."""
     channels = [text(c).encode() for c in r.pubsub_channels()]
     return sorted(c for c in channels if b":tenure:" not in c)
+
+
+class Messages:
+    """Every message on the channels whose names start with ``prefix`` (a lock's channel and
+    its clients' channels): a pattern listener, not counted among a channel's listeners,
+    so it changes nothing."""
+
+    def __init__(self, r: redis.Redis, prefix: str) -> None:
+        self.pubsub = r.pubsub()
+        self.pubsub.psubscribe(prefix + "*")
+        self.pubsub.get_message(timeout=1)  # the psubscribe answer
+
+    def take(self, seconds: float = 0.3) -> list[tuple[str, str]]:
+        got, end = [], time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            message = self.pubsub.get_message(timeout=left)
+            if message and message["type"] == "pmessage":
+                got.append((message["channel"].decode(), message["data"].decode()))
+        return got
+
+    def close(self) -> None:
+        self.pubsub.close()
