@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
@@ -148,6 +150,10 @@ class AsyncRunner(AsyncDriver):
         self._look = AsyncEvent()  # set: the keeper looks at the holds again at once
         self._spawner = AsyncSpawner("tenure-watchdog")
         self._callbacks = AsyncSpawner("tenure-callbacks")
+        # The background flows started: one yielded again in `Background` after an
+        # interrupt (perhaps already spawned) runs once (`_background`).
+        self._started: weakref.WeakSet[Generator[Any, Any, Any]] = weakref.WeakSet()
+        self._started_mutex = threading.Lock()
         self.ctx.holds.poke = self._look.set
         self.ctx.dispatch = self._dispatch
         self.backend.settle = self._background  # a Call.settle undo, in the background
@@ -197,6 +203,13 @@ class AsyncRunner(AsyncDriver):
             self._spawner.spawn(self._background, just(call))
 
     async def _background(self, flow: Generator[Any, Any, Any]) -> None:
+        # A flow whose clean-up was interrupted as it asked for this yields the same
+        # `Background` again: whether the first was spawned, it cannot know. It runs once.
+        # (Here no signal handler runs: a thread of its own, or a task that has not awaited.)
+        with self._started_mutex:
+            if flow in self._started:
+                return
+            self._started.add(flow)
         try:
             await self.run(flow)
         except Exception as error:  # the client closed, or a bug: say so, never raise here

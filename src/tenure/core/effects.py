@@ -145,9 +145,20 @@ WATCH_HOLDS = WatchHolds()
 class Background:
     """Run ``flow`` on the same runner in the background, apart from the caller: it outlives
     the caller's cancellation or interruption (clean-up after an acquire whose outcome is
-    unknown). The result is None, at once; the flow's own errors are logged."""
+    unknown). The result is None, at once; the flow's own errors are logged.
+
+    An interrupt thrown in at this yield (a second signal handler raising while the flow's
+    clean-up asks for this, the spawn perhaps made, perhaps not) is answered by yielding
+    the same ``flow`` again, up to `BACKGROUND_TRIES` times: the runner runs a flow once,
+    however often it was yielded."""
 
     flow: Generator[Any, Any, Any]
+
+
+BACKGROUND_TRIES = 4
+"""How often a clean-up yields its `Background` before it gives up: each try after the
+first answers an interrupt thrown in at the yield; a runner that cannot start work (no
+thread left) fails every try."""
 
 
 # ---------------------------------------------------------------- composite effects

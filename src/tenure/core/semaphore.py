@@ -44,6 +44,7 @@ from tenure import keys, observe, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
+    BACKGROUND_TRIES,
     WATCH_HOLDS,
     Background,
     Call,
@@ -223,13 +224,25 @@ class SemaphoreCore:
             return (yield from wait_granted(attempt, self.channel, deadline, wake))
         except GeneratorExit:
             raise
-        except BaseException:
+        except BaseException as error:
             # The reply said taken, then the caller stopped waiting (cancelled or
             # interrupted while leaving the channel) or too few replicas acknowledged:
-            # nobody will release these permits, so give them back, in the background
-            # (a second cancellation must not stop it).
-            if taken:
-                yield Background(self.give_back(permits))
+            # nobody will release these permits, so give them back, in the background.
+            # A second interrupt must not stop it, wherever it lands: inline, with no call
+            # before the ``try`` (a signal handler runs after a call returns).
+            tries, back, late = 0, None, None
+            while taken and tries < BACKGROUND_TRIES:
+                try:
+                    tries += 1
+                    back = back or self.give_back(permits)
+                    yield Background(back)  # the same flow each try: it runs once
+                    break
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
             raise
 
     def give_back(self, permits: int) -> Flow[None]:
@@ -378,15 +391,27 @@ class PermitCore(SemaphoreCore):
             yield WATCH_HOLDS  # renewed without a lease; its loss is seen on the clock anyway
         except GeneratorExit:
             raise
-        except BaseException:
+        except BaseException as error:
             # The last script may have taken the permit before the error (a lost reply, a
             # cancellation, too few replicas), or the caller was interrupted after the
             # grant (a signal handler, a cancellation while the renewal loop starts): the
             # permit leaves the hold table (never renewed again) and its id is given back
             # (a no-op if it was not taken), in the background: a second cancellation or
             # interrupt must not stop it.
-            self.ctx.holds.discard(self.timeout_key, permit)
-            yield Background(self._give_back(permit))
+            tries, back, late = 0, None, None
+            while tries < BACKGROUND_TRIES:  # as in `SemaphoreCore._acquire`
+                try:
+                    tries += 1
+                    self.ctx.holds.discard(self.timeout_key, permit)
+                    back = back or self._give_back(permit)
+                    yield Background(back)
+                    break
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
             raise
         return permit
 

@@ -1,0 +1,163 @@
+"""A second interrupt (a signal handler that raises, sync API) at each place between a flow's
+clean-up asking for background work and that work being started: the work must still run
+once, and once only. An acquire whose reply said granted, then interrupted, gives its
+grant back in the background (`Background`); a second handler raising before that work was
+spawned used to drop it, and the permits stayed taken for good.
+
+A tracer raises at each place a handler could run (as a frame begins, after a call
+returns, at a backward jump: see tests/test_signal_windows.py) in the code between the two,
+one place per run, on a real server."""
+
+from __future__ import annotations
+
+import dis
+import logging
+import sys
+import time
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+import pytest
+import redis
+
+import tenure
+from support.twins import wait_until
+from tenure import _concurrency
+from tenure.core import effects
+from tenure.core.semaphore import SemaphoreCore
+from tenure.sync import runner
+
+AFTER = {
+    "CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+    "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
+}
+"""Instructions after which CPython checks for pending signals (after a call returns, at a
+backward jump; and as a function begins: the 'start' place)."""
+
+
+class Alarm(Exception):
+    """What the stand-in for a signal handler raises."""
+
+
+def nested(code: CodeType, name: str) -> CodeType:
+    for const in code.co_consts:
+        if isinstance(const, CodeType) and const.co_name == name:
+            return const
+    raise LookupError(name)
+
+
+def code(fn: Any) -> CodeType:
+    return fn.__code__  # type: ignore[no-any-return]
+
+
+class TwoAlarms:
+    """The first Alarm from a profiler as ``first(frame, event, arg)`` says (the interrupt
+    the clean-up answers: a profiler that raises is unset, a tracer goes on), then a
+    second from a tracer at the ``n``-th place in ``codes`` after it."""
+
+    def __init__(
+        self, n: int, first: Callable[[FrameType, str, Any], bool], codes: set[CodeType]
+    ) -> None:
+        self.n = n
+        self.first = first
+        self.codes = codes
+        self.names = {c: {i.offset: i.opname for i in dis.get_instructions(c)} for c in codes}
+        self.fired = 0  # alarms raised
+        self.places = 0  # places seen after the first alarm
+        self.where = ""
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if self.fired == 0 and self.first(frame, event, arg):
+            self.fired = 1
+            sys.setprofile(None)
+            raise Alarm("first")
+
+    def hit(self, frame: FrameType, where: str) -> None:
+        if self.fired != 1:
+            return
+        self.places += 1
+        if self.places == self.n + 1:
+            self.fired = 2
+            self.where = f"{where} {frame.f_code.co_name}:{frame.f_lineno}"
+            raise Alarm(f"second, place {self.n}: {where} {frame.f_code.co_name}:{frame.f_lineno}")
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code not in self.codes:
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        names = self.names[code]
+        last = [-1]
+
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                before = names.get(last[0], "")
+                last[0] = frame.f_lasti
+                if before in AFTER:
+                    self.hit(frame, f"after {before}")
+            return local
+
+        self.hit(frame, "start")
+        return local
+
+
+def test_a_second_interrupt_before_the_give_back_is_spawned_still_gives_permits_back(
+    make_client: Callable[..., tenure.Client], r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = make_client()
+    acquire = code(SemaphoreCore._acquire)
+    attempt = nested(acquire, "attempt")
+
+    def granted(frame: FrameType, event: str, arg: Any) -> bool:
+        # As ``attempt`` returns its grant (None), ``taken`` set: the reply said granted.
+        return (
+            frame.f_code is attempt and event == "return" and arg is None
+            and frame.f_locals.get("taken") is True
+        )
+
+    codes = {
+        acquire,
+        code(runner.Driver.run),
+        code(runner.Runner.perform),
+        code(effects.Background.__init__),
+        code(_concurrency.Spawner.spawn),
+        code(_concurrency._start),
+    }
+    n = 0
+    outcomes = {"second": 0}
+    sems: list[Any] = []
+    left: list[str] = []
+    while True:
+        sem = client.semaphore(f"give-back-{n}")
+        assert sem.try_set_permits(2)
+        tracer = TwoAlarms(n, granted, codes)
+        sys.settrace(tracer.trace)
+        sys.setprofile(tracer.profile)
+        try:
+            sem.acquire(2, timeout=5)
+        except Alarm:
+            pass
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+        assert tracer.fired >= 1, "the first alarm never fired"
+        # Every permit back: the grant was given back, exactly once (never 4).
+        if not wait_until(lambda sem=sem: sem.available_permits() == 2, 2.0):
+            left.append(f"place {n} ({tracer.where}): {sem.available_permits()} of 2 back")
+        sems.append(sem)
+        if tracer.fired < 2:  # no place left after the first alarm
+            break
+        outcomes["second"] += 1
+        n += 1
+        assert n < 500
+    assert not left, f"{len(left)} of {n + 1} places left permits taken: " + "; ".join(left)
+    assert outcomes["second"] >= 10, outcomes
+    # And once only: no place gave them back twice (4 of 2).
+    time.sleep(0.5)
+    assert [s.available_permits() for s in sems] == [2] * len(sems)
+    # A flow yielded twice ran once: never twice at a time ("generator already executing").
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
