@@ -23,7 +23,12 @@ cancellation, every loss reported (and only losses); for elections (candidates t
 campaign, lead, proclaim, resign, and whose clients crash), never two leaders at one moment
 (no two candidates believing they lead on their own clocks, and a believer is the leader the
 server names), terms that strictly increase per name, and no vacancy left while a live
-candidate campaigns (filled within the bound of a lock's wake-up).
+candidate campaigns (filled within the bound of a lock's wake-up). For ReadWriteLocks
+(``Options.rwlocks``: workers take read and write holds, re-enter, downgrade, release in
+either order), never a writer beside any other holder (in the hash after every script, and
+no two owners believing so on their own clocks), every loss reported, and no waiter left
+waiting while the lock could take it (free; or in read mode, for a reader) beyond a
+wake-up's bound: the one-client wake rule of ``scripts/_rw_wake.lua`` under the faults.
 
 ``python -m tenure.testing.sim --seeds 1000`` searches; a failing seed replays exactly
 (``--seed N``) and prints the events that led to the broken rule.
@@ -80,6 +85,7 @@ from tenure.core.holds import Hold, HoldTable
 from tenure.core.listening import JANITOR, MAX_RETRY, Listening
 from tenure.core.lock import LockCore
 from tenure.core.parking import Parking, Ticket
+from tenure.core.rwlock import ReadLockCore, WriteLockCore
 from tenure.core.watchdog import refresh_waiters, renew, report_lost
 from tenure.errors import BackendError, LockLostError, NotOwnedError
 
@@ -95,7 +101,15 @@ KINDS: dict[str, type[LockCore]] = {
     "fenced": FencedLockCore,
 }
 """The kinds of lock a seed draws its locks from."""
+RW = "rw"
+"""The kind of a ReadWriteLock name (``Options.rwlocks``): a read and a write side per client."""
+READ, WRITE = "read", "write"
+READ_HELD = "/read-held"
+"""`Sim.free_since` key suffix: since when a ReadWriteLock is in read mode with a reader
+waiting (a reader could get in)."""
 RELEASES = ("lock_release", "fair_release")
+RW_ACQUIRES = ("rw_read_acquire", "rw_write_acquire")
+RW_MESSAGES = (keys.READ_UNLOCK_MESSAGE, keys.WRITE_UNLOCK_MESSAGE)
 """Scripts by which an owner ends its own hold (``+guard``: a reconcile's)."""
 RULES = frozenset(
     {
@@ -111,6 +125,7 @@ RULES = frozenset(
         "two leaders",
         "terms increase",
         "no leader elected",
+        "reader left waiting",
     }
 )
 """What the checkers check, by the names a `Violation` gives (``Options.skip``)."""
@@ -121,6 +136,9 @@ PLANTS = (
     "reader_stops_without_hand_on",
     "campaign_without_leader_check",
     "resign_without_handover",
+    "rw_release_wakes_nobody",
+    "rw_read_granted_beside_writer",
+    "rw_unlock_ignores_waiting_readers",
 )
 """Bugs the simulator can swap in (never shipped behaviour) to show that it finds them."""
 
@@ -210,6 +228,9 @@ class Server:
         self._compiled: dict[str, Any] = {}
         self.sources: dict[str, str] = {}
         """Script name -> a replacement source (a planted bug); else the script's own."""
+        self.patches: dict[str, Callable[[str], str]] = {}
+        """Script name -> a planted bug's rewrite of its source, applied to the script and
+        its variants (``<name>+guard``: a reconcile's release)."""
         self.commands: dict[str, Callable[..., Any]] = {
             name[4:]: getattr(self, name) for name in dir(self) if name.startswith("cmd_")
         }
@@ -582,6 +603,9 @@ class Server:
                 return _plain(reply)
             name = effect.script.name
             source = self.sources.get(name, effect.script.source)
+            patch = self.patches.get(name.split("+")[0])
+            if patch is not None:
+                source = patch(source)
             fn = self._compiled.get(source)
             if fn is None:
                 fn = self._compiled[source] = self.lua.execute(
@@ -610,7 +634,9 @@ class Server:
                     conn.push("message", channel, message)
 
     def _lock_fields(self, effect: Call) -> dict[str, str] | None:
-        if not effect.keys or not effect.script.name.startswith(("lock_", "fair_", "fenced_")):
+        if not effect.keys or not effect.script.name.startswith(
+            ("lock_", "fair_", "fenced_", "rw_")
+        ):
             return None
         entry = self._live(effect.keys[0])
         return dict(entry[1]) if entry is not None and entry[0] == "hash" else {}
@@ -640,6 +666,19 @@ class Server:
         self.data.clear()
         self.expires.clear()
         self.joins.clear()
+
+
+def _publish_nothing(source: str) -> str:
+    """Planted bug ``rw_release_wakes_nobody``: the script's PUBLISHes do nothing (each
+    answers 0 listeners): a release frees the lock and tells no waiter."""
+    shadow = (
+        "local redis = {pcall = redis.pcall, error_reply = redis.error_reply,\n"
+        "    status_reply = redis.status_reply, call = function(name, ...)\n"
+        "        if name == 'publish' then return 0 end\n"
+        "        return redis.call(name, ...)\n"
+        "    end}\n"
+    )
+    return shadow + source
 
 
 def _plain(reply: Any) -> Any:
@@ -733,7 +772,14 @@ class Options:
     """Workers (owners taking locks in a loop) per client (None: 1 to 4, by the seed; 0:
     none, e.g. to run the candidates alone)."""
     locks: int | None = None
-    """Lock names, each a Lock or a FairLock by the seed (None: 1 to 3, by the seed)."""
+    """Lock names, each a Lock or a FairLock by the seed (None: 1 to 3, by the seed; 0:
+    none, e.g. to run ReadWriteLocks alone)."""
+    rwlocks: int | None = 0
+    """ReadWriteLock names (None: 1 or 2, by the seed). 0 by default: the seeds of the
+    other models draw as they did before the ReadWriteLock model."""
+    reentries: float = 0.3
+    """Share of ReadWriteLock holds whose worker takes a second hold (the same side, or a
+    read under its write hold) before it releases."""
     elections: int | None = None
     """Election names (None: 1 or 2, by the seed); 0 runs no candidates."""
     candidates: int | None = None
@@ -1084,7 +1130,15 @@ class SimClient:
         self.listener.connect()
         self.ctx.holds.poke = self._poke
         self.cores: dict[str, LockCore] = {}
+        self.sides: dict[str, dict[str, LockCore]] = {}
+        """ReadWriteLock name -> its read and write side (as `AsyncReadWriteLock` makes)."""
         for name, kind in sim.locks.items():
+            if kind == RW:
+                self.sides[name] = {READ: ReadLockCore(self.ctx, name)}
+                self.sides[name][WRITE] = WriteLockCore(self.ctx, name)
+                for side in self.sides[name].values():
+                    side.add_loss_listener(self.lost)
+                continue
             core = KINDS[kind](self.ctx, name)
             core.add_loss_listener(self.lost)
             self.cores[name] = core
@@ -1359,7 +1413,12 @@ class _Thread:
 
 class Worker:
     """One owner (a thread or task) taking locks in a loop: acquire, a critical section,
-    release, a pause. It is also what the checkers look at."""
+    release, a pause. It is also what the checkers look at.
+
+    On a ReadWriteLock it takes the read or the write side; now and then a second hold
+    before it releases (a re-entry of its side, or a read under its write hold, tried
+    without waiting), then releases them one by one: last first, or, holding a write and a
+    read, the write first (a downgrade)."""
 
     def __init__(self, client: SimClient, index: int) -> None:
         self.client = client
@@ -1373,6 +1432,10 @@ class Worker:
         self.since = 0.0
         self.loss_told = False
         self.lease: float | None = None
+        self.side = ""
+        """The side of a ReadWriteLock this acquire takes ('' for the other kinds)."""
+        self.held: list[str] = []
+        """Sides of the ReadWriteLock holds it took and has not released, oldest first."""
         self.new_owner()
 
     def new_owner(self) -> None:
@@ -1381,6 +1444,17 @@ class Worker:
         self.owner = self.client.ctx.identity.owner_of(token, running=lambda _: True)
         self.client.owners[self.owner] = self
 
+    def core(self, side: str | None = None) -> LockCore:
+        """The lock object it uses: its lock's, or the ``side`` (default: its own) of its
+        ReadWriteLock."""
+        if self.lock in self.client.sides:
+            return self.client.sides[self.lock][side or self.side]
+        return self.client.cores[self.lock]
+
+    def field(self, side: str | None = None) -> str:
+        """The hash field of its hold (of ``side``, default its own, on a ReadWriteLock)."""
+        return self.core(side).field(self.owner)
+
     def start(self) -> None:
         sim, rng = self.sim, self.sim.rng
         if rng.random() < 0.2:
@@ -1388,18 +1462,21 @@ class Worker:
         self.lock = rng.choice(sorted(sim.locks))
         timeout = rng.choice((None, None, None, 5.0, rng.uniform(0.01, 0.5)))
         lease = rng.choice((None, None, rng.uniform(0.05, 2.0)))
+        self.side = ""
+        if sim.locks[self.lock] == RW:
+            self.side = rng.choice((READ, WRITE))
         self.state, self.since = "acquiring", sim.now
         self.deadline = math.inf if timeout is None else sim.now + timeout / self.client.rate
         self.loss_told = False
         self.lease = lease
-        core = self.client.cores[self.lock]
+        core = self.core()
         sim.note(
             self.client,
             "acquire",
             self.name,
             _short(self.owner),
             self.lock,
-            f"timeout={timeout} lease={lease}",
+            f"{self.side} timeout={timeout} lease={lease}".lstrip(),
         )
         if isinstance(core, FencedLockCore):
             flow = core.acquire_token(self.owner, True, timeout, lease)
@@ -1415,19 +1492,53 @@ class Worker:
             self.state = "idle"
             if isinstance(error, Cancelled):
                 sim.after_cancel(self)
+                if self.side:  # (a task cancelled is a task ended: its late grant is undone
+                    self.new_owner()  # in the background, as another owner's)
             elif error is not None and not isinstance(error, BackendError):
                 raise error
             self._again()
             return
         self.state = "holding"
         sim.acquisitions += 1
-        sim.note(self.client, "holds", self.name, _short(self.owner), self.lock)
+        sim.note(self.client, "holds", self.name, _short(self.owner), self.lock, self.side)
+        long = sim.rng.random() < 0.05
+        hold_for = sim.rng.uniform(0.5, 4.0) if long else sim.rng.expovariate(1 / 0.004)
+        if self.side:
+            self.held = [self.side]
+            sim.check_rw_exclusion(self, self.side)
+            if sim.rng.random() < sim.options.reentries:
+                sim.at(sim.now + sim.rng.uniform(0, hold_for), self.client, self.reenter)
+                return
+            sim.at(sim.now + hold_for, self.client, self.release)
+            return
         sim.check_exclusion(self)
         if not isinstance(result, bool):  # a FencedLock's token
             sim.check_token(self, result)
-        long = sim.rng.random() < 0.05
-        hold_for = sim.rng.uniform(0.5, 4.0) if long else sim.rng.expovariate(1 / 0.004)
         sim.at(sim.now + hold_for, self.client, self.release)
+
+    def reenter(self) -> None:
+        """A second hold of its ReadWriteLock, tried without waiting: the same side, or a
+        read under its write hold."""
+        sim = self.sim
+        side = sim.rng.choice((READ, WRITE)) if self.held == [WRITE] else READ
+        lease = sim.rng.choice((None, sim.rng.uniform(0.05, 2.0)))
+        sim.note(self.client, "re-enter", self.name, _short(self.owner), self.lock, side)
+        flow = self.core(side).acquire(self.owner, False, None, lease)
+
+        def done(result: Any, error: BaseException | None) -> None:
+            self.task = None
+            if error is not None and not isinstance(error, BackendError):
+                raise error
+            if result and error is None:
+                sim.acquisitions += 1
+                self.held.append(side)
+                sim.note(self.client, "holds", self.name, _short(self.owner), self.lock, side)
+                sim.check_rw_exclusion(self, side)
+            else:
+                sim.note(self.client, "not re-entered", self.name, error)
+            sim.at(sim.now + sim.rng.expovariate(1 / 0.004), self.client, self.release)
+
+        self.task = self.client.spawn(flow, f"{self.name}.re", done)
 
     def believes(self) -> bool:
         """Holding, told of no loss, its hold in the client's table, and its lease still
@@ -1438,27 +1549,56 @@ class Worker:
         hold = self.client.ctx.holds.get(core.key, core.field(self.owner))
         return hold is not None and self.client.local() < hold.valid_until
 
+    def beliefs(self) -> set[str]:
+        """The sides of its ReadWriteLock it believes it holds: told of no loss, the hold in
+        the client's table, its lease still valid on its client's clock."""
+        if self.state not in ("holding", "releasing") or self.loss_told or not self.held:
+            return set()
+        sides = set()
+        for side in set(self.held):
+            core = self.core(side)
+            hold = self.client.ctx.holds.get(core.key, core.field(self.owner))
+            if hold is not None and self.client.local() < hold.valid_until:
+                sides.add(side)
+        return sides
+
     def release(self) -> None:
         self.state = "releasing"
-        core = self.client.cores[self.lock]
-        self.task = self.client.spawn(core.release(self.owner), f"{self.name}.rel", self.released)
+        side = ""
+        if self.held:  # the newest hold, or the write hold first (a downgrade)
+            downgrade = self.held[:2] == [WRITE, READ] and self.sim.rng.random() < 0.5
+            side = self.held.pop(0 if downgrade else -1)
+        core = self.core(side or None)
+        self.task = self.client.spawn(
+            core.release(self.owner), f"{self.name}.rel", lambda r, e: self.released(r, e, side)
+        )
 
-    def released(self, result: Any, error: BaseException | None) -> None:
+    def released(self, result: Any, error: BaseException | None, side: str = "") -> None:
         sim = self.sim
         self.task = None
         if isinstance(error, LockLostError | NotOwnedError | BackendError):
             self.loss_told = True  # (a release that failed confirms nothing either)
         elif error is not None:
             raise error
-        sim.note(self.client, "released", self.name, error)
-        sim.check_loss_told(self)
+        sim.note(self.client, "released", self.name, side, error)
+        if side not in self.held:  # (a hold of the same field left: checked at its release,
+            sim.check_loss_told(self, self.field(side or None))  # as the field ends then)
+        if self.held:
+            self.state = "holding"
+            sim.at(sim.now + sim.rng.expovariate(1 / 0.004), self.client, self.release)
+            return
         self.state = "idle"
+        if self.side and self.loss_told:
+            self.new_owner()  # a hold it was told lost may still have its field (see told_lost)
         self._again()
 
     def told_lost(self, name: str) -> None:
-        granted = self.sim.granted.get((name, self.owner), -1.0) >= self.since
+        granted = self.sim.granted.get((name, self.owner), -1.0)
+        if self.side:
+            granted = max(granted, self.sim.granted.get((name, self.field(WRITE)), -1.0))
         if self.lock == name and (
-            self.state in ("holding", "releasing") or (self.state == "acquiring" and granted)
+            self.state in ("holding", "releasing")
+            or (self.state == "acquiring" and granted >= self.since)
         ):  # (a grant not yet returned to the caller may be lost already)
             self.loss_told = True
             return
@@ -1622,9 +1762,12 @@ class Sim:
         )
         self.acquisitions = 0
         rng, options = self.rng, self.options
-        self.locks = {
-            f"lock{i}": rng.choice(sorted(KINDS)) for i in range(options.locks or rng.randint(1, 3))
-        }
+        count = rng.randint(1, 3) if options.locks is None else options.locks
+        self.locks = {f"lock{i}": rng.choice(sorted(KINDS)) for i in range(count)}
+        count = rng.randint(1, 2) if options.rwlocks is None else options.rwlocks
+        self.locks.update({f"rw{i}": RW for i in range(count)})
+        if not self.locks and (options.workers is None or options.workers > 0):
+            raise ValueError("workers need a lock: set locks or rwlocks above 0")
         count = rng.randint(1, 2) if options.elections is None else options.elections
         self.elections = [f"election{i}" for i in range(count)]
         self.server = Server(self)
@@ -1647,6 +1790,20 @@ class Sim:
             told = "redis.pcall('publish', ARGV[2], '0')\n"
             assert source.count(handover + told) == 1  # elect the next, or tell everyone
             self.server.sources["election_resign"] = source.replace(handover + told, "")
+        elif self.options.plant == "rw_release_wakes_nobody":
+            for name in ("rw_read_release", "rw_write_release"):
+                self.server.patches[name] = _publish_nothing
+        elif self.options.plant == "rw_unlock_ignores_waiting_readers":
+            mark = "if redis.call('zscore', queue, READERS) then"
+            for name in ("rw_read_release", "rw_write_release"):
+                assert scripts.get(name).source.count(mark) == 1  # rw_wake (_rw_wake.lua)
+                self.server.patches[name] = lambda source: source.replace(mark, "if false then")
+        elif self.options.plant == "rw_read_granted_beside_writer":
+            refusal = "if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then"
+            assert scripts.get("rw_read_acquire").source.count(refusal) == 1
+            self.server.patches["rw_read_acquire"] = lambda source: source.replace(
+                refusal, "if false then"
+            )
         elif self.options.plant is not None and self.options.plant not in PLANTS:
             raise ValueError(f"unknown plant {self.options.plant!r}; one of {PLANTS}")
         self.down_until = -1.0
@@ -1926,6 +2083,9 @@ class Sim:
             return
         name = effect.keys[0]
         fields = self.server.fields(name)
+        if self.locks.get(name) == RW:
+            self._ran_rw(effect, name, before, fields)
+            return
         releaser = effect.args[2] if effect.script.name.startswith(RELEASES) else None
         for owner in before.keys() - fields.keys():
             if owner != releaser:  # ended, and not by its owner's release: a loss
@@ -1959,6 +2119,58 @@ class Sim:
                         "FIFO",
                         f"{owner} was granted {name} ahead of {other}, queued before it and alive",
                     )
+
+    def _ran_rw(
+        self, effect: Call, name: str, before: dict[str, str], after: dict[str, str]
+    ) -> None:
+        """After every script on ReadWriteLock hash ``name``: a writer field is the only
+        holder but for its own owner's read field; a holder's field gone other than by its
+        own release is a loss; an unlock published is noted for `_woken()`."""
+        script = effect.script.name.split("+")[0]
+        releaser = None
+        if script == "rw_write_release":
+            releaser = str(effect.args[2])  # the writer field
+        elif script == "rw_read_release":
+            releaser = str(effect.args[1])  # the reader field
+        held_before = before.keys() - {keys.RW_MODE_FIELD}
+        held = after.keys() - {keys.RW_MODE_FIELD}
+        for gone in held_before - held:
+            if gone != releaser:  # ended, and not by its owner's release: a loss
+                self.lost_on_server.add((name, gone))
+        for new in held - held_before:
+            self.lost_on_server.discard((name, new))  # a new grant
+            self.granted[name, new] = self.now
+        if after.get(keys.RW_MODE_FIELD) == keys.RW_WRITE_MODE or (
+            held - held_before and before.get(keys.RW_MODE_FIELD) != keys.RW_READ_MODE
+        ):  # taken (if only between two probes); readers joining readers do not count
+            self.free_since.pop(name, None)
+            self.free_since.pop(name + READ_HELD, None)
+        elif before and not after:
+            self.freed_by[name] = "release"
+        if script in RW_ACQUIRES and self.caller:
+            self.attempted[name, self.caller] = self.now
+        channel = keys.rw_channel(name)
+        for sent, payload in self.server.publishing:
+            if payload not in RW_MESSAGES:
+                continue  # (a renewal's new lease)
+            if sent == channel:
+                self.unlocked[name] = (self.now, None)
+            elif sent.startswith(channel + ":tenure:"):
+                self.unlocked[name] = (self.now, self.by_id.get(sent[len(channel) + 8 :]))
+        mode = after.get(keys.RW_MODE_FIELD)
+        writers = [f for f in held if not keys.rw_is_reader_field(f)]
+        readers = held - set(writers)
+        if mode == keys.RW_WRITE_MODE:
+            own = {writers[0][: -len(":write")]} if len(writers) == 1 else set()
+            wrong = len(writers) != 1 or not readers <= own
+        else:
+            wrong = bool(writers) or (mode is None and bool(held))
+        if wrong:
+            self.violate(
+                "mutual exclusion",
+                f"{name} after {script} holds {sorted(held)} in mode {mode}: a writer beside "
+                "another holder",
+            )
 
     def expired(self, key: str, entry: tuple[str, Any] | None) -> None:
         self.note(None, "expired", key)
@@ -2067,6 +2279,20 @@ class Sim:
                     "believes it holds it with a valid lease",
                 )
 
+    def check_rw_exclusion(self, worker: Worker, side: str) -> None:
+        """A ReadWriteLock grant of ``side``: no other owner believes it holds the write
+        side, nor, for a write grant, any side (each on its own clock)."""
+        for other in self.workers:
+            if other is worker or other.lock != worker.lock:
+                continue
+            sides = other.beliefs()
+            if sides and (side == WRITE or WRITE in sides):
+                self.violate(
+                    "mutual exclusion",
+                    f"{worker.name} was granted the {side} side of {worker.lock!r} while "
+                    f"{other.name} believes it holds {'/'.join(sorted(sides))} with a valid lease",
+                )
+
     def check_token(self, worker: Worker, token: int) -> None:
         """A FencedLock's tokens strictly increase per lock (since the last restart: the
         server persists nothing, as the client's warning says)."""
@@ -2080,10 +2306,11 @@ class Sim:
             )
         self.tokens[worker.lock] = token
 
-    def check_loss_told(self, worker: Worker) -> None:
-        """A worker whose hold ended on the server before its release must have been told."""
-        ended = (worker.lock, worker.owner) in self.lost_on_server
-        self.lost_on_server.discard((worker.lock, worker.owner))
+    def check_loss_told(self, worker: Worker, field: str) -> None:
+        """A worker whose hold (hash ``field``) ended on the server before its release must
+        have been told."""
+        ended = (worker.lock, field) in self.lost_on_server
+        self.lost_on_server.discard((worker.lock, field))
         if ended and not worker.loss_told:
             self.violate(
                 "loss not reported",
@@ -2095,20 +2322,23 @@ class Sim:
         """After a cancelled acquire: no hold or queue entry of its owner left, within the
         bound (0.5 s after the server answers again)."""
         self.cancelled[worker.owner, worker.lock] = self.now
-        self._orphans(worker, worker.owner, worker.lock, self.now, self.now)
+        field = worker.field()
+        self._orphans(worker, worker.owner, worker.lock, self.now, self.now, field)
 
-    def _orphans(self, worker: Worker, owner: str, name: str, cancelled: float, at: float) -> None:
+    def _orphans(
+        self, worker: Worker, owner: str, name: str, cancelled: float, at: float, field: str
+    ) -> None:
         bound = 0.5 + 4 * self.options.faults.delay[1]
         if self.faulty or self.now - max(at, self.calm_since) < bound:
             when = max(at, self.calm_since, self.now) + bound
-            self.at(when, None, self._orphans, worker, owner, name, cancelled, self.now)
+            self.at(when, None, self._orphans, worker, owner, name, cancelled, self.now, field)
             return
         if self.cancelled[owner, name] > cancelled or (
             worker.owner == owner and worker.since > cancelled
         ):
             return  # this owner asked again since: what is left may be that acquire's
-        if owner in self.server.fields(name):
-            self.violate("orphan hold", f"{owner} still holds {name!r} after its cancelled acquire")
+        if field in self.server.fields(name):
+            self.violate("orphan hold", f"{field} still holds {name!r} after its cancelled acquire")
         if any(o == owner for o, _ in self.server.queue(name)):
             self.violate(
                 "orphan queue entry",
@@ -2128,7 +2358,8 @@ class Sim:
 
     def _probe(self) -> None:
         """Every 10 ms: a free lock with live waiters is taken within `bound()` (counted
-        from when it was free, its oldest waiter began and the last fault ended)."""
+        from when it was free, its oldest waiter began and the last fault ended); so is a
+        ReadWriteLock in read mode with a live reader waiting."""
         for name in self.locks:
             bound = self.bound(name)
             # Live waiters: not about to time out, and not held up by their own reconcile (an
@@ -2136,7 +2367,7 @@ class Sim:
             waiters = []
             for w in self.workers:
                 if w.state == "acquiring" and w.lock == name and w.deadline - self.now > bound:
-                    if (name, w.owner) in w.client.ctx.reconciling:
+                    if (name, w.field()) in w.client.ctx.reconciling:
                         w.since = self.now  # waits anew once the reconcile is over
                     else:
                         waiters.append(w)
@@ -2145,18 +2376,33 @@ class Sim:
                 continue
             if self.locks[name] != "fair":
                 self._woken(name, waiters, bound)
-            if self.server.fields(name):
+            fields = self.server.fields(name)
+            key = name  # free since; read-held with a reader waiting since (READ_HELD)
+            if fields and self.locks[name] == RW:  # taken, unless by readers and one waits
+                waiters = [w for w in waiters if w.side == READ]
+                self.free_since.pop(name, None)
+                key = name + READ_HELD
+                if fields.get(keys.RW_MODE_FIELD) != keys.RW_READ_MODE or not waiters:
+                    self.free_since.pop(key, None)
+                    continue
+            elif fields:
                 self.free_since.pop(name, None)
                 continue
-            since = self.free_since.setdefault(name, self.now)
+            else:
+                self.free_since.pop(name + READ_HELD, None)
+            since = self.free_since.setdefault(key, self.now)
             oldest = min(waiters, key=lambda w: w.since)
             if self.now - max(since, self.calm_since, oldest.since) > bound:
                 # A key still there has expired (and nobody looked since); else the last
                 # script or expiry that emptied it says.
                 freed = "expiry" if name in self.server.data else self.freed_by.get(name)
+                rule = "lost wake-up" if freed == "release" else "late lease-end re-check"
+                if fields:  # in read mode, and a reader waits
+                    rule = "reader left waiting"
+                state = "read-held" if fields else "free"
                 self.violate(
-                    "lost wake-up" if freed == "release" else "late lease-end re-check",
-                    f"{name!r} free for {self.now - since:.3f} s (bound {bound:.3f} s) "
+                    rule,
+                    f"{name!r} {state} for {self.now - since:.3f} s (bound {bound:.3f} s) "
                     f"while {oldest.name} waits since {oldest.since:.3f}",
                 )
         self.at(self.now + 0.01, None, self._probe)
@@ -2267,6 +2513,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, help="lock workers per client (default 1 to 4; 0: none)"
     )
+    parser.add_argument("--locks", type=int, help="lock names (default 1 to 3 by the seed)")
+    parser.add_argument(
+        "--rwlocks", type=int, default=0, help="ReadWriteLock names (default 0; -1: 1 or 2)"
+    )
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument(
         "--skip",
@@ -2281,6 +2531,8 @@ def main(argv: list[str] | None = None) -> int:
         plant=args.plant,
         elections=args.elections,
         workers=args.workers,
+        locks=args.locks,
+        rwlocks=None if args.rwlocks < 0 else args.rwlocks,
         skip=frozenset(args.skip),
         faults=Faults.none() if args.no_faults else Faults(),
     )
