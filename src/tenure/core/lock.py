@@ -111,6 +111,10 @@ class LockCore:
     shared: ClassVar[bool] = False
     """Holds of this kind are shared (read holds): a waiter that takes one passes its
     wake-up on to the next waiter of its client, whom the lock may serve too."""
+    shares_recheck: ClassVar[bool] = True
+    """The waiters of one client share the lease-end re-check (`Wait`'s patience: the
+    oldest makes it). False where one waiter's refusal says nothing of another's chance
+    (a ReadWriteLock: a writer refused in read mode, a reader behind it would get in)."""
     unlock_message: ClassVar[str] = keys.UNLOCK_MESSAGE
 
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
