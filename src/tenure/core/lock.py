@@ -534,7 +534,8 @@ class LockCore:
                     fresh, sent = False, 0.0
                     if ttl is None or deadline.remaining() <= 0:
                         break
-                    yield Wait(channel, wait_for(ttl, deadline), deadline.remaining())
+                    patience = deadline.remaining() if self.shares_recheck else None
+                    yield Wait(channel, wait_for(ttl, deadline), patience)
             granted = ttl is None
             if channel is not None:
                 self._registering.pop(owner, None)  # set only once subscribed
