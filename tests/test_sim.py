@@ -28,9 +28,9 @@ ELECTION_SEEDS = range(20)
 RW_SEEDS = range(20)
 """The CI budget of ReadWriteLocks: 20 seeds of 60 virtual seconds, ReadWriteLocks alone
 (about 5 s on a shared core, some 19,000 acquisitions)."""
-RW_KNOWN: frozenset[str] = frozenset({"reader left waiting", "late lease-end re-check"})
-"""Rules the ReadWriteLock model finds broken by real bugs, each pinned by a strict xfail
-test below (`test_a_reader_behind_a_waiting_writer_*`, `test_a_read_release_*`)."""
+RW_KNOWN: frozenset[str] = frozenset({"late lease-end re-check"})
+"""Rules the ReadWriteLock model finds broken by a real bug, pinned by a strict xfail test
+below (`test_a_read_release_that_shortens_the_lease_tells_the_waiters`)."""
 
 
 class Alone(TypedDict, total=False):
@@ -91,24 +91,23 @@ def _broken(seed: int, rule: str) -> None:
     sim.run(seed, options)
 
 
-# Found by the ReadWriteLock model (seed 3, and seed 7 without the yield): the waiters of
-# one client share the lease-end re-check (Wait's patience: the oldest makes it). A reader
-# behind a writer head then sleeps on when the writer's re-check is refused in read mode,
-# though the reader would get in; so does a reader whose first attempt a yield grace put off.
-@pytest.mark.xfail(
-    strict=True, raises=sim.Violation, reason="a reader relies on a writer's re-check"
-)
+# Found by the ReadWriteLock model (seeds 3 and 7): the waiters of one client shared the
+# lease-end re-check (Wait's patience: the oldest makes it). A reader behind a writer head
+# slept on when the writer's re-check was refused in read mode, though the reader would get
+# in; so did a reader whose first attempt a yield grace put off (seed 3). A ReadWriteLock's
+# waiters now re-check each at its own lease end (LockCore.shares_recheck).
 def test_a_reader_behind_a_waiting_writer_gets_in_while_readers_hold() -> None:
-    _broken(3, "reader left waiting")
+    for seed in (3, 7):
+        _broken(seed, "reader left waiting")
 
 
-# Found by the ReadWriteLock model (seed 6): a read release that leaves other readers sets
+# Found by the ReadWriteLock model (seed 31): a read release that leaves other readers sets
 # the hash's expiry to the longest remaining read hold, which may shorten it; the waiters,
 # who saw the longer PTTL, re-check at the old end, and the lock stays free meanwhile when
 # the remaining holds end by expiry (their clients paused, or a lease_time not renewed).
 @pytest.mark.xfail(strict=True, raises=sim.Violation, reason="waiters keep the old lease end")
 def test_a_read_release_that_shortens_the_lease_tells_the_waiters() -> None:
-    _broken(6, "late lease-end re-check")
+    _broken(31, "late lease-end re-check")
 
 
 def test_elections_keep_every_rule_with_clock_drift_at_its_bound() -> None:

@@ -65,6 +65,11 @@ class _SideCore(LockCore):
     mode: ClassVar[str]
     force_release_script = scripts.get("rw_force_release")
     wake_all: ClassVar[frozenset[str]] = frozenset({keys.WRITE_UNLOCK_MESSAGE})
+    shares_recheck = False
+    """Readers and writers of one client wait on one channel: a writer refused at its
+    lease-end re-check (the lock now read-held) says nothing of a reader behind it, which
+    would get in. Each waiter re-checks at its own lease end (found by the simulator:
+    tests/test_sim.py, seed 3)."""
 
     def __init__(self, ctx: Context, name: str, on_lost: LossCallback | None = None) -> None:
         super().__init__(ctx, name, on_lost)
@@ -222,10 +227,12 @@ class ReadLockCore(_SideCore):
         if readers is None:
             readers = self._release_readers(owner)
         timeout_keys, declaration = self.declare(readers)
+        # ``lease``: the owner's newest remaining hold's, which the script re-applies to it
+        # when holds remain (the client then counts it valid from this release's sending).
         return Call(
             self.release_script,
             [self.key, self.channel, *timeout_keys, self.wake_queue],
-            [self.unlock_message, owner, *declaration, self.idle_flag()],
+            [self.unlock_message, owner, *declaration, self.idle_flag(), self.lease_ms(lease)],
             changes=True,
         )
 
