@@ -124,7 +124,8 @@ def test_read_acquire_unreplicated_grant_is_undone_with_a_declared_release(
     undo = run.effects[1]
     # the granted hold 2 is not in the table yet and is declared
     assert undo.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), timeout_key(owner, 2), QUEUE]
-    assert undo.args == ["0", owner, 1, owner, 2, 0]
+    # ... and the lease re-applied to the hold it leaves (the watchdog's: hold 1's)
+    assert undo.args == ["0", owner, 1, owner, 2, 0, 30000]
     hold = ctx.holds.get("rw", owner)
     assert hold is not None
     assert hold.leases == [None]
@@ -142,7 +143,7 @@ def test_read_acquire_undo_declares_again_on_a_stale_reply(ctx: Context, owner: 
     )
     assert isinstance(run.error, ReplicationError)
     first, second = run.effects[1:]
-    assert first.args == ["0", owner, 1, owner, 1, 0]
+    assert first.args == ["0", owner, 1, owner, 1, 0, 30000]
     assert second.keys == [
         "rw",
         RW_CHANNEL,
@@ -151,7 +152,7 @@ def test_read_acquire_undo_declares_again_on_a_stale_reply(ctx: Context, owner: 
         f"{{rw}}:{OTHER}:rwlock_timeout:2",
         QUEUE,
     ]
-    assert second.args == ["0", owner, 2, owner, 1, OTHER, 2, 0]
+    assert second.args == ["0", owner, 2, owner, 1, OTHER, 2, 0, 30000]
     assert ctx.holds.get("rw", owner) is None
 
 
@@ -168,7 +169,7 @@ def test_read_release_declares_every_reader_the_stale_reply_named(ctx: Context, 
     first, second = run.effects
     # the table's readers, then the released hold's field (out of the table already)
     assert first.keys == ["rw", RW_CHANNEL, timeout_key(mate, 1), timeout_key(owner, 1), QUEUE]
-    assert first.args == ["0", owner, 2, mate, 1, owner, 1, 0]
+    assert first.args == ["0", owner, 2, mate, 1, owner, 1, 0, 30000]
     # exactly the reply's readers, in its order, with its counts
     assert second.keys == [
         "rw",
@@ -179,7 +180,7 @@ def test_read_release_declares_every_reader_the_stale_reply_named(ctx: Context, 
         timeout_key(mate, 1),
         QUEUE,
     ]
-    assert second.args == ["0", owner, 3, owner, 1, OTHER, 2, mate, 1, 0]
+    assert second.args == ["0", owner, 3, owner, 1, OTHER, 2, mate, 1, 0, 30000]
     assert ctx.holds.get("rw", owner) is None
     assert ctx.holds.get("rw", mate) is not None
 
@@ -190,7 +191,7 @@ def test_read_release_of_a_lost_hold_after_a_stale_reply(ctx: Context, owner: st
     run = fails(
         lock.release(owner), [("rw_read_release", stale((OTHER, 1))), ("rw_read_release", None)]
     )
-    assert run.effects[1].args == ["0", owner, 1, OTHER, 1, 0]
+    assert run.effects[1].args == ["0", owner, 1, OTHER, 1, 0, 30000]
     assert type(run.error) is LockLostError
 
 
@@ -262,7 +263,7 @@ def test_read_release_gives_up_after_declarations(ctx: Context, owner: str) -> N
     assert len(run.effects) == DECLARATIONS
     # every call after the first declares the readers of the reply before it
     for n, call in enumerate(run.effects[1:], start=1):
-        assert call.args == ["0", owner, 2, owner, 1, OTHER, n, 0]
+        assert call.args == ["0", owner, 2, owner, 1, OTHER, n, 0, 30000]
     assert ctx.holds.get("rw", owner) is None  # forgotten before the script, as any release
 
 

@@ -5,6 +5,13 @@
 -- ARGV[3..] the declaration of every reader field and its count (see _rw_readers.lua)
 -- ARGV[4 + 2 * ARGV[3]] '1' when the releaser's client listens on the lock's channel
 -- without waiting (_wake.lua's `idle`), else '0'
+-- ARGV[5 + 2 * ARGV[3]] lease ms re-applied to the owner's newest remaining read hold
+-- (optional): a release that leaves the owner holds re-applies their lease, as
+-- lock_release.lua and rw_write_release.lua do, so that the lock lives at least as long as
+-- the client counts its remaining hold valid (from this release's sending). Without it, a
+-- remaining hold taken before (with the same lease) ends sooner than the client counts:
+-- a writer could be granted while the reader's client still counts its hold valid (found
+-- by the simulator, tests/test_sim.py).
 -- In read mode the hash then lives as long as the longest remaining read hold (so a dead
 -- reader's hold, whose timeout key expired, no longer counts); with none left it is deleted
 -- and the unlock wakes one registered client, or every listener (rw_wake in
@@ -79,6 +86,11 @@ local own = readers[ARGV[2]]
 local count = own[2] - 1
 local released = KEYS[own[1] + own[2] - 1] -- the newest hold's timeout key
 
+local reapply = tonumber(ARGV[5 + 2 * tonumber(ARGV[3])])
+if count == 0 then
+    reapply = nil
+end
+
 local function drop_hold()
     if count == 0 then
         redis.call('hdel', KEYS[1], ARGV[2])
@@ -86,11 +98,20 @@ local function drop_hold()
         redis.call('hincrby', KEYS[1], ARGV[2], -1)
     end
     redis.call('del', released)
+    if reapply then -- the newest remaining hold's key, set anew if it ran out meanwhile
+        redis.call('set', KEYS[own[1] + count - 1], 1, 'px', reapply)
+    end
 end
 
 if mode == 'write' then
     drop_hold()
-    return 0 -- the caller still holds the write lock, which keeps its own lease
+    if reapply then -- the write lock keeps its own lease; the read hold lives as long
+        local pttl = redis.call('pttl', KEYS[1])
+        if pttl >= 0 and pttl < reapply then
+            redis.call('pexpire', KEYS[1], reapply)
+        end
+    end
+    return 0
 end
 local longest = -2
 for field, reader in pairs(readers) do
@@ -104,6 +125,9 @@ for field, reader in pairs(readers) do
             longest = pttl
         end
     end
+end
+if reapply and reapply > longest then
+    longest = reapply
 end
 if longest > 0 then
     drop_hold()
