@@ -329,6 +329,17 @@ class HoldTable:
                 hold.leases[-1] = lease
                 hold.lease, hold.confirmed = lease, at
 
+    def narrowed(self, hold: Hold, applied: float, at: float) -> None:
+        """A release of ``hold``'s newest hold, leaving older ones, is sent at ``at``; the
+        server may set the lease of what is left to ``applied`` seconds from then. Until
+        the reply, ``hold`` counts valid only as long as both that and its last
+        confirmation say (a newer hold's longer lease no longer keeps the lock)."""
+        with self._mutex:
+            if self._holds.get((hold.key, hold.field)) is hold and (
+                valid_until(at, applied) < hold.valid_until
+            ):
+                hold.lease, hold.confirmed = applied, at
+
     def discard(self, key: str, field: str) -> Hold | None:
         """Forget every hold on (key, field)."""
         with self._mutex:
