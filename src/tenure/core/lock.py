@@ -641,6 +641,10 @@ class LockCore:
             raise LockLostError(f"lock {self.name!r}: the hold expired or was taken before release")
         lease = hold.leases[-1] if hold is not None and hold.leases else None
         sent = time.monotonic()
+        if hold is not None and hold.leases:
+            # Holds are left: until the reply, count them valid no longer than the lease
+            # the release re-applies to them from when it runs.
+            self.ctx.holds.narrowed(hold, self.applied_lease(lease), sent)
         try:
             reply = yield from self.send_release(owner, lease)
         except ReplicationError as error:  # the release took effect on the primary
