@@ -6,6 +6,9 @@
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
 -- ARGV[1] unlock message
 -- Returns 0 when the lock is held (its release will wake someone), else 1.
+-- On a ReadWriteLock's queue the member `readers` (_rw_wake.lua) is dropped as a client
+-- nobody listens for, not sent to the lock's channel: why that leaves no reader waiting is
+-- in lock_wake.lua.
 -- @include wake_register
 -- @include wake
 
