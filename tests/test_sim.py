@@ -186,6 +186,9 @@ def test_elections_keep_every_rule_with_clock_drift_at_its_bound() -> None:
         ("rw_release_wakes_nobody", {"lost wake-up"}, RWLOCKS),
         # A read acquire granted while another owner holds the write side.
         ("rw_read_granted_beside_writer", {"mutual exclusion"}, RWLOCKS),
+        # An unlock that ignores the `readers` mark (_rw_wake.lua) and wakes one writer
+        # client while readers of other clients wait: they stay out while readers hold.
+        ("rw_unlock_ignores_waiting_readers", {"reader left waiting"}, RWLOCKS),
     ],
     ids=lambda value: {id(ELECTIONS): "elections", id(LOCKS): "locks", id(RWLOCKS): "rw"}.get(
         id(value)
