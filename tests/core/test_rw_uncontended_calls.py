@@ -85,3 +85,16 @@ def test_a_marked_queue_sends_the_unlock_to_every_reader(
     assert calls["zrem"] == 1  # and left
     assert calls["publish"] == 1
     assert r.keys("*") == []
+
+
+def test_a_first_write_attempt_on_a_held_lock_runs_two_commands(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    """A writer's first attempt on a held lock: the PTTL and one HMGET answer the kind,
+    re-entry and upgrade checks (six commands before: TYPE, EXISTS and three HEXISTS/HGET)."""
+    holder = make_client().read_write_lock("calls-held").write_lock()
+    contender = make_client().read_write_lock("calls-held").write_lock()
+    assert holder.acquire(lease_time=30)
+    assert not contender.acquire(blocking=False)  # scripts loaded
+    assert counted(r, lambda: contender.acquire(blocking=False)) == {"pttl": 1, "hmget": 1}
+    holder.release()

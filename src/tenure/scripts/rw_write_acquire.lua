@@ -11,7 +11,8 @@
 -- caller holds read holds only (it would wait on itself forever), else the lock's PTTL.
 -- A free lock (PTTL -2: no key, so no kind to check) is granted before the fragments below
 -- are included: every uncontended grant runs PTTL, HSET and PEXPIRE and defines no function
--- (each local function is made anew on every run of a script).
+-- (each local function is made anew on every run of a script). A first attempt on a held
+-- lock runs PTTL and one HMGET (then registers its client when it waits).
 
 local ttl = redis.call('pttl', KEYS[1])
 if ttl == -2 then
@@ -29,25 +30,26 @@ if ARGV[5] == '1' then
     return ttl
 end
 
-local wrong = kind_error(KEYS[1], true)
-if wrong then
-    return wrong
+-- One HMGET (the mode, the writer's and the owner's reader field) answers the kind checks
+-- and the re-entry and upgrade checks at once, as lock_count in _kinds.lua: a key of
+-- another type fails it; the key exists (its PTTL was not -2, and time is frozen in a
+-- script), so a hash with no mode is a Lock-family hash.
+local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[2], ARGV[3])
+if found['err'] then
+    return type_error(KEYS[1], 'hash')
 end
-
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false then
-    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
+local mode = found[1]
+if not mode then
+    return kind_reply(KEYS[1], 'a Lock, FairLock or FencedLock, not a ReadWriteLock')
 end
-if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+if mode == 'write' and found[2] then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if ttl >= 0 then -- the PTTL above: nothing since changed the hash's expiry
         redis.call('pexpire', KEYS[1], ttl + tonumber(ARGV[1]))
     end
     return nil
 end
-if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+if mode == 'read' and found[3] then
     return 'upgrade'
 end
 if ARGV[4] and ARGV[4] ~= '' then
