@@ -98,3 +98,17 @@ def test_a_first_write_attempt_on_a_held_lock_runs_two_commands(
     assert not contender.acquire(blocking=False)  # scripts loaded
     assert counted(r, lambda: contender.acquire(blocking=False)) == {"pttl": 1, "hmget": 1}
     holder.release()
+
+
+def test_a_read_attempt_refused_by_a_writer_runs_two_commands(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    """A reader's attempt while another owner writes: the PTTL and one HMGET answer the kind
+    checks and the refusal (seven commands before: TYPE, EXISTS, HEXISTS, the declaration's
+    HGET, HGET mode, HEXISTS writer)."""
+    holder = make_client().read_write_lock("calls-written").write_lock()
+    contender = make_client().read_write_lock("calls-written").read_lock()
+    assert holder.acquire(lease_time=30)
+    assert not contender.acquire(blocking=False)  # scripts loaded
+    assert counted(r, lambda: contender.acquire(blocking=False)) == {"pttl": 1, "hmget": 1}
+    holder.release()

@@ -12,7 +12,8 @@
 -- A free lock (PTTL -2: no key, so no kind to check and no hold counted) is granted to a
 -- caller declared alone (1, owner, n >= 1: its hold 1 is KEYS[2]) before the fragments below
 -- are included: PTTL, SET, HSET and PEXPIRE, and no function defined (each local function is
--- made anew on every run of a script).
+-- made anew on every run of a script). A refusal (another writer holds) runs PTTL and one
+-- HMGET (then marks the queue when the reader waits).
 
 local ttl = redis.call('pttl', KEYS[1]) -- the hash's; no write below changes its expiry
 if ttl == -2 and ARGV[4] == '1' and ARGV[5] == ARGV[2] and (tonumber(ARGV[6]) or 0) >= 1 then
@@ -26,9 +27,23 @@ end
 -- @include kinds
 -- @include wake_register
 
-local wrong = kind_error(KEYS[1], true)
-if wrong then
-    return wrong
+-- One HMGET (the mode and the owner's writer field) answers the kind checks and whether a
+-- writer other than the owner holds, as lock_count in _kinds.lua: a key of another type
+-- fails it, and a key that exists (PTTL not -2; time is frozen in a script) with no mode
+-- is a Lock-family hash. A refusal changes nothing, so it needs no declaration check.
+local found = redis.pcall('hmget', KEYS[1], 'mode', ARGV[3])
+if found['err'] then
+    return type_error(KEYS[1], 'hash')
+end
+local mode = found[1]
+if not mode and ttl ~= -2 then
+    return kind_reply(KEYS[1], 'a Lock, FairLock or FencedLock, not a ReadWriteLock')
+end
+if mode == 'write' and not found[2] then
+    if ARGV[7] == '1' then
+        register(KEYS[#KEYS], 'readers') -- READERS in _rw_wake.lua
+    end
+    return ttl
 end
 
 local readers, stale = declared_readers(KEYS[1], 4, 2, false, 1)
@@ -36,13 +51,6 @@ if not readers then
     return stale
 end
 local lease = tonumber(ARGV[1])
-local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-    if ARGV[7] == '1' then
-        register(KEYS[#KEYS], 'readers') -- READERS in _rw_wake.lua
-    end
-    return ttl
-end
 -- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.
 local own = readers[ARGV[2]]
 redis.call('set', KEYS[own[1] + own[2]], 1, 'px', lease) -- hold count + 1

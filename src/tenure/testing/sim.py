@@ -1799,7 +1799,7 @@ class Sim:
                 assert scripts.get(name).source.count(mark) == 1  # rw_wake (_rw_wake.lua)
                 self.server.patches[name] = lambda source: source.replace(mark, "if false then")
         elif self.options.plant == "rw_read_granted_beside_writer":
-            refusal = "if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then"
+            refusal = "if mode == 'write' and not found[2] then"  # another writer holds
             assert scripts.get("rw_read_acquire").source.count(refusal) == 1
             self.server.patches["rw_read_acquire"] = lambda source: source.replace(
                 refusal, "if false then"
