@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 from tenure.core.holds import HoldTable, Identity
 from tenure.core.listening import Subscriptions
@@ -30,6 +34,56 @@ def _forked_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forked_child)
+
+
+class WakeChecks:
+    """One client's pending back-up looks after targeted unlocks (a look per lock object,
+    `tenure.core.lock.WAKE_CHECK_GRACE`), and the state of the one background flow that
+    makes them (`tenure.core.lock.wake_checks()`). Thread-safe: a release arms a look from
+    any thread while that flow takes the due ones from its own."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._due: dict[Any, float] = {}
+        """Lock object -> monotonic time its look is due (moved later by each arm)."""
+        self._awake = -math.inf
+        """Monotonic time the flow last took its due looks; -inf: no flow runs."""
+
+    def arm(self, lock: Any, at: float, stale: float) -> bool:
+        """Have ``lock``'s look made at monotonic time ``at`` (no earlier); True when the
+        caller must start the flow: none runs, or the one running has not woken for
+        ``stale`` seconds (stuck in a call, or gone with a closed event loop)."""
+        with self._mutex:
+            self._due[lock] = at
+            now = time.monotonic()
+            if now - self._awake <= stale:
+                return False
+            self._awake = now
+            return True
+
+    def take(self, now: float, linger_until: float, step: float) -> tuple[list[Any], float] | None:
+        """The flow's turn at monotonic time ``now``: the lock objects whose look is due
+        (taken off), and the seconds to sleep before the next turn (up to the first look
+        still pending, at most ``step``). None: nothing is pending and ``now`` is past
+        ``linger_until``, so the flow ends (the next arm starts one)."""
+        with self._mutex:
+            ready = [lock for lock, at in self._due.items() if at <= now]
+            for lock in ready:
+                del self._due[lock]
+            if not ready and not self._due and now >= linger_until:
+                self._awake = -math.inf
+                return None
+            self._awake = now
+            wake = min(min(self._due.values(), default=math.inf), now + step)
+            return ready, max(0.0, wake - now)
+
+    def put_back(self, locks: list[Any], at: float) -> None:
+        """Have the looks of ``locks`` made again (the flow failed before them) by the
+        next flow, and let that flow start: this one ends."""
+        with self._mutex:
+            for lock in locks:
+                self._due.setdefault(lock, at)
+            self._awake = -math.inf
 
 
 class Context:
@@ -72,6 +126,8 @@ class Context:
         self.reconciling: set[tuple[str, str]] = set()
         """(key, hash field) of each owner whose holds a background reconcile is bringing
         back to the recorded count (`tenure.core.lock.LockCore.reconcile()`)."""
+        self.wake_checks = WakeChecks()
+        """The back-up looks after this client's targeted unlocks, made by one flow."""
 
     def deliver(self, callback: Callable[[], None], what: str) -> None:
         """Run user ``callback`` (an ``on_lost``) through `dispatch`; ``what`` names it
@@ -89,6 +145,7 @@ class Context:
         self.identity = Identity()
         self.holds = HoldTable()
         self.reconciling = set()
+        self.wake_checks = WakeChecks()  # the parent's flow is not running here
         self.subscriptions = Subscriptions()  # the parent's connections are not ours
         self.hears = self.subscriptions.hears
         return True

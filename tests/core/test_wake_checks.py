@@ -1,0 +1,171 @@
+"""The back-up looks after targeted unlocks (`tenure.core.lock.WAKE_CHECK_GRACE`): one
+flow per client makes them, so that a release starts no thread or task while another
+flow runs (issue 27: a thread started per release ran beside the woken client's acquire).
+What the look does on a server is tested in tests/_async/test_wake_queue.py and
+tests/process/test_wake_paused.py; here, when each look is made and by how many flows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from tenure.core import lock as lock_module
+from tenure.core.context import WakeChecks
+from tenure.core.effects import Sleep
+from tenure.core.lock import wake_checks
+from tenure.errors import BackendError, ServerError
+
+
+class Looked:
+    """A lock object's look: the flow yields it where the real one sends its script."""
+
+    def __init__(self, lock: FakeLock) -> None:
+        self.lock = lock
+
+
+class FakeLock:
+    def __init__(self, name: str, fail: BaseException | None = None) -> None:
+        self.name = name
+        self.fail = fail
+
+    def _wake_check(self) -> Generator[Any, Any, None]:
+        yield Looked(self)
+        if self.fail is not None:
+            raise self.fail
+
+
+def drive(
+    flow: Generator[Any, Any, None], armed: dict[float, list[Any]] | None = None
+) -> list[tuple[str, float]]:
+    """Run ``flow`` on the real clock to its end: each Sleep slept, each look recorded as
+    (lock name, monotonic time). ``armed``: seconds after the start -> arms to make at the
+    first turn after then (a release arming a look while the flow runs)."""
+    start = time.monotonic()
+    looks: list[tuple[str, float]] = []
+    pending = sorted((armed or {}).items())
+    value: Any = None
+    while True:
+        try:
+            effect = flow.send(value)
+        except StopIteration:
+            return looks
+        value = None
+        if isinstance(effect, Looked):
+            looks.append((effect.lock.name, time.monotonic()))
+        else:
+            assert isinstance(effect, Sleep)
+            assert 0 <= effect.seconds <= lock_module.WAKE_CHECK_GRACE + 1e-9
+            time.sleep(effect.seconds)
+        while pending and time.monotonic() - start >= pending[0][0]:
+            for arm in pending.pop(0)[1]:
+                arm()
+
+
+@pytest.fixture
+def short(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lock_module, "WAKE_CHECK_GRACE", 0.05)
+    monkeypatch.setattr(lock_module, "WAKE_CHECK_LINGER", 0.2)
+
+
+def test_one_flow_is_started_while_it_runs() -> None:
+    checks, a, b = WakeChecks(), FakeLock("a"), FakeLock("b")
+    now = time.monotonic()
+    assert checks.arm(a, now + 0.1, stale=1.0)  # none runs: start it
+    assert not checks.arm(b, now + 0.1, stale=1.0)
+    assert not checks.arm(a, now + 0.2, stale=1.0)  # moved later, same flow
+    # A flow that took no turn for `stale` seconds (stuck, or its event loop gone): another.
+    assert checks.arm(a, now + 0.3, stale=0.0)
+
+
+def test_each_look_once_due_and_moved_later_by_a_new_unlock(short: None) -> None:
+    checks, a, b = WakeChecks(), FakeLock("a"), FakeLock("b")
+    grace = lock_module.WAKE_CHECK_GRACE
+    start = time.monotonic()
+    assert checks.arm(a, start + grace, stale=1.0)
+    assert not checks.arm(b, start + grace, stale=1.0)
+    rearmed: list[float] = []
+
+    def rearm_a() -> None:  # another targeted unlock of `a`, before its look was due
+        rearmed.append(time.monotonic())
+        assert not checks.arm(a, rearmed[0] + grace, stale=1.0)
+
+    looks = drive(wake_checks(checks), {0.02: [rearm_a]})
+    names = [name for name, _ in looks]
+    assert sorted(names) == ["a", "b"]  # one look each: `a`'s moved, not doubled
+    at = dict(looks)
+    assert at["b"] >= start + grace
+    assert at["a"] >= rearmed[0] + grace  # never before the grace after its last unlock
+    assert at["a"] < rearmed[0] + 3 * grace  # and not long after: the next turn
+
+
+def test_the_flow_lingers_then_ends_and_the_next_unlock_starts_one(short: None) -> None:
+    checks, a = WakeChecks(), FakeLock("a")
+    grace, linger = lock_module.WAKE_CHECK_GRACE, lock_module.WAKE_CHECK_LINGER
+    assert checks.arm(a, time.monotonic() + grace, stale=1.0)
+    late: list[float] = []
+
+    def arm_again() -> None:  # after the first look, within the linger: no new flow
+        late.append(time.monotonic())
+        assert not checks.arm(a, late[0] + grace, stale=1.0)
+
+    began = time.monotonic()
+    looks = drive(wake_checks(checks), {grace + 0.05: [arm_again]})
+    ended = time.monotonic()
+    assert [name for name, _ in looks] == ["a", "a"]
+    assert looks[1][1] >= late[0] + grace
+    assert ended - looks[1][1] >= linger - 0.01  # it stayed the linger after its last look
+    assert ended - began < grace + 0.05 + grace + linger + 1.0
+    assert checks.arm(a, time.monotonic() + grace, stale=1.0)  # ended: start one again
+
+
+def test_a_server_error_in_one_look_leaves_the_others(short: None) -> None:
+    checks = WakeChecks()
+    bad, good = FakeLock("bad", ServerError("ERR refused")), FakeLock("good")
+    now = time.monotonic()
+    checks.arm(bad, now, stale=1.0)
+    checks.arm(good, now, stale=1.0)
+    looks = drive(wake_checks(checks))
+    assert sorted(name for name, _ in looks) == ["bad", "good"]
+
+
+def test_a_failed_connection_ends_the_flow_and_the_next_makes_the_looks_left(
+    short: None,
+) -> None:
+    checks = WakeChecks()
+    down, left = FakeLock("down", BackendError("connection lost")), FakeLock("left")
+    now = time.monotonic()
+    checks.arm(down, now, stale=1.0)
+    checks.arm(left, now, stale=1.0)
+    flow = wake_checks(checks)
+    first = flow.send(None)
+    assert isinstance(first, Looked)
+    if first.lock is left:  # the order of two looks due together is not promised
+        second = flow.send(None)
+        assert isinstance(second, Looked)
+        assert second.lock is down
+        with pytest.raises(BackendError):
+            flow.send(None)
+        # `left` was looked at already: nothing is pending, the next unlock starts a flow.
+        assert checks.arm(FakeLock("next"), time.monotonic(), stale=1.0)
+        return
+    with pytest.raises(BackendError):
+        flow.send(None)
+    # The flow ended before `left`'s look: the next unlock starts a flow, which makes it.
+    nxt = FakeLock("next")
+    assert checks.arm(nxt, time.monotonic(), stale=1.0)
+    looks = drive(wake_checks(checks))
+    assert sorted(name for name, _ in looks) == ["left", "next"]
+
+
+def test_a_cancelled_sleep_lets_the_next_unlock_start_a_flow(short: None) -> None:
+    checks, a = WakeChecks(), FakeLock("a")
+    assert checks.arm(a, time.monotonic() + 10, stale=1.0)
+    flow = wake_checks(checks)
+    assert isinstance(flow.send(None), Sleep)
+    with pytest.raises(KeyboardInterrupt):  # asyncio's cancellation, a closing loop
+        flow.throw(KeyboardInterrupt())
+    assert checks.arm(a, time.monotonic(), stale=1.0)
+    assert [name for name, _ in drive(wake_checks(checks))] == ["a"]
