@@ -35,6 +35,7 @@ from tenure._redis import (
     async_connected,
     async_read_push,
     async_send_command,
+    interrupt_of,
     text,
 )
 from tenure.core.listening import JANITOR, Listening, Subscriptions
@@ -93,9 +94,22 @@ class AsyncListener:
             self._relay(call)
 
     async def _subscribe_send(self, channels: list[str]) -> None:
-        # Under the mutex: the table counts it and remembers the question.
-        if self._table.subscribing(channels):
-            await self._send(self._table.subscribe_command, *channels)
+        # Under the mutex: the table counts it and remembers the question. An interrupt
+        # once it is counted, before or while it is sent, gives the connection up.
+        try:
+            if self._table.subscribing(channels):
+                await self._send(self._table.subscribe_command, *channels)
+        except BaseException as error:
+            await self._interrupted(error)
+            raise
+
+    async def _interrupted(self, error: BaseException) -> None:
+        """Under the mutex: an interrupt cut short a send the table counted (whether the
+        server got it is unknown): the connection is made again at once, from the table
+        (`tenure.core.listening.Listening.lost()`, ``interrupted``)."""
+        if self._table.connected:
+            await self._lost(error, interrupted=True)
+            self._start_janitor()
 
     def _start_janitor(self) -> None:
         if self._janitor is None:
@@ -140,6 +154,7 @@ class AsyncListener:
                     await self._pause(key, ticket.cond, left)
             except BaseException:
                 await self._leave(channel, key, pass_on=False)
+                self._parking.drop_unasked(channel)  # cut short before its SUBSCRIBE
                 raise
             finally:
                 self._hand_on(key)
@@ -258,8 +273,12 @@ class AsyncListener:
         notify for the reader blocked on the socket comes back to it as a PING's reply (a
         notify would reach it only when its read times out)."""
         self._notify(tickets)
-        if self._table.poke(tickets):
-            await self._send("PING")
+        try:
+            if self._table.poke(tickets):
+                await self._send("PING")
+        except BaseException as error:  # counted as sent (`poked`): see `_subscribe_send`
+            await self._interrupted(error)
+            raise
 
     # ------------------------------------------- moving channels (cluster topology)
     def lost(self, channel: str) -> bool:
@@ -326,7 +345,14 @@ class AsyncListener:
             # acquire cancelled as it PINGs the reader returned its grant).
             await async_send_command(self._conn, *args)
         except (RedisError, OSError) as error:
+            interrupt = interrupt_of(error)
+            if interrupt is not None:  # a signal handler's, which redis-py wrapped
+                await self._interrupted(interrupt)
+                raise
             log.debug("pub/sub send failed: %s", error)
+        except BaseException as error:  # the caller's cancellation or signal handler
+            await self._interrupted(error)
+            raise
 
     # ------------------------------------------------------ the reader's role
     async def _read_once(self, seconds: float) -> bool:
@@ -344,7 +370,10 @@ class AsyncListener:
             await self._refused(refused)
             return True
         except PubSubLost as failure:
-            await self._lost(failure.error)
+            if self._table.connected:
+                await self._lost(failure.error)
+            else:  # given up meanwhile (an interrupted send): that was the loss, no other
+                log.debug("tenure pub/sub: a read ended with the given-up socket: %s", failure)
             return False
         except BaseException as error:
             # The caller's own: cancelled, or a signal handler raised while it waited for
@@ -353,6 +382,8 @@ class AsyncListener:
             if self._table.connected and not async_connected(self._conn):
                 await self._lost(error, interrupted=True)  # make it again
             raise
+        if not self._table.connected:  # given up while it read: the reply is not for now
+            return False
         if reply is None:  # nothing within the timeout
             silence = self._table.silent()
             if silence == "ping":
@@ -395,10 +426,12 @@ class AsyncListener:
         # reader's own cancellation or signal made redis-py drop the socket, which is not
         # the server's nor the network's doing: no connection loss to warn of.
         if interrupted:
-            log.debug("tenure pub/sub: an interrupt (%r) ended a read; reconnecting", error)
+            log.debug("tenure pub/sub: an interrupt (%r) cut I/O short; reconnecting", error)
         elif not self._table.closed:
             log.warning("tenure pub/sub connection lost (%s); reconnecting", error)
-        self._notify(self._table.connect_failed() if connecting else self._table.lost())
+        self._notify(
+            self._table.connect_failed() if connecting else self._table.lost(interrupted)
+        )
         self._janitor_wake.notify_all()
         unlocked = AsyncUnlocked(self._mutex)
         try:

@@ -22,6 +22,9 @@ Rules:
   its waiters re-check and move it where the refreshed topology says.
 - **Health:** after `HEALTH_INTERVAL` seconds of silence the reader PINGs; if that
   PING goes unanswered for the driver's timeout, the connection is given up.
+- **Interrupted sends:** an interrupt that cuts short a send the table counted gives the
+  connection up (`Listening.lost()`, ``interrupted``): whether the server got it is
+  unknown, and a new connection subscribed from the table is the only true count.
 - **Reconnect:** after a loss the janitor connects again after a pause that grows from
   `FIRST_RETRY` to `MAX_RETRY`; the new connection subscribes every channel
   still waited on (one per SSUBSCRIBE when sharded: one slot per command), and each
@@ -252,14 +255,24 @@ class Listening:
         return True
 
     # ------------------------------------------------------------- the connection
-    def lost(self) -> list[Ticket]:
+    def lost(self, interrupted: bool = False) -> list[Ticket]:
         """The connection failed (or could not be made): the janitor tries again after a
         pause growing from `FIRST_RETRY` to `MAX_RETRY`; the tickets to notify
-        (none: waiters re-check once their channel is subscribed again)."""
+        (none: waiters re-check once their channel is subscribed again).
+
+        ``interrupted``: given up because an interrupt (a signal handler's exception, a
+        cancellation) cut a read or a send short, not for the server's or the network's
+        doing: the janitor connects again at once. A send this table counted (a SUBSCRIBE
+        whose answer a waiter awaits, a PING whose reply ends a read, an UNSUBSCRIBE) may
+        or may not have reached the server: only a new connection, subscribed from the
+        table, makes the counts true again, whatever the place the interrupt came."""
         self.connected = False
         self.poked = False
-        self.retry_at = self.clock() + self.delay
-        self.delay = min(self.delay * 2, MAX_RETRY)
+        if interrupted:
+            self.retry_at = self.clock()
+        else:
+            self.retry_at = self.clock() + self.delay
+            self.delay = min(self.delay * 2, MAX_RETRY)
         return self.parking.disconnected()
 
     def connect_failed(self) -> list[Ticket]:

@@ -29,6 +29,10 @@ Rules:
   An entry with no waiter that does not linger (a signal handler raised inside `leave()`
   or `join()`, and the waiter's clean-up found no ticket to remove) is repaired there: it
   lingers from then on and is let go like any other.
+- An entry whose last waiter's subscribe was cut short before its SUBSCRIBE was counted
+  as sent (a signal handler raised between `Parking.join()` and the driver's count) goes
+  at once (`Parking.drop_unasked()`): it never lingers unsubscribed, waited for by the
+  next waiter.
 - A subscription is **fresh** for an attempt sent at ``since`` when it was confirmed before
   ``since`` and no message (nor a reconnect) came after: an unlock published after that
   attempt is then sure to wake a waiter who joins now, so the waiter need not try again
@@ -516,6 +520,27 @@ class Parking:
         if was_head and head is not None and head not in notify:
             notify.append(head)
         return notify, False
+
+    def drop_unasked(self, channel: str) -> bool:
+        """A waiter's subscribe was cut short (an interrupt) and it left: drop ``channel``'s
+        entry if nobody waits there and no SUBSCRIBE of it was counted (in flight) or
+        answered: the interrupt came between `join()` and the driver's count. Lingering,
+        it would make the next waiter wait for an answer never asked for; gone, the next
+        waiter subscribes it. Nothing is let go on the server. True if dropped."""
+        entry = self.channels.get(channel)
+        if (
+            entry is None
+            or entry.tickets
+            or entry.confirmed
+            or entry.refusal is not None
+            or channel in self.in_flight
+        ):
+            return False
+        del self.channels[channel]
+        self._uncount(channel)
+        self.dropped.discard(channel)
+        self.forget_alias(channel)
+        return True
 
     def take(self, ticket: Ticket) -> bool:
         """Use ``ticket``'s wake-up, if it has one."""
