@@ -417,3 +417,13 @@ class Subscriptions:
             if table.idle_listener(channel):
                 return True
         return False
+
+    def unwaited(self, channel: str) -> bool:
+        """True if one of the client's connections listens on ``channel`` with nobody of the
+        client waiting there, lingering or not (`idle_listener()` without its margin): a
+        wake-up sent to this client alone could only be passed on (lock_release.lua)."""
+        for table in list(self._tables):
+            entry = table.parking.channels.get(channel)
+            if entry is not None and not entry.tickets and table.hears(channel):
+                return True
+        return False
