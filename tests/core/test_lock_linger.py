@@ -4,7 +4,7 @@ wake-up sent to this client alone is never lost, before or after the alias is le
 
 from __future__ import annotations
 
-from tenure.core.listening import LINGER, Listening
+from tenure.core.listening import LINGER, Listening, Subscriptions
 
 CH = "redisson_lock__channel:{l}"
 ALIAS = CH + ":tenure:c"
@@ -40,6 +40,25 @@ def test_the_alias_lingers_with_the_channel_and_is_idle() -> None:
     # Waited on again within the lingering: nothing to subscribe, alias included.
     table.parking.join(CH, NOBODY, "w2", object, ALIAS, "relay")
     assert not table.idle_listener(CH)
+
+
+def test_a_lingering_channel_is_unwaited_to_its_end_idle_until_its_margin() -> None:
+    """A release sends 1 while its client's subscription is idle, 2 at the end of its
+    lingering (still counted, never woken alone: lock_release.lua), nothing with a waiter."""
+    from tenure.core.listening import IDLE_MARGIN
+
+    clock = Clock()
+    table = waited_and_left(clock)
+    client = Subscriptions()
+    client.add(table)
+    assert client.idle_listener(CH)
+    assert client.unwaited(CH)
+    clock.now += LINGER - IDLE_MARGIN / 2  # the margin: its UNSUBSCRIBE may be on its way
+    assert not client.idle_listener(CH)
+    assert client.unwaited(CH)
+    table.parking.join(CH, NOBODY, "w2", object, ALIAS, "relay")
+    assert not client.unwaited(CH)  # a waiter of this client waits there
+    assert not client.unwaited("redisson_lock__channel:{other}")
 
 
 def test_a_wake_up_on_the_lingering_alias_is_passed_on() -> None:

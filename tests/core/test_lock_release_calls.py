@@ -91,3 +91,60 @@ def test_a_release_of_a_key_of_another_kind_is_refused(r: redis.Redis) -> None:
     with pytest.raises(redis.ResponseError, match="TENURE_KIND key rw holds a ReadWriteLock"):
         release(r, "rw")
     assert r.hget("rw", "u:1") == b"1"
+
+
+def test_a_releaser_without_waiters_at_its_linger_end_wakes_the_other_client(
+    r: redis.Redis,
+) -> None:
+    """ARGV[4] = 2: the releaser's client lingers on the lock's channel and its own with no
+    waiter, in the last moment of its lingering (still counted as a listener). Its client
+    heads the wake queue, yet the unlock goes to the other registered client alone (-2), not
+    to its own (-1: it could only pass the wake-up on, a round trip later). Without the flag
+    (a waiter of its own there) its own client is woken, as before."""
+    for extra, reply, woken in (((2,), -2, "w"), ((), -1, "u")):
+        name = f"own{reply}"
+        channel = keys.lock_channel(name)
+        connections = {}
+        for client in ("u", "w"):  # each client's connection: the lock's channel, its own
+            connections[client] = r.pubsub()
+            connections[client].subscribe(channel, keys.lock_client_channel(name, client))
+            for _ in range(2):
+                assert connections[client].get_message(timeout=5) is not None
+        r.zadd(keys.lock_wake_queue(name), {"u": 1, "w": 2})  # the releaser's client first
+        r.hset(name, "u:1", 1)
+        got, _ = release(r, name, *extra)
+        assert got == reply
+        message = connections[woken].get_message(timeout=5)
+        assert message is not None
+        assert message["channel"] == keys.lock_client_channel(name, woken).encode()
+        silent = connections["u" if woken == "w" else "w"]
+        assert silent.get_message(timeout=0.2) is None
+        assert r.exists(name) == 0
+        for connection in connections.values():
+            connection.close()
+
+
+def test_a_releaser_at_its_linger_end_still_counts_a_foreign_listener(r: redis.Redis) -> None:
+    """ARGV[4] = 2 leaves the releaser's listener counted: with a Redisson waiter on the
+    lock's channel beside two registered clients, the unlock goes to the channel, heard by
+    all three (as with no flag), not to one client (an idle count of 2 would have)."""
+    name = "own-foreign"
+    channel = keys.lock_channel(name)
+    connections = []
+    for names in ([channel, keys.lock_client_channel(name, c)] for c in ("u", "w")):
+        connections.append(r.pubsub())
+        connections[-1].subscribe(*names)
+    connections.append(r.pubsub())
+    connections[-1].subscribe(channel)  # the Redisson waiter
+    for connection, n in zip(connections, (2, 2, 1), strict=True):
+        for _ in range(n):
+            assert connection.get_message(timeout=5) is not None
+    r.zadd(keys.lock_wake_queue(name), {"u": 1, "w": 2})
+    r.hset(name, "u:1", 1)
+    got, _ = release(r, name, 2)
+    assert got == 4  # 1 + the three listeners of the lock's channel
+    for connection in connections:
+        message = connection.get_message(timeout=5)
+        assert message is not None
+        assert message["channel"] == channel.encode()
+        connection.close()

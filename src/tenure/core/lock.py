@@ -458,11 +458,18 @@ class LockCore:
         1 = the caller's last hold is gone.
 
         The last ARGV, 1 when this client's subscription to the channel lingers with no
-        waiter (it is nobody to wake), is sent only then (`send_release()` adds a 0 in
-        front of the reconcile guard's ARGV): every word costs the client an encoding."""
+        waiter (it is nobody to wake), 2 when it has no waiter but, at the end of its
+        lingering, still counts as a listener (lock_release.lua), is sent only then
+        (`send_release()` adds a 0 in front of the reconcile guard's ARGV): every word
+        costs the client an encoding."""
         args: list[Any] = [self.unlock_message, self.lease_ms(lease), self.field(owner)]
-        if self.ctx.subscriptions.idle_listener(self.channel):
+        subscriptions = self.ctx.subscriptions
+        if subscriptions.idle_listener(self.channel):
             args.append(1)
+        elif self.targeted and subscriptions.unwaited(self.channel):
+            # Else the unlock could go to this client alone, which would pass it on
+            # (lock_wake) a round trip and a thread later: the handoff's slowest 5 %.
+            args.append(2)
         # The script builds the channel, keys.lock_channel(): one word less to encode.
         return Call(self.release_script, [self.key, self.wake_queue], args, changes=True)
 

@@ -4,8 +4,11 @@
 -- ARGV[3] owner field, <client uuid>:<number> (keys.owner_field): it names the releaser's
 -- client (client_of in _wake.lua)
 -- ARGV[4] '1' when the releaser's client listens on the lock's channel without waiting (its
--- subscription lingers): that listener is no one to wake. Optional ('0' when absent); a
--- guarded release (scripts.guarded(), two more ARGV) always sends it
+-- subscription lingers): that listener is no one to wake. '2' when it has no waiter there
+-- but its listener counts (the end of its lingering, when its UNSUBSCRIBE may overtake the
+-- release): the unlock still never goes to its client alone (which could only pass it on,
+-- a round trip later). Optional ('0' when absent); a guarded release (scripts.guarded(),
+-- two more ARGV) always sends it
 -- Returns nil when the owner holds nothing, 0 when holds remain, and when the lock was freed:
 -- -1 when the unlock woke the releaser's own client alone, -2 when it woke one other client
 -- alone, else 1 + the number of listeners the channel message reached (the releaser need not
@@ -43,7 +46,7 @@ if not found['err'] and not found[1] then
     channel = 'redisson_lock__channel:' .. (string.find(KEYS[1], '{', 1, true) and KEYS[1] or '{' .. KEYS[1] .. '}')
     if redis.call('exists', KEYS[2]) == 0 then
         heard = redis.call('publish', channel, ARGV[1])
-        if heard <= (tonumber(ARGV[4]) or 0) then
+        if heard <= (ARGV[4] == '1' and 1 or 0) then
             redis.call('del', KEYS[1])
             return 1 + heard
         end
@@ -63,7 +66,8 @@ if heard then -- the queue is empty and the unlock reached someone: the lock is 
     return 1 + heard
 end
 local woken, unsure
-woken, heard, unsure = wake_one(KEYS[2], channel, ARGV[1], false, tonumber(ARGV[4]), ARGV[3])
+local idle, own = ARGV[4] == '1' and 1 or 0, ARGV[4] == '2' and client_of(ARGV[3])
+woken, heard, unsure = wake_one(KEYS[2], channel, ARGV[1], own, idle, ARGV[3])
 redis.call('del', KEYS[1])
 if woken then
     return woken == client_of(ARGV[3]) and -1 or -2
