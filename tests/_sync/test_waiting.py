@@ -86,3 +86,45 @@ def test_an_unlock_right_after_a_pubsub_reconnect_wakes_the_waiter(
     released = time.monotonic()
     assert job.result(15) is True
     assert time.monotonic() - released < 2.0, "the unlock after the reconnect was missed"
+
+
+def test_a_shorter_lease_seen_by_a_later_waiter_moves_the_shared_recheck(
+    make_client, r: redis.Redis
+) -> None:
+    # The waiters of one client share the lease-end re-check: the oldest makes it. Here the
+    # oldest saw a 6 s lease; the unlock then goes to another client (registered first in
+    # the wake queue), which takes the lock with a 0.5 s lease and never releases it. A
+    # later waiter of the first client sees that short lease: the shared re-check must
+    # come at its end, not at the 6 s one (the lock would stay free, every waiter asleep).
+    name = "shorter"
+    queue = keys.lock_wake_queue(name)
+    holder = make_client().lock(name)
+    assert holder.acquire(lease_time=6)
+    granted: list[float] = []
+
+    def short_holder() -> None:
+        assert make_client().lock(name).acquire(timeout=20, lease_time=0.5)
+        granted.append(time.monotonic())
+
+    first = spawn(short_holder)
+    assert wait_until(lambda: r.zcard(queue) == 1)
+    client = make_client()
+    held: list[float] = []
+
+    def waiter() -> None:
+        lock = client.lock(name)
+        assert lock.acquire(timeout=20)
+        held.append(time.monotonic())
+        lock.release()
+
+    oldest = spawn(waiter)
+    assert wait_until(lambda: r.zcard(queue) == 2)
+    holder.release()  # goes to the short holder's client alone
+    first.result(5)
+    assert 0 < r.pttl(name) <= 500
+    later = spawn(waiter)  # refused: it sees the 0.5 s lease
+    oldest.result(20)
+    later.result(20)
+    # Within about half a second of the short lease's end (before: at the 6 s lease's
+    # end, about 5.5 s after it).
+    assert held[0] - granted[0] < 0.5 + 1.0, held[0] - granted[0]

@@ -14,7 +14,9 @@ Rules:
 - **One expiry re-check per channel**: waiters report the holder's remaining lease with
   each sleep (``Wait.patience``); only the head ticket (the oldest) sleeps until that
   lease ends to try again; the others sleep until a permit or their own deadline. When the
-  head leaves, the next ticket is woken to take the duty over. A renewal message
+  head leaves, the next ticket is woken to take the duty over. A later report of an
+  earlier end (the lock changed hands, to a shorter lease) wakes the head to sleep again
+  until that end (`Parked.expires()`). A renewal message
   (``-<lease ms>``, `tenure.keys.RENEWED_PREFIX`) wakes nobody and moves that lease
   end: while the holder's watchdog renews, the head sleeps on and sends nothing.
 - A ticket that leaves with an unused permit, or abnormally (error, cancellation: it may
@@ -202,6 +204,17 @@ class Parked:
         for ticket in self.tickets.values():
             ticket.permit = True
         return list(self.tickets.values())
+
+    def expires(self, at: float, reporter: Ticket | None = None) -> list[Ticket]:
+        """The holder's lease ends at ``at`` (monotonic), as the latest attempt (of
+        ``reporter``) or renewal saw it: the tickets to wake. The head sleeps until the end
+        it last read; when the end moved earlier (the lock changed hands, to a shorter
+        lease, since the head's own attempt), the head is woken to sleep again until the
+        new end, else the lock could stay free until the old one with every waiter asleep."""
+        earlier = at < self.expiry
+        self.expiry = at
+        head = self.head()
+        return [head] if earlier and head is not None and head is not reporter else []
 
     def sleep_until(self, ticket: Ticket, end: float, shared: bool) -> float:
         """Until when ``ticket`` sleeps when its own wait ends at ``end``: the head also
@@ -577,8 +590,7 @@ class Parking:
         if kind in ("message", "smessage"):
             lease = renewed_lease(payload, channel)
             if lease is not None:  # the holder renewed: no wake-up, the lease end moves
-                entry.expiry = self.clock() + lease
-                return []
+                return entry.expires(self.clock() + lease)
             live = math.isfinite(entry.quiet_since)
             if payload in entry.wake_all or WAKE_ANY in entry.wake_all:
                 notify = entry.give_all()

@@ -185,7 +185,7 @@ class Listener:
             now = time.monotonic()
             shared = patience is not None
             if patience is not None:
-                entry.expiry = now + seconds
+                self._wake(entry.expires(now + seconds, ticket))
                 seconds = patience
             end = now + seconds
             try:

@@ -1076,7 +1076,7 @@ class Listener:
         now = self.client.local()
         seconds, shared = effect.seconds, effect.patience is not None
         if effect.patience is not None:
-            entry.expiry = now + seconds
+            self.notify(entry.expires(now + seconds, ticket))
             seconds = effect.patience
         task.waiting = ("wait", effect.channel, entry, ticket, now + seconds, shared)
         return self.client.recheck(task, first=True)
