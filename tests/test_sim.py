@@ -29,9 +29,10 @@ ELECTION_SEEDS = range(20)
 RW_SEEDS = range(20)
 """The CI budget of ReadWriteLocks: 20 seeds of 60 virtual seconds, ReadWriteLocks alone
 (about 5 s on a shared core, some 19,000 acquisitions)."""
-RW_KNOWN: frozenset[str] = frozenset({"late lease-end re-check"})
-"""Rules the ReadWriteLock model finds broken by a real bug, pinned by a strict xfail test
-below (`test_a_read_release_that_shortens_the_lease_tells_the_waiters`)."""
+RW_KNOWN: frozenset[str] = frozenset()
+"""Rules the ReadWriteLock model finds broken by a real bug (pinned by a strict xfail test);
+none now. (``late lease-end re-check`` until a read release that shortens the lock's expiry
+told the waiters: `test_a_read_release_that_shortens_the_lease_tells_the_waiters`.)"""
 
 
 class Alone(TypedDict, total=False):
@@ -138,11 +139,12 @@ def test_a_hold_left_by_a_release_is_never_counted_longer_than_the_server_keeps_
 
 # Found by the ReadWriteLock model (seeds 38, 60, 73): a read release that leaves other readers sets
 # the hash's expiry to the longest remaining read hold, which may shorten it; the waiters,
-# who saw the longer PTTL, re-check at the old end, and the lock stays free meanwhile when
-# the remaining holds end by expiry (their clients paused, or a lease_time not renewed).
-@pytest.mark.xfail(strict=True, raises=sim.Violation, reason="waiters keep the old lease end")
+# who saw the longer PTTL, re-checked at the old end, and the lock stayed free meanwhile when
+# the remaining holds ended by expiry (their clients paused, or a lease_time not renewed).
+# Such a release now publishes the write unlock's `1` (rw_read_release.lua): every waiter
+# tries again and sees the new PTTL (tests/core/test_rw_shortened_lease.py on real servers).
 def test_a_read_release_that_shortens_the_lease_tells_the_waiters() -> None:
-    for seed in (38, 60, 73):  # each breaks it today
+    for seed in (38, 60, 73):
         _broken(seed, "late lease-end re-check")
 
 

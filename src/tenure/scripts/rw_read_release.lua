@@ -130,6 +130,18 @@ if reapply and reapply > longest then
     longest = reapply
 end
 if longest > 0 then
+    -- The expiry may move earlier (the released hold lived longest). Waiters refused
+    -- before saw the old PTTL and re-check at its end: told nothing, they would sleep on
+    -- with the lock free once the remaining holds end by expiry (a paused client, a
+    -- lease_time not renewed). So a shortening beyond the drift allowance a waiter's clock
+    -- has anyway (1 % + 2 ms of the old PTTL, tenure.core.clock) publishes the write
+    -- unlock's '1' on the lock's channel: every waiter tries again at once and sees the new
+    -- PTTL (a Redisson waiter tries again too, as after any unlock; docs/wire.md). The
+    -- PUBLISH before the writes.
+    local before = redis.call('pttl', KEYS[1])
+    if before == -1 or before - longest > before / 100 + 2 then
+        redis.call('publish', KEYS[2], '1')
+    end
     drop_hold()
     redis.call('pexpire', KEYS[1], longest)
     return 0

@@ -1,0 +1,107 @@
+"""A read release that leaves other readers sets the lock's expiry to the longest remaining
+read hold, which may shorten it (scripts/rw_read_release.lua). Waiters refused earlier saw
+the longer PTTL: they must hear of the shorter one, or the lock sits free once the remaining
+holds end by expiry while they sleep to the old end (found by the simulator's ReadWriteLock
+model, seeds 38, 60 and 73 in tests/test_sim.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+
+import tenure
+from support.twins import wait_until
+from tenure import keys
+
+from .test_rw_uncontended_calls import counted
+
+SHORT = 0.5
+"""The remaining reader's lease (seconds): taken with lease_time, never renewed."""
+LONG = 6.0
+"""The released reader's lease (seconds): what the waiting writer saw."""
+
+
+def test_a_writer_waiting_on_readers_gets_in_when_the_shortened_lease_ends(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    name = "rw-shortened"
+    short = make_client().read_write_lock(name).read_lock()
+    long = make_client().read_write_lock(name).read_lock()
+    writer_client = make_client()
+    write = writer_client.read_write_lock(name).write_lock()
+    assert long.acquire(lease_time=LONG)
+    assert short.acquire(lease_time=SHORT)
+    short_end = time.monotonic() + SHORT  # the server lets it go by then at the latest
+    got: list[float] = []
+
+    def wait() -> None:
+        if write.acquire(timeout=LONG + 2):
+            got.append(time.monotonic())
+            write.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    try:
+        # Refused and asleep: its client registered in the wake queue (rw_write_acquire.lua)
+        # after an attempt that saw the long reader's PTTL.
+        queue = keys.lock_wake_queue(name)
+        assert wait_until(lambda: r.zscore(queue, writer_client.client_id) is not None, 5)
+        assert r.pttl(name) > (LONG - 1) * 1000
+        long.release()  # the hash now lives as long as the short hold alone
+        assert 0 < r.pttl(name) <= SHORT * 1000
+    finally:
+        waiter.join(LONG + 5)
+    assert got, "the writer never got the lock"
+    free_for = got[0] - short_end  # how long the lock sat free with the writer asleep
+    # Before the fix the writer slept to the long lease's end: about 5.5 s here.
+    print(f"the writer got in {free_for:.3f} s after the short hold ended")
+    assert free_for < 0.5, f"the writer got in {free_for:.3f} s after the lock was free"
+
+
+def test_a_reentrant_read_release_runs_one_pttl_more_and_publishes_only_when_it_shortens(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    """The cost on the common path: a re-entrant read release that leaves the expiry where
+    it was (or later) runs one PTTL more than before this check and publishes nothing; one
+    that shortens it beyond the drift allowance publishes once."""
+    listener = r.pubsub()
+    listener.subscribe(keys.rw_channel("calls-reentrant"))
+    assert listener.get_message(timeout=5) is not None  # the subscribe confirmation
+    read = make_client().read_write_lock("calls-reentrant").read_lock()
+    assert read.acquire(lease_time=30)
+    assert read.acquire(lease_time=30)
+    read.release()  # scripts loaded
+    assert read.acquire(lease_time=30)
+    calls = counted(r, read.release)  # the newest hold goes, the same lease re-applied
+    assert calls == REENTRANT
+    assert listener.get_message(timeout=0.2) is None
+    assert read.acquire(lease_time=LONG)  # hold 2, taking the expiry to LONG
+    assert read.acquire(lease_time=SHORT)  # hold 3, taking no expiry
+    read.release()  # hold 3 goes: re-applies SHORT, hold 2 keeps the expiry
+    assert listener.get_message(timeout=0.2) is None
+    calls = counted(r, read.release)  # hold 2 goes: the expiry moves to hold 1's 30 s...
+    assert "publish" not in calls  # ...later than LONG: nothing to tell
+    assert read.acquire(lease_time=60)  # hold 2 again, the expiry at 60 s
+    calls = counted(r, read.release)  # back to hold 1's 30 s: 30 s sooner
+    assert calls["publish"] == 1
+    message = listener.get_message(timeout=5)
+    assert message is not None
+    assert message["data"] == b"1"
+    read.release()
+    listener.close()
+
+
+REENTRANT = {
+    "hmget": 1,  # the mode and the owner's count
+    "hget": 1,  # the declaration's count (_rw_readers.lua)
+    "hgetall": 1,  # every reader declared?
+    "pttl": 2,  # the remaining hold's timeout key, and the hash's expiry before (the check)
+    "hincrby": 1,
+    "del": 1,  # the released hold's timeout key
+    "set": 1,  # the remaining hold's lease re-applied
+    "pexpire": 1,
+}
+"""A re-entrant read release leaving one hold: 10 commands (9 before the check: one PTTL)."""
