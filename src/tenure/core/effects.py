@@ -149,16 +149,17 @@ class Background:
 
     An interrupt thrown in at this yield (a second signal handler raising while the flow's
     clean-up asks for this, the spawn perhaps made, perhaps not) is answered by yielding
-    the same ``flow`` again, up to `BACKGROUND_TRIES` times: the runner runs a flow once,
+    the same ``flow`` again, up to `CLEAN_UP_TRIES` times: the runner runs a flow once,
     however often it was yielded."""
 
     flow: Generator[Any, Any, Any]
 
 
-BACKGROUND_TRIES = 4
-"""How often a clean-up yields its `Background` before it gives up: each try after the
-first answers an interrupt thrown in at the yield; a runner that cannot start work (no
-thread left) fails every try."""
+CLEAN_UP_TRIES = 4
+"""How often a clean-up yields an effect it must not go without (its `Background`, its
+`Unsubscribe`) while interrupts are thrown in at that yield: each try after the first
+answers one. Then it goes on without it (a runner that cannot start work, with no thread
+left, fails every try)."""
 
 
 # ---------------------------------------------------------------- composite effects

@@ -45,6 +45,7 @@ from tenure import keys, scripts
 from tenure.core.args import check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
+    CLEAN_UP_TRIES,
     MIN_WAIT,
     WATCH_HOLDS,
     Call,
@@ -276,17 +277,19 @@ class ElectionCore(LockCore):
         except BaseException as error:
             # The script may have run (elected us) with its reply lost: step down again.
             second: BaseException | None = None
-            if channel is not None:
+            tries = 0
+            while channel is not None and tries < CLEAN_UP_TRIES:
                 try:
+                    tries += 1
                     yield Unsubscribe(channel, pass_on=True)
+                    break
                 except GeneratorExit:
                     raise
                 except BaseException as interrupt:
-                    # A second interrupt while leaving, perhaps before the driver left:
+                    # Another interrupt while leaving, perhaps before the driver left:
                     # leave again (a no-op without a ticket), step down all the same,
-                    # then raise it.
+                    # then raise the last one.
                     second = interrupt
-                    yield Unsubscribe(channel, pass_on=True)
             yield from self._give_up_quietly(owner)
             if second is not None:
                 raise second from error

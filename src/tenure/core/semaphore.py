@@ -44,7 +44,7 @@ from tenure import keys, observe, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
-    BACKGROUND_TRIES,
+    CLEAN_UP_TRIES,
     WATCH_HOLDS,
     Background,
     Call,
@@ -231,7 +231,7 @@ class SemaphoreCore:
             # A second interrupt must not stop it, wherever it lands: inline, with no call
             # before the ``try`` (a signal handler runs after a call returns).
             tries, back, late = 0, None, None
-            while taken and tries < BACKGROUND_TRIES:
+            while taken and tries < CLEAN_UP_TRIES:
                 try:
                     tries += 1
                     back = back or self.give_back(permits)
@@ -399,7 +399,7 @@ class PermitCore(SemaphoreCore):
             # (a no-op if it was not taken), in the background: a second cancellation or
             # interrupt must not stop it.
             tries, back, late = 0, None, None
-            while tries < BACKGROUND_TRIES:  # as in `SemaphoreCore._acquire`
+            while tries < CLEAN_UP_TRIES:  # as in `SemaphoreCore._acquire`
                 try:
                     tries += 1
                     self.ctx.holds.discard(self.timeout_key, permit)
