@@ -23,6 +23,7 @@ from tenure.core.args import MAX_SECONDS, check_lease, check_name, check_positiv
 from tenure.core.clock import validity
 from tenure.core.context import Context, WakeChecks
 from tenure.core.effects import (
+    CLEAN_UP_TRIES,
     WATCH_HOLDS,
     Background,
     Call,
@@ -266,13 +267,12 @@ class LockCore:
             raise
         except (GeneratorExit, LockKindError):  # the script refused before writing
             raise
-        except BaseException:
+        except BaseException as error:
             # Timeout, lost connection, cancellation, KeyboardInterrupt: the script may have
             # run, now or later. Bring the server back to the holds the caller knows of.
-            pending = (self.key, self.field(owner))
-            if pending not in self.ctx.reconciling:
-                self.ctx.reconciling.add(pending)
-                yield Background(self.reconcile(owner))
+            late = yield from self._reconcile_later(owner)
+            if late is not None:
+                raise late from error
             raise
         if self.is_grant(reply):
             applied = self.applied_lease(lease)
@@ -595,23 +595,25 @@ class LockCore:
             # Also after a failed first attempt or subscription: a FairLock waiter may
             # already be queued on the server and must leave the queue.
             second: BaseException | None = None
-            if channel is not None:
+            tries = 0
+            while channel is not None and tries < CLEAN_UP_TRIES:
                 try:
+                    tries += 1
                     yield Unsubscribe(channel, pass_on=True)
+                    break
                 except GeneratorExit:
                     raise
                 except BaseException as interrupt:
-                    # A second interrupt while leaving, perhaps before the driver left:
+                    # Another interrupt while leaving, perhaps before the driver left:
                     # leave again (a no-op without a ticket); the grant is still undone
-                    # below, and this interrupt raised once it is.
+                    # below, and the last interrupt raised once it is.
                     second = interrupt
-                    yield Unsubscribe(channel, pass_on=True)
             # An interrupt (not tenure's own error: that attempt's outcome was handled)
             # while an attempt's reply was being handled may have left a grant unrecorded.
             # (A grant may be recorded already: FairLock's turn watcher runs after it.)
             if granted or (in_flight and not isinstance(error, LockError)):
                 recorded = granted or (in_flight and self._recorded(owner) > before)
-                yield from self._undo_interrupted_grant(owner, recorded)
+                second = (yield from self._undo_interrupted_grant(owner, recorded)) or second
             yield from self._give_up_quietly(owner)
             if second is not None:
                 raise second from error
@@ -644,20 +646,42 @@ class LockCore:
         hold = self.ctx.holds.get(self.key, self.field(owner))
         return len(hold.leases) if hold is not None else 0
 
-    def _undo_interrupted_grant(self, owner: str, recorded: bool) -> Flow[None]:
+    def _undo_interrupted_grant(
+        self, owner: str, recorded: bool
+    ) -> Flow[BaseException | None]:
         """The caller was interrupted (cancelled, a signal handler raised, an error) after
         an attempt of this acquire was sent and before it returned: it never learns that it
         holds, so a grant must not stay behind, renewed by the watchdog. A grant already
         ``recorded`` leaves the hold table now (no I/O: never renewed again); a background
         reconcile releases on the server whatever is beyond the holds still recorded (a
         grant whose reply was being handled when the interrupt came included), and a
-        second interrupt cannot stop it."""
+        second interrupt cannot stop it (`_reconcile_later()`: its return)."""
         if recorded:
             self.ctx.holds.pop(self.key, self.field(owner))
+        return (yield from self._reconcile_later(owner))
+
+    def _reconcile_later(self, owner: str) -> Flow[BaseException | None]:
+        """Start `reconcile()` of ``owner`` in the background, unless one is pending. An
+        interrupt thrown in at its `Background` (a second signal handler raising before the
+        runner spawned it, or after) is answered by yielding the same flow again, up to
+        `CLEAN_UP_TRIES` times (the runner runs it once): the last such interrupt is
+        returned, for the caller to raise once its own clean-up ran; None if none came."""
         pending = (self.key, self.field(owner))
-        if pending not in self.ctx.reconciling:
-            self.ctx.reconciling.add(pending)
-            yield Background(self.reconcile(owner))
+        if pending in self.ctx.reconciling:
+            return None
+        tries, back, late = 0, None, None
+        while tries < CLEAN_UP_TRIES:
+            try:
+                tries += 1
+                self.ctx.reconciling.add(pending)  # in the try: a handler may raise after it
+                back = back or self.reconcile(owner)
+                yield Background(back)
+                break
+            except GeneratorExit:
+                raise
+            except BaseException as interrupt:
+                late = interrupt
+        return late
 
     def _give_up_quietly(self, owner: str) -> Flow[None]:
         """`give_up()` on an error path: a second failure must not hide the first."""
