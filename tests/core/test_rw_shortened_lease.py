@@ -105,3 +105,58 @@ REENTRANT = {
     "pexpire": 1,
 }
 """A re-entrant read release leaving one hold: 10 commands (9 before the check: one PTTL)."""
+
+
+def test_a_writer_waiting_on_a_reentrant_writer_gets_in_when_the_shortened_lease_ends(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    # A write re-entry adds its lease to the time left (Redisson's rule); the release of
+    # that hold sets the expiry back to the remaining hold's lease: shorter.
+    name = "rw-write-shortened"
+    holder = make_client().read_write_lock(name).write_lock()
+    waiter_client = make_client()
+    write = waiter_client.read_write_lock(name).write_lock()
+    assert holder.acquire(lease_time=SHORT)
+    assert holder.acquire(lease_time=LONG)
+    got: list[float] = []
+
+    def wait() -> None:
+        if write.acquire(timeout=LONG + 2):
+            got.append(time.monotonic())
+            write.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    try:
+        queue = keys.lock_wake_queue(name)
+        assert wait_until(lambda: r.zscore(queue, waiter_client.client_id) is not None, 5)
+        assert r.pttl(name) > (LONG - 1) * 1000
+        holder.release()  # the newest hold goes: SHORT re-applied to the one left
+        short_end = time.monotonic() + SHORT  # the server lets it go by then at the latest
+        assert 0 < r.pttl(name) <= SHORT * 1000
+    finally:
+        waiter.join(LONG + 5)
+    assert got, "the writer never got the lock"
+    free_for = got[0] - short_end
+    print(f"the writer got in {free_for:.3f} s after the re-entrant writer's lease ended")
+    assert free_for < 0.5, f"the writer got in {free_for:.3f} s after the lock was free"
+
+
+def test_a_reentrant_write_release_runs_one_pttl_more_and_publishes_only_when_it_shortens(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    listener = r.pubsub()
+    listener.subscribe(keys.rw_channel("calls-write"))
+    assert listener.get_message(timeout=5) is not None  # the subscribe confirmation
+    write = make_client().read_write_lock("calls-write").write_lock()
+    assert write.acquire(lease_time=30)
+    assert write.acquire(lease_time=30)
+    write.release()  # scripts loaded (and 60 s cut to 30 s: published)
+    assert listener.get_message(timeout=5) is not None
+    assert write.acquire(lease_time=0.01)  # the expiry: 30 s left + 10 ms
+    # Back to 30 s, 10 ms sooner: within the drift allowance, nothing published. 4
+    # commands (3 before the check: HMGET, HINCRBY, PEXPIRE).
+    assert counted(r, write.release) == {"hmget": 1, "pttl": 1, "hincrby": 1, "pexpire": 1}
+    assert listener.get_message(timeout=0.2) is None
+    write.release()
+    listener.close()

@@ -17,6 +17,14 @@
 -- listeners the channel message reached (a string when that count could not be true).
 -- The PUBLISH (which an ACL can refuse) comes before the writes it announces: a refused
 -- one changes nothing.
+-- A release that leaves write holds sets the expiry to ARGV[2], which may shorten it (a
+-- re-entry adds its lease to the time left, as Redisson's does). Waiters refused before
+-- saw the old PTTL and re-check at its end: told nothing, they would sleep on with the
+-- lock free once the remaining hold ends by expiry (a paused client, a lease_time not
+-- renewed). So a shortening beyond the drift allowance a waiter's clock has anyway (1 % +
+-- 2 ms of the old PTTL, tenure.core.clock) publishes ARGV[1] on the lock's channel: every
+-- waiter tries again at once and sees the new PTTL (a Redisson waiter tries again too, as
+-- after any write unlock; docs/wire.md). rw_read_release.lua does the same.
 --
 -- One HMGET (the mode, the writer's count and the caller's read count, as lock_count in
 -- _kinds.lua: a key of another type fails it, a Lock-family hash has no mode) answers the
@@ -39,6 +47,11 @@ if ARGV[5] == '1' and ARGV[6] == ARGV[4] then -- the caller's declaration, as al
         if (tonumber(found[3]) or 0) > tonumber(ARGV[7]) then
             hold = nil -- a stale declaration: declared_readers below builds the reply
         elseif hold > 1 then
+            -- Shorter than the waiters saw (a re-entry added its lease): they try again
+            local before = redis.call('pttl', KEYS[1])
+            if before == -1 or before - tonumber(ARGV[2]) > before / 100 + 2 then
+                redis.call('publish', KEYS[2], ARGV[1])
+            end
             redis.call('hincrby', KEYS[1], ARGV[3], -1)
             redis.call('pexpire', KEYS[1], ARGV[2])
             return 0
@@ -89,6 +102,10 @@ else
         return stale
     end
     if (tonumber(redis.call('hget', KEYS[1], ARGV[3])) or 0) > 1 then
+        local before = redis.call('pttl', KEYS[1]) -- as above
+        if before == -1 or before - tonumber(ARGV[2]) > before / 100 + 2 then
+            redis.call('publish', KEYS[2], ARGV[1])
+        end
         redis.call('hincrby', KEYS[1], ARGV[3], -1)
         redis.call('pexpire', KEYS[1], ARGV[2])
         return 0
