@@ -197,8 +197,9 @@ def test_elections_keep_every_rule_with_clock_drift_at_its_bound() -> None:
     ),
 )
 def test_a_planted_bug_is_found(plant: str, rules: set[str], model: dict[str, int]) -> None:
-    # A budget of seeds, not of seconds: the same result on a loaded machine (about 25 seeds
-    # at most today, 0.2 s each on an idle core).
+    # A budget of seeds, not of seconds: the same result on a loaded machine (seed 33 at
+    # most today, recheck_before_resubscribed's: seed 8 until the shared re-check followed
+    # an earlier lease end, f43a7e3; 0.2 s each on an idle core).
     started = time.perf_counter()
     skip = KNOWN | (RW_KNOWN if model is RWLOCKS else frozenset())
     options = sim.Options(plant=plant, skip=skip, **model)  # type: ignore[arg-type]
