@@ -161,3 +161,59 @@ def test_a_second_interrupt_before_the_give_back_is_spawned_still_gives_permits_
     # A flow yielded twice ran once: never twice at a time ("generator already executing").
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
+
+
+def test_a_second_interrupt_before_a_locks_reconcile_is_spawned_still_undoes_the_grant(
+    make_client: Callable[..., tenure.Client], r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The Lock's twin: a grant the caller never learns of is undone by a background
+    # reconcile (core/lock.py, _reconcile_later); a second interrupt before it was spawned
+    # left the hold on the server (and its reconcile marked pending for good).
+    from support.wire import text
+    from tenure.core.lock import LockCore
+
+    client = make_client()
+    attempt = code(LockCore.attempt)
+
+    def granted(frame: FrameType, event: str, arg: Any) -> bool:
+        # As ``attempt`` returns a grant (None): the caller is interrupted right after.
+        return frame.f_code is attempt and event == "return" and arg is None
+
+    # The driver's side of the window: from the flow's yield of its Background to the
+    # spawn. (The clean-up's own calls before that yield are places too: 10, a few
+    # microseconds of straight code in core/lock.py's except block, still open.)
+    codes = {
+        code(runner.Driver.run),
+        code(runner.Runner.perform),
+        code(effects.Background.__init__),
+        code(_concurrency.Spawner.spawn),
+        code(_concurrency._start),
+    }
+    field = f"{client.client_id}:"
+    n, left = 0, []
+    while True:
+        name = f"reconcile-{n}"
+        tracer = TwoAlarms(n, granted, codes)
+        sys.settrace(tracer.trace)
+        sys.setprofile(tracer.profile)
+        try:
+            client.lock(name).acquire(timeout=5)
+        except Alarm:
+            pass
+        finally:
+            sys.settrace(None)
+            sys.setprofile(None)
+        assert tracer.fired >= 1, "the first alarm never fired"
+        if not wait_until(
+            lambda name=name: not any(text(f).startswith(field) for f in r.hkeys(name)), 2.0
+        ):
+            left.append(f"place {n} ({tracer.where})")
+        if tracer.fired < 2:
+            break
+        n += 1
+        assert n < 500
+    assert not left, f"{len(left)} of {n + 1} places left the hold: " + "; ".join(left)
+    assert n >= 10, n
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    ctx = client._runner.ctx  # type: ignore[attr-defined]
+    assert wait_until(lambda: not ctx.reconciling, 3.0), ctx.reconciling  # none stuck
