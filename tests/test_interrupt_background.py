@@ -215,5 +215,5 @@ def test_a_second_interrupt_before_a_locks_reconcile_is_spawned_still_undoes_the
     assert not left, f"{len(left)} of {n + 1} places left the hold: " + "; ".join(left)
     assert n >= 10, n
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
-    ctx = client._runner.ctx  # type: ignore[attr-defined]
+    ctx = client._runner.ctx
     assert wait_until(lambda: not ctx.reconciling, 3.0), ctx.reconciling  # none stuck

@@ -46,7 +46,7 @@ def interrupt_unsubscribes(
     """From when ``armed`` is set: the next ``times`` Unsubscribes (and with ``wait``, a
     Wait first) the client's runner performs in the main thread raise Alarm (``after``:
     once performed; a Wait, before). What landed."""
-    runner = client._runner  # type: ignore[attr-defined]
+    runner = client._runner
     perform = runner.perform
     main = threading.main_thread()
     landed: list[str] = []
@@ -66,7 +66,7 @@ def interrupt_unsubscribes(
             perform(effect)
         raise Alarm(f"interrupt {len(landed)}")
 
-    runner.perform = interrupted
+    runner.perform = interrupted  # type: ignore[method-assign]
     return landed
 
 

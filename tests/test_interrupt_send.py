@@ -117,7 +117,7 @@ def test_an_interrupt_inside_the_write_is_no_connection_loss(
     client = make_client()
     connect_pubsub(client, make_client)
     holder = Holder(make_client().lock("written"))
-    fired = []
+    fired: list[str] = []
 
     def in_subscribe_send(frame: FrameType | None) -> bool:
         while frame is not None:
