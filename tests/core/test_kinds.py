@@ -478,7 +478,8 @@ def test_read_release_call(ctx: Context, owner: str) -> None:
     # the hold being released is out of the table already and still declared
     # the wake queue last, and the releaser's idle flag (scripts/_rw_wake.lua)
     assert call.keys == ["rw", RW_CHANNEL, timeout_key(owner, 1), RW_QUEUE]
-    assert call.args == ["0", owner, 1, owner, 1, 0]
+    # then the lease of the newest hold the release leaves (the watchdog's: none is left)
+    assert call.args == ["0", owner, 1, owner, 1, 0, 30_000]
     assert ctx.holds.get("rw", owner) is None
 
 
@@ -497,7 +498,8 @@ def test_read_release_declares_every_reader_of_the_table(ctx: Context, owner: st
         timeout_key(other, 1),
         RW_QUEUE,
     ]
-    assert call.args == ["0", owner, 2, owner, 2, other, 1, 0]
+    # the release leaves the owner's first hold, whose lease (4 s) it re-applies
+    assert call.args == ["0", owner, 2, owner, 2, other, 1, 0, 4_000]
     hold = ctx.holds.get("rw", owner)
     assert hold is not None
     assert hold.leases == [4]
