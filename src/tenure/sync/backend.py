@@ -24,6 +24,7 @@ On one plain server nothing can move, so a refused connection raises at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -80,6 +81,17 @@ class Sent:
     pool: Any
     conn: Any
     call: Call | Command
+
+
+def _handshakes_anew(pool: Any) -> None:
+    """An interrupt (a signal handler's exception, a cancellation) came inside redis-py's
+    connect, as the pool made a connection: the pool took it back as it was, its handshake
+    perhaps half done (a ``CLIENT SETINFO`` sent and its reply unread: the next command
+    would read that reply as its own, and every reply after it one behind; or SELECT never
+    sent). Which connection it was is not known: the pool's idle connections are dropped
+    (each connects anew when next lent); those in use are whole (their handshakes ended)."""
+    with contextlib.suppress(TypeError):  # an older redis-py's BlockingConnectionPool
+        pool.disconnect(inuse_connections=False)
 
 
 class Backend:
@@ -267,8 +279,10 @@ class Backend:
                 pool.release(conn)
         try:
             conn = pool.get_connection()
-        except BaseException:  # refused: the node may be gone
+        except BaseException as error:  # refused: the node may be gone
             self._failed()
+            if not isinstance(error, RedisError | OSError):
+                _handshakes_anew(pool)
             raise
         if torn(conn):  # its command connects it anew
             conn.disconnect()

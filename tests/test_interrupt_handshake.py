@@ -1,0 +1,67 @@
+"""A signal handler raising inside redis-py's connection handshake (sync API), after it
+sent ``CLIENT SETINFO`` and before it read the reply: redis-py's pool takes the connection
+back as it is, one reply behind (or with its handshake's later steps never run), and may
+lend it again. tenure must not use it: its next command would read the handshake's reply
+as its own (Redis 7.0: "unknown subcommand 'SETINFO'"; Valkey: a stray ``OK``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import pytest
+import redis
+
+import tenure
+
+
+class Alarm(Exception):
+    """What the stand-in for a signal handler raises."""
+
+
+def test_a_connection_whose_handshake_an_interrupt_cut_short_is_not_lent(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    client = make_client()
+    warm = client.lock("warm-up")  # the client's first commands (its route's INFO)
+    assert warm.acquire()
+    warm.release()
+    # No spare connection kept by the client: the next command's connection is made anew,
+    # inside the pool's get_connection().
+    client._runner.backend.spare.clear()
+    sent: list[bytes] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        back = frame.f_back
+        if (
+            frame.f_code.co_name != "send_command"
+            or back is None
+            or back.f_code.co_name not in ("on_connect", "on_connect_check_health")
+            or b"SETINFO" not in repr(frame.f_locals.get("args")).encode()
+        ):
+            return
+        if event == "call":
+            # The server answers it late (under load; here paused): the next command is
+            # lent the connection before the reply came, and reads it as its own.
+            r.execute_command("CLIENT", "PAUSE", 300, "ALL")
+        elif event == "return":  # written: the handler raises before the reply is read
+            sent.append(repr(frame.f_locals.get("args")).encode())
+            sys.setprofile(None)
+            raise Alarm("alarm")
+
+    sys.setprofile(profile)
+    try:
+        with pytest.raises(Alarm):  # a read: no clean-up flow takes the connection first
+            client.semaphore("handshake").available_permits()
+    finally:
+        sys.setprofile(None)
+    assert sent
+    # At once: the next commands use the pool's connections.
+    for i in range(3):
+        lock = client.lock(f"after-{i}")
+        assert lock.acquire(timeout=2)
+        assert r.hgetall(f"after-{i}") != {}
+        lock.release()
+        assert r.exists(f"after-{i}") == 0
