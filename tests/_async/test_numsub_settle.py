@@ -28,11 +28,15 @@ def miscounted(r: redis.Redis, name: str) -> bool:
 
 
 def messages_within(pubsub, seconds: float) -> list[str]:
+    """The channels of the unlocks heard for ``seconds`` (not the lease ends, ``-<ms>``,
+    that wake nobody)."""
     got, end = [], time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         message = pubsub.get_message(timeout=left)
         if message and message["type"] == "pmessage":
-            got.append(message["channel"].decode())
+            channel = message["channel"].decode()
+            if keys.renewed_lease(message["data"].decode(), channel) is None:
+                got.append(channel)
     return got
 
 

@@ -128,3 +128,39 @@ async def test_a_shorter_lease_seen_by_a_later_waiter_moves_the_shared_recheck(
     # Within about half a second of the short lease's end (before: at the 6 s lease's
     # end, about 5.5 s after it).
     assert held[0] - granted[0] < 0.5 + 1.0, held[0] - granted[0]
+
+
+async def test_a_shorter_lease_taken_after_a_targeted_unlock_reaches_the_other_clients(
+    async_make_client, r: redis.Redis
+) -> None:
+    # The same across clients: a waiter of one client saw a 6 s lease; the unlock goes to
+    # another client alone (registered first in the wake queue), which takes the lock with
+    # a 0.5 s lease and never releases it. The first client hears no unlock and saw no
+    # shorter lease: the releaser's back-up look tells it the new lease end.
+    name = "shorter-elsewhere"
+    queue = keys.lock_wake_queue(name)
+    holder = async_make_client().lock(name)
+    assert await holder.acquire(lease_time=6)
+    granted: list[float] = []
+
+    async def short_holder() -> None:
+        assert await async_make_client().lock(name).acquire(timeout=20, lease_time=0.5)
+        granted.append(time.monotonic())
+
+    first = async_spawn(short_holder)
+    assert await async_wait_until(lambda: r.zcard(queue) == 1)
+    held: list[float] = []
+
+    async def waiter() -> None:
+        lock = async_make_client().lock(name)
+        assert await lock.acquire(timeout=20)
+        held.append(time.monotonic())
+        await lock.release()
+
+    other = async_spawn(waiter)
+    assert await async_wait_until(lambda: r.zcard(queue) == 2)
+    await holder.release()  # goes to the short holder's client alone
+    await first.result(5)
+    await other.result(20)
+    # Within about half a second of the short lease's end (before: about 5.5 s after it).
+    assert held[0] - granted[0] < 0.5 + 1.0, held[0] - granted[0]

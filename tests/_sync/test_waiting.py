@@ -128,3 +128,39 @@ def test_a_shorter_lease_seen_by_a_later_waiter_moves_the_shared_recheck(
     # Within about half a second of the short lease's end (before: at the 6 s lease's
     # end, about 5.5 s after it).
     assert held[0] - granted[0] < 0.5 + 1.0, held[0] - granted[0]
+
+
+def test_a_shorter_lease_taken_after_a_targeted_unlock_reaches_the_other_clients(
+    make_client, r: redis.Redis
+) -> None:
+    # The same across clients: a waiter of one client saw a 6 s lease; the unlock goes to
+    # another client alone (registered first in the wake queue), which takes the lock with
+    # a 0.5 s lease and never releases it. The first client hears no unlock and saw no
+    # shorter lease: the releaser's back-up look tells it the new lease end.
+    name = "shorter-elsewhere"
+    queue = keys.lock_wake_queue(name)
+    holder = make_client().lock(name)
+    assert holder.acquire(lease_time=6)
+    granted: list[float] = []
+
+    def short_holder() -> None:
+        assert make_client().lock(name).acquire(timeout=20, lease_time=0.5)
+        granted.append(time.monotonic())
+
+    first = spawn(short_holder)
+    assert wait_until(lambda: r.zcard(queue) == 1)
+    held: list[float] = []
+
+    def waiter() -> None:
+        lock = make_client().lock(name)
+        assert lock.acquire(timeout=20)
+        held.append(time.monotonic())
+        lock.release()
+
+    other = spawn(waiter)
+    assert wait_until(lambda: r.zcard(queue) == 2)
+    holder.release()  # goes to the short holder's client alone
+    first.result(5)
+    other.result(20)
+    # Within about half a second of the short lease's end (before: about 5.5 s after it).
+    assert held[0] - granted[0] < 0.5 + 1.0, held[0] - granted[0]

@@ -102,12 +102,16 @@ class Messages:
         self.pubsub.psubscribe(prefix + "*")
         self.pubsub.get_message(timeout=1)  # the psubscribe answer
 
-    def take(self, seconds: float = 0.3) -> list[tuple[str, str]]:
+    def take(self, seconds: float = 0.3, lease_ends: bool = False) -> list[tuple[str, str]]:
+        """(channel, payload) of each message for ``seconds``; without ``lease_ends``, none
+        of the lease ends (``-<ms>``: a renewal, a back-up look's) that wake nobody."""
         got, end = [], time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             message = self.pubsub.get_message(timeout=left)
             if message and message["type"] == "pmessage":
-                got.append((message["channel"].decode(), message["data"].decode()))
+                channel, payload = message["channel"].decode(), message["data"].decode()
+                if lease_ends or keys.renewed_lease(payload, channel) is None:
+                    got.append((channel, payload))
         return got
 
     def close(self) -> None:

@@ -210,8 +210,9 @@ class Parked:
         ``reporter``) or renewal saw it: the tickets to wake. The head sleeps until the end
         it last read; when the end moved earlier (the lock changed hands, to a shorter
         lease, since the head's own attempt), the head is woken to sleep again until the
-        new end, else the lock could stay free until the old one with every waiter asleep."""
-        earlier = at < self.expiry
+        new end, else the lock could stay free until the old one with every waiter asleep.
+        (No end known yet, ``math.inf``: no waiter sleeps on one, nobody is woken.)"""
+        earlier = at < self.expiry < math.inf
         self.expiry = at
         head = self.head()
         return [head] if earlier and head is not None and head is not reporter else []

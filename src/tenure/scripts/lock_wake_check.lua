@@ -6,13 +6,22 @@
 -- KEYS[1] lock hash   KEYS[2] channel   KEYS[3] wake queue
 -- ARGV[1] unlock message
 -- Returns 0 when the lock is held (its release will wake someone), else 1.
+-- Held, with clients still queued: they were refused before the unlock, by a lease that may
+-- end later than the one the woken client took since; they hear no unlock and would sleep
+-- to that older end if the new holder never releases. So the lock's channel is told the
+-- new lease end as a watchdog renewal tells it ('-<ms>', tenure.keys.RENEWED_PREFIX; a
+-- number Redisson's listeners ignore): waiters re-check at that end.
 -- On a ReadWriteLock's queue the member `readers` (_rw_wake.lua) is dropped as a client
 -- nobody listens for, not sent to the lock's channel: why that leaves no reader waiting is
 -- in lock_wake.lua.
 -- @include wake_register
 -- @include wake
 
-if redis.call('exists', KEYS[1]) == 1 then
+local ttl = redis.call('pttl', KEYS[1])
+if ttl ~= -2 then
+    if ttl > 0 and redis.call('exists', KEYS[3]) == 1 then
+        redis.pcall('publish', KEYS[2], '-' .. ttl)  -- refused by an ACL: waiters re-check later
+    end
     return 0
 end
 wake_one(KEYS[3], KEYS[2], ARGV[1])
