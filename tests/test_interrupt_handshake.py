@@ -65,3 +65,47 @@ def test_a_connection_whose_handshake_an_interrupt_cut_short_is_not_lent(
         assert r.hgetall(f"after-{i}") != {}
         lock.release()
         assert r.exists(f"after-{i}") == 0
+
+
+def test_a_spare_connection_whose_reconnect_an_interrupt_cut_short_goes_back(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    # The client keeps a spare connection between commands; one found without its socket
+    # (dropped meanwhile) is connected again by the look that it is clean. An interrupt in
+    # that handshake lost the connection: out of the spares and never given back to the
+    # pool, it counted as in use for good (the pool's bound then runs out).
+    client = make_client()
+    warm = client.lock("warm-up")
+    assert warm.acquire()
+    warm.release()
+    pool = client._runner.route.client.connection_pool
+    assert client._runner.backend.spare
+    pool.disconnect()  # the spare's socket too: the next look connects it again
+    made = len(pool._connections)
+    fired: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        back = frame.f_back
+        if (
+            event == "return"
+            and not fired
+            and frame.f_code.co_name == "send_command"
+            and back is not None
+            and back.f_code.co_name in ("on_connect", "on_connect_check_health")
+        ):
+            fired.append("handshake")
+            sys.setprofile(None)
+            raise Alarm("alarm")
+
+    sys.setprofile(profile)
+    try:
+        with pytest.raises(Alarm):
+            client.semaphore("handshake").available_permits()
+    finally:
+        sys.setprofile(None)
+    assert fired
+    for i in range(3):
+        lock = client.lock(f"spare-{i}")
+        assert lock.acquire(timeout=2)
+        lock.release()
+    assert len(pool._connections) == made  # the connection came back and served again

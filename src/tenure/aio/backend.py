@@ -268,7 +268,14 @@ class AsyncBackend:
             except IndexError:  # another thread took the last one
                 pass
             else:
-                if await async_idle(conn):
+                try:
+                    clean = await async_idle(conn)  # connects it again if it was dropped
+                except BaseException:
+                    # An interrupt in that connect (its handshake perhaps half done): out
+                    # of the spares, the connection would never go back to the pool.
+                    await self._drop(pool, conn)
+                    raise
+                if clean:
                     return conn
                 # Data or EOF on it (the server closed it, or died and came back): drop the
                 # socket so that the pool connects anew. redis-py's asyncio pool skips its

@@ -268,7 +268,14 @@ class Backend:
             except IndexError:  # another thread took the last one
                 pass
             else:
-                if idle(conn):
+                try:
+                    clean = idle(conn)  # connects it again if it was dropped
+                except BaseException:
+                    # An interrupt in that connect (its handshake perhaps half done): out
+                    # of the spares, the connection would never go back to the pool.
+                    self._drop(pool, conn)
+                    raise
+                if clean:
                     return conn
                 # Data or EOF on it (the server closed it, or died and came back): drop the
                 # socket so that the pool connects anew. redis-py's asyncio pool skips its
