@@ -49,7 +49,7 @@ def nested(code: CodeType, name: str) -> CodeType:
 
 
 def code(fn: Any) -> CodeType:
-    return fn.__code__  # type: ignore[no-any-return]
+    return fn.__code__
 
 
 class TwoAlarms:
