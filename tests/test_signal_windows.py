@@ -231,3 +231,62 @@ def test_a_handler_raising_as_a_thread_starts_does_not_kill_the_thread() -> None
     finally:
         sys.setprofile(None)
     assert ran.wait(5.0)
+
+
+REENTRY = r"""
+import signal, sys, threading
+from tenure import _concurrency as cc
+
+lines = sorted({n for _, _, n in cc._start.__code__.co_lines() if n is not None})
+done = 0
+for fresh in (True, False):
+    for line in lines:
+        if fresh:
+            cc._forget_starter()  # the first start makes the starter
+        armed, ran = [True], []
+
+        def handler(signum, frame):
+            # e.g. a SIGTERM handler releasing a contended lock: the release starts work
+            cc.Spawner("handler").spawn(ran.append, "handler")
+
+        def tracer(frame, event, arg):
+            if frame.f_code is not cc._start.__code__:
+                return None
+
+            def local(frame, event, arg):
+                if event == "line" and frame.f_lineno == line and armed[0]:
+                    armed[0] = False
+                    signal.raise_signal(signal.SIGUSR1)  # runs at the next bytecode
+                return local
+
+            return local
+
+        signal.signal(signal.SIGUSR1, handler)
+        sys.settrace(tracer)
+        task = cc.Spawner("main").spawn(ran.append, "main")
+        sys.settrace(None)
+        task.task.result(timeout=5)
+        for _ in range(500):
+            if len(ran) == 2 or armed[0]:
+                break
+            threading.Event().wait(0.01)
+        assert sorted(ran) == (["main"] if armed[0] else ["handler", "main"]), (line, ran)
+        done += 1
+print("ok", done)
+"""
+
+
+def test_a_handler_starting_work_while_the_main_thread_starts_a_thread_never_hangs() -> None:
+    # A signal handler runs in the main thread between bytecodes, so also inside `_start`
+    # while it hands a thread to the starter; a handler that starts tenure work of its own
+    # (a release's back-up look, a give-back) enters `_start` again. It must neither wait on
+    # the main thread itself (a lock held there: a hang for good) nor lose either start.
+    # In a child process: a hang fails the test instead of the suite.
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", REENTRY], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("ok "), done.stdout
+    assert int(done.stdout.split()[1]) >= 10

@@ -395,7 +395,10 @@ class AsyncSpawner:
 # KeyError before its target ran (CPython 3.11). So the main thread hands its threads to a
 # starter: a bare `_thread` thread (no such table, so nothing for a handler to undo) that
 # starts them. Other threads start their own: no handler runs in them.
-_starter_mutex = threading.Lock()
+# No lock guards the starter: only the main thread uses it, and a handler that starts work
+# of its own enters `_start` again in that same thread (a lock held there would be a hang
+# for good). A handler's call between the new starter's start and `_starter = starts`
+# leaves one idle starter behind, no more; `SimpleQueue.put` may be called re-entrantly.
 _starter: queue.SimpleQueue[tuple[threading.Thread, concurrent.futures.Future[Any]]] | None = None
 
 
@@ -406,13 +409,13 @@ def _start(thread: threading.Thread, future: concurrent.futures.Future[Any]) -> 
     if threading.get_ident() != threading.main_thread().ident:
         thread.start()
         return
-    with _starter_mutex:
-        if _starter is None:
-            starts: queue.SimpleQueue[Any] = queue.SimpleQueue()
-            _thread.start_new_thread(_run_starter, (starts,))
-            # A handler raising just above leaves an idle starter behind, no more.
-            _starter = starts
-        _starter.put((thread, future))
+    starter = _starter
+    if starter is None:
+        starter = queue.SimpleQueue()
+        _thread.start_new_thread(_run_starter, (starter,))
+        # A handler raising (or starting work) just above leaves an idle starter, no more.
+        _starter = starter
+    starter.put((thread, future))
 
 
 def _run_starter(
@@ -428,8 +431,8 @@ def _run_starter(
 
 def _forget_starter() -> None:
     # A forked child has the main thread only: its first spawn makes a starter of its own.
-    global _starter, _starter_mutex
-    _starter, _starter_mutex = None, threading.Lock()
+    global _starter
+    _starter = None
 
 
 os.register_at_fork(after_in_child=_forget_starter)
