@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 
 from support.twins import async_gather, async_spawn, async_wait_until
@@ -143,3 +144,37 @@ async def test_a_shorter_lease_taken_after_a_targeted_unlock_reaches_the_other_c
     # releaser's back-up look tells it the new lease end.
     waited = await shorter_lease_taken(async_make_client, r, "shorter-elsewhere", later=False)
     assert waited < 0.5 + 1.0, waited
+
+
+@pytest.mark.parametrize("shortened_by", ["re-entry", "release"])
+async def test_a_holder_shortening_its_lease_tells_the_waiters(
+    async_make_client, r: redis.Redis, shortened_by: str
+) -> None:
+    # A waiter of another client saw a 6 s lease; the holder then moves the lock's expiry
+    # to 0.5 s (a re-entry with a shorter lease_time, or the release of a newer, longer
+    # hold above an older short one) and goes silent: the waiter must re-check at the new
+    # end, not sleep to the old one.
+    name = f"shortened-{shortened_by}"
+    holder = async_make_client().lock(name)
+    if shortened_by == "release":
+        assert await holder.acquire(lease_time=0.5)
+    assert await holder.acquire(lease_time=6)
+    held: list[float] = []
+
+    async def waiter() -> None:
+        lock = async_make_client().lock(name)
+        assert await lock.acquire(timeout=20)
+        held.append(time.monotonic())
+        await lock.release()
+
+    job = async_spawn(waiter)
+    assert await async_wait_until(lambda: r.zcard(keys.lock_wake_queue(name)) == 1)
+    if shortened_by == "release":
+        await holder.release()
+    else:
+        assert await holder.acquire(lease_time=0.5)
+    shortened = time.monotonic()
+    assert 0 < r.pttl(name) <= 500
+    await job.result(20)
+    # Within about half a second of the new end (before: about 5.5 s after it).
+    assert held[0] - shortened < 0.5 + 1.0, held[0] - shortened

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 
 from support.twins import gather, spawn, wait_until
@@ -143,3 +144,37 @@ def test_a_shorter_lease_taken_after_a_targeted_unlock_reaches_the_other_clients
     # releaser's back-up look tells it the new lease end.
     waited = shorter_lease_taken(make_client, r, "shorter-elsewhere", later=False)
     assert waited < 0.5 + 1.0, waited
+
+
+@pytest.mark.parametrize("shortened_by", ["re-entry", "release"])
+def test_a_holder_shortening_its_lease_tells_the_waiters(
+    make_client, r: redis.Redis, shortened_by: str
+) -> None:
+    # A waiter of another client saw a 6 s lease; the holder then moves the lock's expiry
+    # to 0.5 s (a re-entry with a shorter lease_time, or the release of a newer, longer
+    # hold above an older short one) and goes silent: the waiter must re-check at the new
+    # end, not sleep to the old one.
+    name = f"shortened-{shortened_by}"
+    holder = make_client().lock(name)
+    if shortened_by == "release":
+        assert holder.acquire(lease_time=0.5)
+    assert holder.acquire(lease_time=6)
+    held: list[float] = []
+
+    def waiter() -> None:
+        lock = make_client().lock(name)
+        assert lock.acquire(timeout=20)
+        held.append(time.monotonic())
+        lock.release()
+
+    job = spawn(waiter)
+    assert wait_until(lambda: r.zcard(keys.lock_wake_queue(name)) == 1)
+    if shortened_by == "release":
+        holder.release()
+    else:
+        assert holder.acquire(lease_time=0.5)
+    shortened = time.monotonic()
+    assert 0 < r.pttl(name) <= 500
+    job.result(20)
+    # Within about half a second of the new end (before: about 5.5 s after it).
+    assert held[0] - shortened < 0.5 + 1.0, held[0] - shortened

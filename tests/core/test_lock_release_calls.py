@@ -34,7 +34,8 @@ def release(r: redis.Redis, name: str, *extra: str | int) -> tuple[object, dict[
     [
         # the last hold, no wake queue, nobody listening: every uncontended release
         (1, 1, {"hmget": 1, "exists": 1, "publish": 1, "del": 1}),
-        (2, 0, {"hmget": 1, "hincrby": 1, "pexpire": 1}),  # a re-entrant hold stays
+        # a re-entrant hold stays; its PTTL tells whether the lease left is shorter (not here)
+        (2, 0, {"hmget": 1, "pttl": 1, "hincrby": 1, "pexpire": 1}),
         (0, None, {"hmget": 1}),  # not the owner's
     ],
 )
@@ -48,6 +49,29 @@ def test_lock_release_calls_per_outcome(
     assert got == reply
     assert calls == inner
     assert r.exists(name) == (holds != 1)
+
+
+def test_a_release_leaving_a_shorter_lease_tells_it_on_the_lock_channel(r: redis.Redis) -> None:
+    """Waiters were refused with the released hold's lease end: the shorter one left is
+    published as a renewal (``-<ms>``), which moves their re-check."""
+    name = "calls:shorter"
+    r.hset(name, "u:1", 2)
+    r.pexpire(name, 20000)
+    listener = r.pubsub()
+    listener.subscribe(keys.lock_channel(name))
+    assert listener.get_message(timeout=5) is not None
+    script = scripts.get("lock_release")
+    queue = keys.lock_wake_queue(name)
+    assert r.evalsha(script.sha, 2, name, queue, "0", 500, "u:1") == 0
+    assert 0 < r.pttl(name) <= 500
+    message = listener.get_message(timeout=5)
+    assert message is not None
+    assert message["data"] == b"-500"
+    # the same lease again ends no sooner (beyond the drift allowance): nothing is sent
+    r.hset(name, "u:1", 2)
+    assert r.evalsha(script.sha, 2, name, queue, "0", 500, "u:1") == 0
+    assert listener.get_message(timeout=0.2) is None
+    listener.close()
 
 
 def test_an_idle_releaser_alone_on_the_channel_is_an_uncontended_release(

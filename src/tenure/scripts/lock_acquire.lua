@@ -30,6 +30,15 @@ if ARGV[3] ~= '1' then
     if count then -- re-entry
         redis.call('hincrby', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
+        if ttl == -1 or ttl - tonumber(ARGV[1]) > ttl / 100 + 2 then
+            -- A lease that ends sooner than the one waiters were refused with (beyond the
+            -- drift allowance their clocks have anyway): they would sleep to the old end if
+            -- the holder went silent. Told as a renewal ('-<ms>', tenure.keys.RENEWED_PREFIX),
+            -- which moves their re-check and which Redisson's listeners ignore.
+            -- (The lock's channel, keys.lock_channel(), as lock_release.lua builds it.)
+            local channel = string.find(KEYS[1], '{', 1, true) and KEYS[1] or '{' .. KEYS[1] .. '}'
+            redis.pcall('publish', 'redisson_lock__channel:' .. channel, '-' .. ARGV[1])
+        end
         return nil
     end
 end

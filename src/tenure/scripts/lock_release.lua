@@ -36,14 +36,20 @@ if not found['err'] and not found[1] then
     if not count then
         return nil
     end
-    if count > 1 then
-        redis.call('hincrby', KEYS[1], ARGV[3], -1)
-        redis.call('pexpire', KEYS[1], ARGV[2])
-        return 0
-    end
     -- The lock's channel, keys.lock_channel(): built here, one word less for every client
     -- to send.
     channel = 'redisson_lock__channel:' .. (string.find(KEYS[1], '{', 1, true) and KEYS[1] or '{' .. KEYS[1] .. '}')
+    if count > 1 then
+        local before = redis.call('pttl', KEYS[1])
+        redis.call('hincrby', KEYS[1], ARGV[3], -1)
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        if before == -1 or before - tonumber(ARGV[2]) > before / 100 + 2 then
+            -- The hold left has a shorter lease than the one released: waiters refused
+            -- with the old end are told the new one (as a re-entry does, lock_acquire.lua).
+            redis.pcall('publish', channel, '-' .. ARGV[2])
+        end
+        return 0
+    end
     if redis.call('exists', KEYS[2]) == 0 then
         heard = redis.call('publish', channel, ARGV[1])
         if heard <= (ARGV[4] == '1' and 1 or 0) then
