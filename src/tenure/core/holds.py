@@ -352,6 +352,17 @@ class HoldTable:
         with self._mutex:
             return [h for h in self._holds.values() if h.watchdog and h.cap > now]
 
+    def unrenewed_holds(self, renewal: Script, now: float | None = None) -> list[Hold]:
+        """Snapshot of the holds with the renewal script ``renewal`` that the watchdog does
+        not renew at ``now``: taken with a lease_time, or past their cap. A renewal pass
+        re-asserts their lock's expiry (ReadWriteLock read holds: `tenure.core.watchdog`)."""
+        now = time.monotonic() if now is None else now
+        with self._mutex:
+            return [
+                h for h in self._holds.values()
+                if h.renewal == renewal and not (h.watchdog and h.cap > now)
+            ]
+
     def unconfirmed(self, holds: list[Hold]) -> list[Hold]:
         """A renewal of ``holds`` failed (no reply, an error, too few replicas): the
         registered ones still valid now are in doubt; returns those that were not yet
