@@ -21,7 +21,10 @@ gets [`LockUpgradeError`][tenure.errors.LockUpgradeError] at once (Redisson wait
 forever);
 the watchdog renews only the caller's own read holds (Redisson renews every reader's); lock
 expiries are only ever extended by renewals and read acquisitions, never shortened; a
-downgrade wakes waiting readers.
+downgrade wakes waiting readers. A Redisson reader's renewal sets the expiry (it may cut it
+below a tenure reader's lease): each renewal pass also extends it back to the furthest lease
+of the read holds the watchdog does not renew (``lease_time``), and reports a hold whose
+field is gone lost (``scripts/rw_read_reassert.lua``; the bound in docs/wire.md).
 
 Read-hold timeout keys: the scripts get every key they touch in KEYS (docs/internals.md), but which
 timeout keys exist depends on the hash's hold counts. So a call *declares* reader fields,
