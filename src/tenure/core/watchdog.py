@@ -88,7 +88,22 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
             continue
         present = [int(r) == 1 for r in reply]
         lost += ctx.holds.renewed(batch, present, sent, ctx.watchdog_timeout)
+    # The ReadWriteLock read holds it does not renew (lease_time, past max_hold): a Redisson
+    # reader's renewal may have cut their lock's expiry below their lease; it is re-asserted
+    # (never their lease lengthened), and one found gone is lost (docs/wire.md).
+    unrenewed = ctx.holds.unrenewed_holds(READ_RENEW)
+    for _, batch in batches(unrenewed, by_slot=by_slot):
+        try:
+            reply = yield renewal_call(READ_REASSERT, batch, 0)
+        except (BackendError, ServerError):  # the next pass tries again
+            continue
+        gone = [hold for hold, r in zip(batch, reply, strict=True) if int(r) != 1]
+        lost += ctx.holds.renewed(gone, [False] * len(gone), time.monotonic(), 0.0)
     return lost
+
+
+READ_RENEW = scripts.get("rw_read_renew")
+READ_REASSERT = scripts.get("rw_read_reassert")
 
 
 def report_doubts(ctx: Context, now: float) -> None:
