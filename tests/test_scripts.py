@@ -292,6 +292,7 @@ def scenario(make_client: object, name: str) -> None:
     assert read.acquire(lease_time=5)
     assert read.acquire(lease_time=5)
     read.extend(1)
+    renewed()  # lease_time read holds: the pass re-asserts their expiry (rw_read_reassert)
     read.release()
     read.release()
     assert read.acquire()
