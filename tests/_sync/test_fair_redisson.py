@@ -261,3 +261,106 @@ def test_dead_tenure_waiter_in_a_shared_queue_is_dropped_within_one_renewal_peri
     finally:
         proc.kill()
         proc.join()
+
+
+def subscribed(r: redis.Redis, channel: str) -> redis.client.PubSub:
+    """A raw subscriber of ``channel`` (its subscription confirmed)."""
+    pubsub = r.pubsub()
+    pubsub.subscribe(channel)
+    assert pubsub.get_message(timeout=5) is not None  # the confirmation
+    return pubsub
+
+
+def woken_after(pubsub: redis.client.PubSub, start: float, bound: float) -> float:
+    """Seconds from ``start`` to the first message ``pubsub`` gets (inf when none within
+    ``bound`` seconds of ``start``)."""
+    while (waited := time.monotonic() - start) < bound:
+        message = pubsub.get_message(timeout=bound - waited)
+        if message is not None and message["type"] == "message":
+            return time.monotonic() - start
+    return float("inf")
+
+
+def test_release_then_close_wakes_the_live_waiter_behind_a_dead_head(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    """A job releases a fair lock and exits at once, with a dead Java waiter at the head
+    and a live one behind it. Redisson's unlock drops the dead head and wakes the live one;
+    on f9ee21f the release woke the dead head only and left the rest to the releasing
+    client's turn watcher (50 ms later), which the close stopped: the live Java waiter was
+    never woken (it slept to its own timer, up to the 30 s lease) while the lock was free."""
+    java = Redisson(r, "release-exit")
+    client = make_client()
+    holder = client.fair_lock("release-exit")
+    assert holder.acquire()
+    assert java.acquire(1) is not None
+    assert java.acquire(2) is not None
+    java.die(1)
+    pubsub = subscribed(r, keys.fair_waiter_channel("release-exit", java.owner(2)))
+    try:
+        start = time.monotonic()
+        holder.release()
+        client.close()  # the job exits
+        woken = woken_after(pubsub, start, 3.0)
+    finally:
+        pubsub.close()
+    assert woken < 1.0, f"the live waiter was woken after {woken:.3f} s"
+    assert queue_of(r, "release-exit") == [java.owner(2)]
+    assert java.owner(1) not in deadlines(r, "release-exit")
+    assert java.acquire(2) is None
+
+
+def test_waiting_acquire_of_a_free_lock_drops_a_dead_head_and_is_granted(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    """The fair lock is free (its Java holder's lease ran out) and its queue's head is a
+    dead Java waiter. Redisson's acquire drops it and is granted at once; on f9ee21f a
+    waiting tenure acquire joined behind it and slept to its client's next renewal pass
+    (10 s) or, as here, its deadline (3 s), granted only then."""
+    java = Redisson(r, "free-dead-head")
+    assert java.acquire(0) is None
+    assert java.acquire(1) is not None
+    java.die(1)
+    r.delete("free-dead-head")  # the holder's lease ran out
+    lock = client.fair_lock("free-dead-head")
+    start = time.monotonic()
+    assert lock.acquire(timeout=3)
+    took = time.monotonic() - start
+    assert took < 1.0, f"granted after {took:.3f} s"
+    assert queue_of(r, "free-dead-head") == []
+    assert deadlines(r, "free-dead-head") == {}
+    assert java.acquire(2) is not None  # queued behind the tenure holder
+    lock.release()
+    assert java.acquire(2) is None
+
+
+def test_waiting_acquire_behind_a_dead_head_wakes_the_live_one_and_joins(
+    client: tenure.Client, r: redis.Redis
+) -> None:
+    """As above with a live Java waiter behind the dead head: the acquire drops the dead
+    head, wakes the live one (its turn) and joins behind it, in order. On f9ee21f it joined
+    behind the dead head and nobody woke the live Java waiter."""
+    java = Redisson(r, "free-dead-live")
+    assert java.acquire(0) is None
+    assert java.acquire(1) is not None
+    assert java.acquire(2) is not None
+    java.die(1)
+    r.delete("free-dead-live")
+    lock = client.fair_lock("free-dead-live")
+    pubsub = subscribed(r, keys.fair_waiter_channel("free-dead-live", java.owner(2)))
+    try:
+        start = time.monotonic()
+        job = spawn(take_and_release, lock)
+        joined = wait_until(
+            lambda: queue_of(r, "free-dead-live")[-1:] not in ([java.owner(2)], []), 5
+        )
+        woken = woken_after(pubsub, start, 3.0)
+    finally:
+        pubsub.close()
+    assert woken < 1.0, f"the live waiter was woken after {woken:.3f} s"
+    assert joined
+    assert queue_of(r, "free-dead-live")[0] == java.owner(2)
+    assert java.acquire(2) is None  # the live Java waiter first
+    java.unlock(2)
+    job.result(15)
+    assert queue_of(r, "free-dead-live") == []

@@ -46,6 +46,20 @@ local function is_dead(zset, alive, waiter, now)
     return until_ms ~= false and tonumber(until_ms) <= now
 end
 
+-- head_dead(zset, alive, waiter, now): is_dead, for a script that has not checked the kinds
+-- of these keys (reads only): also returns the kind error when one is of another type (then
+-- false), before anything is dropped.
+local function head_dead(zset, alive, waiter, now)
+    local score = redis.pcall('zscore', zset, waiter)
+    local until_ms = redis.pcall('hget', alive, waiter)
+    local wrong = refused(score, zset, 'zset') or refused(until_ms, alive, 'hash')
+    if wrong then
+        return false, wrong
+    end
+    return not score or tonumber(score) <= now or (until_ms ~= false and tonumber(until_ms) <= now),
+        nil
+end
+
 -- dead_heads(queue, zset, alive, now): reads only. How many waiters at the head of the
 -- queue are dead, and the first live waiter behind them (nil when none).
 local function dead_heads(queue, zset, alive, now)

@@ -131,18 +131,6 @@ if entry == -1 then
         redis.call('lpush', queue, popped)
     end
 end
-if entry == -3 then
-    -- A queued caller's look at its place: behind the head, it waits to be woken (the dead
-    -- heads are the turn watchers' and renewal passes' business).
-    local head = redis.pcall('lindex', queue, 0)
-    wrong = refused(head, queue, 'list')
-    if wrong then
-        return wrong
-    end
-    if head and head ~= owner then
-        return -2
-    end
-end
 local front = redis.pcall('lrange', queue, 0, 0)
 wrong = refused(front, queue, 'list')
 if wrong then
@@ -150,21 +138,19 @@ if wrong then
 end
 local head = front[1]
 local now, turn = nil, nil
-if head and head ~= owner and entry > 0 then
-    -- Not the caller's turn: it joins the tail and is woken when it becomes the head. A dead
-    -- head is the business of the client that freed the lock (its turn watcher) and of the
-    -- waiters' renewal passes.
-    join(now_ms(), -2)
+if head and head ~= owner then
+    -- Not the caller's turn, unless the head is dead: then, as Redisson's acquire does, the
+    -- dead heads are dropped first (for every caller: one that waits would otherwise join
+    -- behind a dead head at a free lock and sleep until a renewal pass or its deadline).
+    -- The PUBLISH (which an ACL can refuse) comes before the writes: a refused one changes
+    -- nothing.
+    now = now_ms()
+    local gone
+    gone, wrong = head_dead(zset, alive, head, now)
     if wrong then
         return wrong
     end
-    return -2
-end
-if head and head ~= owner then
-    now = now_ms()
-    if is_dead(zset, alive, head, now) then
-        -- Not the caller's turn, and the head is dead: drop the dead heads. The PUBLISH
-        -- (which an ACL can refuse) comes before the writes: a refused one changes nothing.
+    if gone then
         local dead
         dead, head = dead_heads(queue, zset, alive, now)
         if head and head ~= owner then
@@ -175,6 +161,17 @@ if head and head ~= owner then
             turn = start_turn(zset, alive, head, now, tonumber(ARGV[4]))
         end
     end
+end
+if head and head ~= owner and entry ~= 0 and entry ~= -1 then
+    -- A live head's turn: a caller that waits joins the tail (or, queued, stays) and is
+    -- woken when it becomes the head.
+    if entry > 0 then
+        join(now, -2)
+        if wrong then
+            return wrong
+        end
+    end
+    return -2
 end
 
 if not head or head == owner then
