@@ -24,7 +24,6 @@ On one plain server nothing can move, so a refused connection raises at once.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -90,8 +89,12 @@ async def _handshakes_anew(pool: Any) -> None:
     would read that reply as its own, and every reply after it one behind; or SELECT never
     sent). Which connection it was is not known: the pool's idle connections are dropped
     (each connects anew when next lent); those in use are whole (their handshakes ended)."""
-    with contextlib.suppress(TypeError):  # an older redis-py's BlockingConnectionPool
+    try:
         await pool.disconnect(inuse_connections=False)
+    except TypeError:  # redis-py 5's sync BlockingConnectionPool takes no argument there
+        for conn in list(getattr(getattr(pool, "pool", None), "queue", ())):
+            if conn is not None:  # its idle connections (None: a place never filled)
+                await conn.disconnect()
 
 
 class AsyncBackend:
