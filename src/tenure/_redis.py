@@ -688,7 +688,10 @@ def torn(conn: Any) -> bool:
     if getattr(conn, "_sock", None) is None:
         return False
     parser = getattr(conn, "_parser", None)
-    for name in ("_buffer", "_reader"):  # redis-py's own parsers; hiredis's
+    # redis-py's own parsers keep a `_buffer` (None once reset). hiredis's keeps a bytearray
+    # there, so a torn hiredis connection is not seen here: redis-py's pool catches it (its
+    # look for unread data raises on a reader that is gone, and it connects anew).
+    for name in ("_buffer", "_reader"):
         if hasattr(parser, name):
             return getattr(parser, name) is None
     return False
