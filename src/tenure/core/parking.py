@@ -63,7 +63,9 @@ Rules:
   that no waiter here can use (nobody waits any more, or the one woken left without using
   it) is passed on to another client: its ``relay`` is named in `Parking.relays`, for the
   driver to run; also one that comes after the alias was let go and before the server
-  answered that UNSUBSCRIBE (``parting``). A release by this client while it lingers with
+  answered that UNSUBSCRIBE (``parting``). A wake-up passed on ends the subscription's
+  quiet (the relay takes this client out of the wake queue: a waiter refused before it
+  must try, and so register, again). A release by this client while it lingers with
   no waiter says so to its script, which then neither wakes nor counts this client
   (docs/wire.md).
 
@@ -587,6 +589,10 @@ class Parking:
             return []
         if aliased and not entry.tickets and renewed_lease(payload, channel) is None:
             self._relay(entry)  # meant for this client alone, whose waiters have all left
+            # The relay takes this client out of the wake queue: a waiter whose attempt
+            # was refused before this message must try (and register) again, not sleep.
+            if math.isfinite(entry.quiet_since):
+                entry.quiet_since = self.clock()
             return []
         if kind in ("message", "smessage"):
             lease = renewed_lease(payload, channel)
