@@ -5,24 +5,10 @@ an answer that comes (before: it waited 5 s for one never asked, "no confirmatio
 
 from __future__ import annotations
 
-from tenure.core.listening import FIRST_RETRY, Listening
+from tenure.core.listening import FIRST_RETRY
 
-CH = "redisson_lock__channel:{l}"
-NOBODY: frozenset[str] = frozenset()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def up(clock: Clock) -> Listening:
-    table = Listening(clock=clock)
-    table.connected_now()
-    return table
+from .listening_tables import CH, NOBODY, up
+from .scripted import Clock
 
 
 def test_a_waiter_interrupted_before_its_subscribe_was_counted_leaves_no_entry() -> None:

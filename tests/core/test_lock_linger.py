@@ -6,23 +6,15 @@ from __future__ import annotations
 
 from tenure.core.listening import LINGER, Listening, Subscriptions
 
-CH = "redisson_lock__channel:{l}"
+from .listening_tables import CH, NOBODY, up
+from .scripted import Clock
+
 ALIAS = CH + ":tenure:c"
-NOBODY: frozenset[str] = frozenset()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def waited_and_left(clock: Clock) -> Listening:
     """A table whose one waiter subscribed ``CH`` with its alias, then left."""
-    table = Listening(clock=clock)
-    table.connected_now()
+    table = up(clock)
     table.parking.join(CH, NOBODY, "w", object, ALIAS, "relay")
     assert table.parking.names(CH) == [CH, ALIAS]
     table.subscribing(table.parking.names(CH))
