@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import redis
 
@@ -21,20 +22,16 @@ from .test_rw_uncontended_calls import counted
 SHORT = 0.5
 """The remaining reader's lease (seconds): taken with lease_time, never renewed."""
 LONG = 6.0
-"""The released reader's lease (seconds): what the waiting writer saw."""
+"""The released hold's lease (seconds): what the waiting writer saw."""
 
 
-def test_a_writer_waiting_on_readers_gets_in_when_the_shortened_lease_ends(
-    make_client: Callable[..., tenure.Client], r: redis.Redis
-) -> None:
-    name = "rw-shortened"
-    short = make_client().read_write_lock(name).read_lock()
-    long = make_client().read_write_lock(name).read_lock()
-    writer_client = make_client()
-    write = writer_client.read_write_lock(name).write_lock()
-    assert long.acquire(lease_time=LONG)
-    assert short.acquire(lease_time=SHORT)
-    short_end = time.monotonic() + SHORT  # the server lets it go by then at the latest
+@contextmanager
+def a_writer_asleep(r: redis.Redis, name: str, client: tenure.Client) -> Iterator[list[float]]:
+    """A thread's writer of ``client`` waiting on ``name``, refused and asleep: its client
+    registered in the wake queue (rw_write_acquire.lua) after an attempt that saw the
+    ``LONG`` hold's PTTL. Yields the list its grant's ``time.monotonic()`` goes into; the
+    exit waits for the thread."""
+    write = client.read_write_lock(name).write_lock()
     got: list[float] = []
 
     def wait() -> None:
@@ -45,20 +42,44 @@ def test_a_writer_waiting_on_readers_gets_in_when_the_shortened_lease_ends(
     waiter = threading.Thread(target=wait)
     waiter.start()
     try:
-        # Refused and asleep: its client registered in the wake queue (rw_write_acquire.lua)
-        # after an attempt that saw the long reader's PTTL.
         queue = keys.lock_wake_queue(name)
-        assert wait_until(lambda: r.zscore(queue, writer_client.client_id) is not None, 5)
+        assert wait_until(lambda: r.zscore(queue, client.client_id) is not None, 5)
         assert r.pttl(name) > (LONG - 1) * 1000
-        long.release()  # the hash now lives as long as the short hold alone
-        assert 0 < r.pttl(name) <= SHORT * 1000
+        yield got
     finally:
         waiter.join(LONG + 5)
+
+
+def assert_got_in_soon(got: list[float], free_at: float, what: str) -> None:
+    """The writer got the lock within 0.5 s of ``free_at`` (the shortened lease's end)."""
     assert got, "the writer never got the lock"
-    free_for = got[0] - short_end  # how long the lock sat free with the writer asleep
-    # Before the fix the writer slept to the long lease's end: about 5.5 s here.
-    print(f"the writer got in {free_for:.3f} s after the short hold ended")
+    free_for = got[0] - free_at  # how long the lock sat free with the writer asleep
+    print(f"the writer got in {free_for:.3f} s after {what}")
     assert free_for < 0.5, f"the writer got in {free_for:.3f} s after the lock was free"
+
+
+def listening(r: redis.Redis, name: str) -> redis.client.PubSub:
+    """A listener on the ReadWriteLock ``name``'s channel, its subscription confirmed."""
+    listener = r.pubsub()
+    listener.subscribe(keys.rw_channel(name))
+    assert listener.get_message(timeout=5) is not None  # the subscribe confirmation
+    return listener
+
+
+def test_a_writer_waiting_on_readers_gets_in_when_the_shortened_lease_ends(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    name = "rw-shortened"
+    short = make_client().read_write_lock(name).read_lock()
+    long = make_client().read_write_lock(name).read_lock()
+    assert long.acquire(lease_time=LONG)
+    assert short.acquire(lease_time=SHORT)
+    short_end = time.monotonic() + SHORT  # the server lets it go by then at the latest
+    with a_writer_asleep(r, name, make_client()) as got:
+        long.release()  # the hash now lives as long as the short hold alone
+        assert 0 < r.pttl(name) <= SHORT * 1000
+    # Before the fix the writer slept to the long lease's end: about 5.5 s here.
+    assert_got_in_soon(got, short_end, "the short hold ended")
 
 
 def test_a_reentrant_read_release_runs_one_pttl_more_and_publishes_only_when_it_shortens(
@@ -67,9 +88,7 @@ def test_a_reentrant_read_release_runs_one_pttl_more_and_publishes_only_when_it_
     """The cost on the common path: a re-entrant read release that leaves the expiry where
     it was (or later) runs one PTTL more than before this check and publishes nothing; one
     that shortens it beyond the drift allowance publishes once."""
-    listener = r.pubsub()
-    listener.subscribe(keys.rw_channel("calls-reentrant"))
-    assert listener.get_message(timeout=5) is not None  # the subscribe confirmation
+    listener = listening(r, "calls-reentrant")
     read = make_client().read_write_lock("calls-reentrant").read_lock()
     assert read.acquire(lease_time=30)
     assert read.acquire(lease_time=30)
@@ -114,40 +133,19 @@ def test_a_writer_waiting_on_a_reentrant_writer_gets_in_when_the_shortened_lease
     # that hold sets the expiry back to the remaining hold's lease: shorter.
     name = "rw-write-shortened"
     holder = make_client().read_write_lock(name).write_lock()
-    waiter_client = make_client()
-    write = waiter_client.read_write_lock(name).write_lock()
     assert holder.acquire(lease_time=SHORT)
     assert holder.acquire(lease_time=LONG)
-    got: list[float] = []
-
-    def wait() -> None:
-        if write.acquire(timeout=LONG + 2):
-            got.append(time.monotonic())
-            write.release()
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    try:
-        queue = keys.lock_wake_queue(name)
-        assert wait_until(lambda: r.zscore(queue, waiter_client.client_id) is not None, 5)
-        assert r.pttl(name) > (LONG - 1) * 1000
+    with a_writer_asleep(r, name, make_client()) as got:
         holder.release()  # the newest hold goes: SHORT re-applied to the one left
         short_end = time.monotonic() + SHORT  # the server lets it go by then at the latest
         assert 0 < r.pttl(name) <= SHORT * 1000
-    finally:
-        waiter.join(LONG + 5)
-    assert got, "the writer never got the lock"
-    free_for = got[0] - short_end
-    print(f"the writer got in {free_for:.3f} s after the re-entrant writer's lease ended")
-    assert free_for < 0.5, f"the writer got in {free_for:.3f} s after the lock was free"
+    assert_got_in_soon(got, short_end, "the re-entrant writer's lease ended")
 
 
 def test_a_reentrant_write_release_runs_one_pttl_more_and_publishes_only_when_it_shortens(
     make_client: Callable[..., tenure.Client], r: redis.Redis
 ) -> None:
-    listener = r.pubsub()
-    listener.subscribe(keys.rw_channel("calls-write"))
-    assert listener.get_message(timeout=5) is not None  # the subscribe confirmation
+    listener = listening(r, "calls-write")
     write = make_client().read_write_lock("calls-write").write_lock()
     assert write.acquire(lease_time=30)
     assert write.acquire(lease_time=30)
