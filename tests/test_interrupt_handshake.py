@@ -21,13 +21,40 @@ class Alarm(Exception):
     """What the stand-in for a signal handler raises."""
 
 
+def warmed_up(make_client: Callable[..., tenure.Client]) -> tenure.Client:
+    """A client past its first commands (its route's INFO), with a spare connection kept."""
+    client = make_client()
+    warm = client.lock("warm-up")
+    assert warm.acquire()
+    warm.release()
+    return client
+
+
+def interrupted_read(client: tenure.Client, profile: Callable[[FrameType, str, Any], None]) -> None:
+    """A read (no clean-up flow takes the connection first) under ``profile``, a
+    ``sys.setprofile`` hook that raises ``Alarm`` from inside it."""
+    sys.setprofile(profile)
+    try:
+        with pytest.raises(Alarm):
+            client.semaphore("handshake").available_permits()
+    finally:
+        sys.setprofile(None)
+
+
+def locks_served(client: tenure.Client, r: redis.Redis, prefix: str) -> None:
+    """Three locks taken and released in turn: the next commands are answered as their own."""
+    for i in range(3):
+        lock = client.lock(f"{prefix}-{i}")
+        assert lock.acquire(timeout=2)
+        assert r.hgetall(f"{prefix}-{i}") != {}
+        lock.release()
+        assert r.exists(f"{prefix}-{i}") == 0
+
+
 def test_a_connection_whose_handshake_an_interrupt_cut_short_is_not_lent(
     make_client: Callable[..., tenure.Client], r: redis.Redis
 ) -> None:
-    client = make_client()
-    warm = client.lock("warm-up")  # the client's first commands (its route's INFO)
-    assert warm.acquire()
-    warm.release()
+    client = warmed_up(make_client)
     # No spare connection kept by the client: the next command's connection is made anew,
     # inside the pool's get_connection().
     client._runner.backend.spare.clear()
@@ -51,20 +78,10 @@ def test_a_connection_whose_handshake_an_interrupt_cut_short_is_not_lent(
             sys.setprofile(None)
             raise Alarm("alarm")
 
-    sys.setprofile(profile)
-    try:
-        with pytest.raises(Alarm):  # a read: no clean-up flow takes the connection first
-            client.semaphore("handshake").available_permits()
-    finally:
-        sys.setprofile(None)
+    interrupted_read(client, profile)
     assert sent
     # At once: the next commands use the pool's connections.
-    for i in range(3):
-        lock = client.lock(f"after-{i}")
-        assert lock.acquire(timeout=2)
-        assert r.hgetall(f"after-{i}") != {}
-        lock.release()
-        assert r.exists(f"after-{i}") == 0
+    locks_served(client, r, "after")
 
 
 def test_a_spare_connection_whose_reconnect_an_interrupt_cut_short_goes_back(
@@ -74,10 +91,7 @@ def test_a_spare_connection_whose_reconnect_an_interrupt_cut_short_goes_back(
     # (dropped meanwhile) is connected again by the look that it is clean. An interrupt in
     # that handshake lost the connection: out of the spares and never given back to the
     # pool, it counted as in use for good (the pool's bound then runs out).
-    client = make_client()
-    warm = client.lock("warm-up")
-    assert warm.acquire()
-    warm.release()
+    client = warmed_up(make_client)
     pool = client._runner.route.client.connection_pool
     assert client._runner.backend.spare
     pool.disconnect()  # the spare's socket too: the next look connects it again
@@ -97,15 +111,7 @@ def test_a_spare_connection_whose_reconnect_an_interrupt_cut_short_goes_back(
             sys.setprofile(None)
             raise Alarm("alarm")
 
-    sys.setprofile(profile)
-    try:
-        with pytest.raises(Alarm):
-            client.semaphore("handshake").available_permits()
-    finally:
-        sys.setprofile(None)
+    interrupted_read(client, profile)
     assert fired
-    for i in range(3):
-        lock = client.lock(f"spare-{i}")
-        assert lock.acquire(timeout=2)
-        lock.release()
+    locks_served(client, r, "spare")
     assert len(pool._connections) == made  # the connection came back and served again
