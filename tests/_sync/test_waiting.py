@@ -146,6 +146,43 @@ def test_a_shorter_lease_taken_after_a_targeted_unlock_reaches_the_other_clients
     assert waited < 0.5 + 1.0, waited
 
 
+def test_a_shorter_write_lease_taken_after_a_targeted_unlock_reaches_the_rw_waiters(
+    make_client, r: redis.Redis
+) -> None:
+    # Found by the simulator (a mixed run, seed 165): a ReadWriteLock's waiters re-check
+    # each at its own end. The unlock goes to another client alone, which takes the write
+    # lock with a 0.5 s lease and never releases it; the releaser's back-up look tells the
+    # lock's channel that end (`-<ms>`). The waiter that saw the 6 s lease must re-check
+    # there (before: it slept on to the 6 s end, the lock free for 5.5 s).
+    name = "rw-shorter-elsewhere"
+    queue = keys.lock_wake_queue(name)
+    holder = make_client().read_write_lock(name).write_lock()
+    assert holder.acquire(lease_time=6)
+    granted: list[float] = []
+
+    def short_holder() -> None:
+        lock = make_client().read_write_lock(name).write_lock()
+        assert lock.acquire(timeout=20, lease_time=0.5)
+        granted.append(time.monotonic())
+
+    first = spawn(short_holder)
+    assert wait_until(lambda: r.zcard(queue) == 1)
+    held: list[float] = []
+
+    def waiter() -> None:
+        lock = make_client().read_write_lock(name).write_lock()
+        assert lock.acquire(timeout=20)
+        held.append(time.monotonic())
+        lock.release()
+
+    job = spawn(waiter)
+    assert wait_until(lambda: r.zcard(queue) == 2)
+    holder.release()  # goes to the short holder's client alone
+    first.result(5)
+    job.result(20)
+    assert held[0] - granted[0] < 0.5 + 1.0, held[0] - granted[0]
+
+
 @pytest.mark.parametrize("shortened_by", ["re-entry", "release"])
 def test_a_holder_shortening_its_lease_tells_the_waiters(
     make_client, r: redis.Redis, shortened_by: str

@@ -19,6 +19,9 @@ Rules:
   until that end (`Parked.expires()`). A renewal message
   (``-<lease ms>``, `tenure.keys.RENEWED_PREFIX`) wakes nobody and moves that lease
   end: while the holder's watchdog renews, the head sleeps on and sends nothing.
+  Waiters that do not share the re-check (a ReadWriteLock's: each re-checks at its own
+  end) sleep until a renewal message's end when it is earlier than theirs
+  (`Parked.renewed()`).
 - A ticket that leaves with an unused permit, or abnormally (error, cancellation: it may
   have taken a wake-up it will not use), passes one on to the oldest ticket without one.
 - After a reconnect every waiter is woken to re-check, once its channel's new SUBSCRIBE is
@@ -124,6 +127,14 @@ class Ticket:
     fence: int = 0
     """The number, on this connection, of the SUBSCRIBE of the channel whose answer fences
     this waiter (`FENCE`); 0 once it came (or the channel has no fences)."""
+    end: float = -math.inf
+    """The end of this waiter's current (or last) own sleep, as `Parked.sleep_until()` was
+    last asked with it; ``shared``: whether that sleep shares the holder's lease end."""
+    shared: bool = True
+    told: float = math.inf
+    """An earlier lease end a renewal message told during the sleep that ends at ``end``
+    (``told_for``): a waiter that re-checks on its own wakes there (`Parked.renewed()`)."""
+    told_for: float = math.nan
 
 
 @dataclass(eq=False)
@@ -219,11 +230,33 @@ class Parked:
         head = self.head()
         return [head] if earlier and head is not None and head is not reporter else []
 
+    def renewed(self, at: float) -> list[Ticket]:
+        """A renewal message says the holder's lease ends at ``at`` (monotonic): the
+        tickets to wake. The shared re-check moves (`expires()`); a waiter that re-checks
+        at its own end (not ``shared``: a ReadWriteLock's) and sleeps past ``at`` is woken
+        to sleep until ``at`` instead: the lock changed hands to a shorter lease since its
+        attempt (a back-up look says so, lock_wake_check.lua), else it would sleep with the
+        lock free until its older end."""
+        woken = self.expires(at)
+        for ticket in self.tickets.values():
+            if not ticket.shared and at < ticket.end and at < ticket.told:
+                ticket.told, ticket.told_for = at, ticket.end
+                if ticket not in woken:
+                    woken.append(ticket)
+        return woken
+
     def sleep_until(self, ticket: Ticket, end: float, shared: bool) -> float:
         """Until when ``ticket`` sleeps when its own wait ends at ``end``: the head also
-        wakes at the holder's lease end when the waiters share it (``shared``)."""
+        wakes at the holder's lease end when the waiters share it (``shared``); a waiter
+        that does not share it, at an earlier end a renewal message told during this wait
+        (`renewed()`). Notes ``end`` and ``shared`` on the ticket (the driver asks at the
+        start of each wait and after each wake-up)."""
+        if ticket.end != end:
+            ticket.end, ticket.shared, ticket.told = end, shared, math.inf
         if shared and ticket is self.head():
             return min(end, self.expiry)
+        if not shared and ticket.told_for == end:
+            return min(end, ticket.told)
         return end
 
 
@@ -597,7 +630,7 @@ class Parking:
         if kind in ("message", "smessage"):
             lease = renewed_lease(payload, channel)
             if lease is not None:  # the holder renewed: no wake-up, the lease end moves
-                return entry.expires(self.clock() + lease)
+                return entry.renewed(self.clock() + lease)
             live = math.isfinite(entry.quiet_since)
             if payload in entry.wake_all or WAKE_ANY in entry.wake_all:
                 notify = entry.give_all()
