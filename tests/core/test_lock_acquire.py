@@ -260,6 +260,28 @@ def test_the_first_attempt_after_a_yield_checks_the_kind(
     assert [c.args for c in run.calls(ACQ)] == [first, retry]
 
 
+@pytest.mark.parametrize(("fresh", "seconds"), [(True, 0.1), (False, 0.003)])
+def test_a_yield_on_a_subscription_quiet_since_the_release_lasts_to_the_turn(
+    ctx: Context, owner: str, clock: Clock, fresh: bool, seconds: float
+) -> None:
+    """A release that woke another client alone (the wake queue) put this client back in the
+    queue: a next acquire whose subscription stayed quiet since that release was sent will be
+    woken at its turn, and sleeps up to YIELD_FRESH; otherwise (a message came, or the
+    subscription is new) only what is left of YIELD_GRACE, then it tries."""
+    lock = LockCore(ctx, "l")
+    assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
+    sent = clock.now
+    drive(lock.release(owner), [("lock_release", -2)], clock=clock)
+    run = drive(
+        lock.acquire(owner, True, None, None),
+        [(Subscribe, fresh), (Wait, True), (ACQ, None), (Unsubscribe, None)],
+        clock=clock,
+    )
+    assert run.result is True
+    assert run.of(Subscribe)[0].since == sent  # fresh for the release, not for an attempt
+    assert [w.seconds for w in run.of(Wait)] == pytest.approx([seconds], abs=1e-3)
+
+
 def test_deadline_reached_returns_false_unsubscribes_and_records_nothing(
     ctx: Context, owner: str, clock: Clock
 ) -> None:

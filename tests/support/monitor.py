@@ -17,6 +17,8 @@ class Monitor:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.lines: list[tuple[str, str]] = []
+        self.ports: list[str] = []
+        """The client port of each line (which connection sent it)."""
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -29,6 +31,7 @@ class Monitor:
                 if self.STOP in line["command"]:
                     return
                 self.lines.append((line["client_type"], line["command"]))
+                self.ports.append(str(line.get("client_port", "")))
 
     def stop(self) -> list[tuple[str, str]]:
         """Every line seen, scripts' inner commands (client type ``lua``) included."""
