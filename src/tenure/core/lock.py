@@ -742,9 +742,11 @@ class LockCore:
             # client's own when it went to us alone): read it now, so that a waiter here
             # takes it, or, with none left, it is passed on to another client.
             yield Drain(self.channel)
-        if reply is not None and int(reply) == WOKE_OTHER:
+        if reply is not None and int(reply) in FREED_TARGETED:
             # The back-up look, one per lock object, moved later by each such unlock: made
-            # by the client's one flow of looks, started only when none runs.
+            # by the client's one flow of looks, started only when none runs. Also when the
+            # unlock went to our own client alone: another waiter of ours may take the lock
+            # with a shorter lease, and the queued clients must hear its end (`-<ms>`).
             checks = self.ctx.wake_checks
             if checks.arm(self, time.monotonic() + WAKE_CHECK_GRACE, WAKE_CHECK_STALE):
                 yield Background(wake_checks(checks))
