@@ -369,6 +369,13 @@ class LockCore:
                         yield Sleep(RECONCILE_RECHECK)
                 else:
                     log.warning("lock %r: undid a grant to %s with a lost reply", self.name, owner)
+                    freed = int(reply)
+                    if (freed >= 2 or freed == WOKE_SELF) and self.ctx.hears(self.channel):
+                        yield Drain(self.channel)  # our own unlock: as release() reads it
+                    if freed in FREED_TARGETED:  # the back-up look, as after a release()
+                        checks = self.ctx.wake_checks
+                        if checks.arm(self, time.monotonic() + WAKE_CHECK_GRACE, WAKE_CHECK_STALE):
+                            yield Background(wake_checks(checks))
         finally:
             self.ctx.reconciling.discard((self.key, self.field(owner)))
 
