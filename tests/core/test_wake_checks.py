@@ -17,9 +17,13 @@ import redis
 from tenure import keys, scripts
 from tenure.core import lock as lock_module
 from tenure.core.context import WakeChecks
-from tenure.core.effects import Sleep
+from tenure.core.effects import Background, Sleep
 from tenure.core.lock import wake_checks
 from tenure.errors import BackendError, ServerError
+
+from .conftest import new_context
+from .scripted import drive as drive_flow
+from .scripted import fails
 
 
 class Looked:
@@ -199,3 +203,21 @@ def test_a_look_that_finds_the_lock_free_wakes_every_listening_client(r: redis.R
     finally:
         for pubsub in listeners.values():
             pubsub.close()
+
+
+# Found by a long mixed run of the simulator (seed 40): the undo of a grant whose reply was
+# lost freed the lock with an unlock to one client alone (its own: another waiter of it
+# took the lock with a 0.67 s lease) and armed no look, so the other clients, refused by
+# the undone grant's 3 s lease, slept to its end with the lock free.
+@pytest.mark.parametrize("reply", [lock_module.WOKE_SELF, lock_module.WOKE_OTHER])
+def test_an_undone_grant_whose_unlock_woke_one_client_arms_a_look(reply: int) -> None:
+    ctx = new_context()
+    owner = ctx.identity.thread_owner()
+    lock = lock_module.LockCore(ctx, "undone")
+    lost = [("lock_acquire", BackendError("timeout"))]
+    run = fails(lock.acquire(owner, True, 5, None), lost)
+    (reconcile,) = [e.flow for e in run.extra if isinstance(e, Background)]
+    undo = "lock_release+guard"
+    run = drive_flow(reconcile, [(undo, reply), (undo, None), (undo, None)])
+    looks = [e.flow for e in run.extra if isinstance(e, Background)]
+    assert [flow.__name__ for flow in looks] == ["wake_checks"]
