@@ -13,6 +13,7 @@ import time
 import pytest
 import redis
 
+import tenure
 from support.twins import wait_until
 from tenure.embedded import (
     MARK,
@@ -191,3 +192,17 @@ def test_the_recorder_keeps_a_section_that_raised_and_finds_the_overlap() -> Non
     assert "t1 [" in str(report.value)
     assert "later" not in str(report.value)
     assert all(isinstance(section, Interval) for section in recorder.intervals)
+
+
+def test_the_plugin_fixtures_give_a_fresh_server_its_url_and_a_client(
+    tenure_server: EmbeddedServer, tenure_url: str, tenure_client: tenure.Client
+) -> None:
+    # tenure.testing is this package's pytest plugin (entry point pytest11): here as well.
+    assert tenure_url == tenure_server.url
+    with tenure_server.redis(socket_timeout=5) as r:
+        assert r.dbsize() == 0  # started for this test
+        lock = tenure_client.lock("plugin")
+        assert lock.acquire(timeout=1)
+        assert r.exists("plugin") == 1
+        lock.release()
+        assert r.exists("plugin") == 0
