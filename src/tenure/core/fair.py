@@ -104,6 +104,7 @@ class FairLockCore(LockCore):
         self.queue_key = keys.fair_queue_key(self.key)
         self.timeout_key = keys.fair_timeout_key(self.key)
         self.alive_key = alive_key(self.key)
+        self._waiter_keys = [self.key, self.queue_key, self.timeout_key, self.alive_key]
         # Channels are not keys: the scripts build a waiter's channel from this prefix.
         self.waiter_prefix = keys.fair_waiter_channel_prefix(self.key)
         self._mutex = threading.Lock()
@@ -153,7 +154,8 @@ class FairLockCore(LockCore):
         return ""
 
     def waiter_keys(self) -> list[str]:
-        return [self.key, self.queue_key, self.timeout_key, self.alive_key]
+        # Built once: every script call sends it, and none changes it.
+        return self._waiter_keys
 
     def attempt(
         self, owner: str, lease: float | None, wait: float, again: bool = False
@@ -172,9 +174,10 @@ class FairLockCore(LockCore):
             if new:
                 self.ctx.holds.waiters.add(self, owner)
                 yield WATCH_HOLDS  # the keeper's pass keeps the entry alive
+        # Built as acquire_call() sends it (its `changes` and `until`): no copy on the way.
         call = Call(
             self.acquire_script,
-            self.waiter_keys(),
+            self._waiter_keys,
             [
                 self.lease_ms(lease),
                 owner,
@@ -184,7 +187,8 @@ class FairLockCore(LockCore):
                 self.unlock_message,
                 0 if lease is None else 1,
             ],
-            changes=True,
+            changes=self._is_grant,
+            until=self._until.get(owner),
         )
         reply = yield from self.acquire_call(owner, call, lease)
         if not self.is_grant(reply):

@@ -109,9 +109,10 @@ if pttl ~= -2 then
 end
 
 -- The lock is free.
-if entry == -1 then
+if entry == -1 or entry == -3 then
     -- A queued caller is woken as the head, and takes the lock (one read fewer: its entry
-    -- is popped, and pushed back in the rare case it is not the head).
+    -- is popped, and pushed back in the rare case it is not the head; then one asking for
+    -- its place reads it below).
     local popped = redis.pcall('lpop', queue)
     wrong = refused(popped, queue, 'list')
     if wrong then
