@@ -260,26 +260,44 @@ def test_the_first_attempt_after_a_yield_checks_the_kind(
     assert [c.args for c in run.calls(ACQ)] == [first, retry]
 
 
-@pytest.mark.parametrize(("fresh", "seconds"), [(True, 0.1), (False, 0.003)])
-def test_a_yield_on_a_subscription_quiet_since_the_release_lasts_to_the_turn(
-    ctx: Context, owner: str, clock: Clock, fresh: bool, seconds: float
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_yield_sleeps_its_grace_on_a_timer_of_its_own(
+    ctx: Context, owner: str, clock: Clock, fresh: bool
 ) -> None:
-    """A release that woke another client alone (the wake queue) put this client back in the
-    queue: a next acquire whose subscription stayed quiet since that release was sent will be
-    woken at its turn, and sleeps up to YIELD_FRESH; otherwise (a message came, or the
-    subscription is new) only what is left of YIELD_GRACE, then it tries."""
+    """A releaser whose unlock woke another client alone yields for what is left of
+    YIELD_GRACE, then tries. That end is no lease end: it is not reported as the waiters'
+    shared re-check (no patience), so a renewal message about an older hold, read late during
+    the yield, cannot move it (it made the yield last until the next back-up look)."""
     lock = LockCore(ctx, "l")
     assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
-    sent = clock.now
     drive(lock.release(owner), [("lock_release", -2)], clock=clock)
+    clock.advance(0.001)
     run = drive(
         lock.acquire(owner, True, None, None),
-        [(Subscribe, fresh), (Wait, True), (ACQ, None), (Unsubscribe, None)],
+        [(Subscribe, fresh), (Wait, False), (ACQ, None), (Unsubscribe, None)],
         clock=clock,
     )
     assert run.result is True
-    assert run.of(Subscribe)[0].since == sent  # fresh for the release, not for an attempt
-    assert [w.seconds for w in run.of(Wait)] == pytest.approx([seconds], abs=1e-3)
+    (wait,) = run.of(Wait)
+    assert wait.seconds == pytest.approx(0.002, abs=1e-3)
+    assert wait.patience is None
+
+
+def test_a_lock_object_made_anew_yields_as_a_reused_one(
+    ctx: Context, owner: str, clock: Clock
+) -> None:
+    """``with client.lock(name):`` makes a new object each time: the yield is the client's,
+    kept per lock name, not the object's (else every such releaser barged)."""
+    assert drive(LockCore(ctx, "l").acquire(owner, True, None, None), [(ACQ, None)]).result
+    drive(LockCore(ctx, "l").release(owner), [("lock_release", -2)], clock=clock)
+    run = drive(
+        LockCore(ctx, "l").acquire(owner, True, None, None),
+        [(Subscribe, False), (Wait, True), (ACQ, None), (Unsubscribe, None)],
+        clock=clock,
+    )
+    assert run.result is True
+    assert run.calls(ACQ)[0].args[2] == ""  # its first attempt came after the yield's wait
+    assert [w.seconds for w in run.of(Wait)] == pytest.approx([0.003], abs=1e-3)
 
 
 def test_deadline_reached_returns_false_unsubscribes_and_records_nothing(

@@ -128,6 +128,11 @@ class Context:
         back to the recorded count (`tenure.core.lock.LockCore.reconcile()`)."""
         self.wake_checks = WakeChecks()
         """The back-up looks after this client's targeted unlocks, made by one flow."""
+        self.yields: dict[str, float] = {}
+        """Lock key -> monotonic time until which this client's next acquire of it yields to
+        the client its last release woke (`tenure.core.lock.YIELD_GRACE`): per client, not
+        per lock object, so that ``with client.lock(name):`` (a new object each time)
+        yields as a reused object does."""
 
     def deliver(self, callback: Callable[[], None], what: str) -> None:
         """Run user ``callback`` (an ``on_lost``) through `dispatch`; ``what`` names it
@@ -146,6 +151,7 @@ class Context:
         self.holds = HoldTable()
         self.reconciling = set()
         self.wake_checks = WakeChecks()  # the parent's flow is not running here
+        self.yields = {}
         self.subscriptions = Subscriptions()  # the parent's connections are not ours
         self.hears = self.subscriptions.hears
         return True

@@ -78,15 +78,15 @@ RECONCILE_POLL = 0.01
 """Seconds between looks at a pending reconcile (only after an acquire that failed)."""
 YIELD_GRACE = 0.003
 """Seconds a releaser whose unlock reached other clients' waiters lets them take the lock
-before its own next acquire tries (no barging: fairness without a queue)."""
-YIELD_FRESH = 0.1
-"""Seconds the yield lasts instead when the releaser's wait starts on a subscription that
-stayed quiet since the release was sent (`tenure.core.parking.Parked.fresh`): its client,
-put back in the wake queue by that release, is sure to be woken at its turn, and the
-release's back-up look (`WAKE_CHECK_GRACE`) tells it the next holder's lease. With the
-3 ms yield alone, a releaser behind several other clients (8 processes on one lock) tried
-once in vain and waited again on every acquisition: 16.6 server commands and 530-560 us of
-client CPU per acquisition against 13.0 and 400-460 (docs/benchmarks.md)."""
+before its own next acquire tries (no barging: fairness without a queue). Kept per client
+and lock name (`tenure.core.context.Context.yields`). Not longer: the client woken may have
+no waiter left and pass the wake-up on only when it next reads its socket (docs/wire.md),
+and the lock would stay free meanwhile. (A yield that lasted to the releaser's turn when its
+subscription stayed quiet since its release cut a contended acquisition from 16.6 server
+commands to 13.0 with 8 processes, but made each such handoff wait for the back-up look.)"""
+YIELDS_KEPT = 256
+"""Entries of `tenure.core.context.Context.yields` above which a release first drops the
+ones over."""
 WAKE_CHECK_GRACE = 0.1
 """Seconds after an unlock that woke one other client alone (the wake queue) before the
 releasing client looks whether the lock is still free, and if so wakes the next client: the
@@ -186,11 +186,6 @@ class LockCore:
         self._doubt_listeners: list[weakref.WeakMethod[Callable[[LockCore, str], None]]] = []
         self._caps: dict[str, float] = {}
         """Owner -> ``max_hold`` of its acquire under way (`capped()`)."""
-        self._yield_until = 0.0
-        """Monotonic time until which a new acquire through this object waits for the
-        waiters its last release woke before it tries (see `YIELD_GRACE`)."""
-        self._yield_since = -math.inf
-        """When that release was sent (`YIELD_FRESH`)."""
         self._settling = False
         """A `Settle` of the lock channel's count is under way (one per lock object)."""
         self._settle_failed = False
@@ -545,14 +540,14 @@ class LockCore:
         try:
             now = time.monotonic()
             sent: float | None = now
-            grace = self._yield_until - now
-            since = None
+            yielding = False
+            grace = self.ctx.yields.get(self.key, 0.0) - now
             if grace > 0 and wait > 0 and self.ctx.holds.get(self.key, self.field(owner)) is None:
                 # Our last release woke other clients' waiters: let one of them take the
                 # lock rather than barge ahead of it; try once the grace ends or on unlock.
-                self._yield_until = 0.0
+                del self.ctx.yields[self.key]
                 ttl: int | None = max(1, int(grace * 1000))
-                sent, since = None, self._yield_since
+                sent, yielding = None, True
             else:
                 hold = self.ctx.holds.get(self.key, self.field(owner))
                 in_flight, before = True, len(hold.leases) if hold is not None else 0
@@ -567,7 +562,7 @@ class LockCore:
                 in_flight = False
             tried = sent is not None
             if ttl is not None and deadline.remaining() > 0:
-                subscribe = self.subscription(owner, sent if since is None else since)
+                subscribe = self.subscription(owner, sent)
                 # Before the yield: an interrupt that lands once the subscription was made
                 # (after the listener's answer, before the flow got it) is thrown at the
                 # yield, and the clean-up must leave the channel (a no-op if it failed).
@@ -577,10 +572,6 @@ class LockCore:
                 fresh = yield subscribe
                 if subscribe.alias is not None:
                     self._registering[owner] = True
-                    if since is not None and fresh is True:
-                        # Quiet since our release, which put this client back in the wake
-                        # queue: its turn will wake it (`YIELD_FRESH`).
-                        ttl = max(ttl or 0, int(YIELD_FRESH * 1000))
                 if not self.recheck_after_subscribe(owner, ttl):
                     yield Wait(channel, wait_for(ttl, deadline))
                     # Woken (or timed out): the next attempt is due, fresh or not.
@@ -597,8 +588,12 @@ class LockCore:
                     fresh, sent = False, 0.0
                     if ttl is None or deadline.remaining() <= 0:
                         break
-                    patience = deadline.remaining() if self.shares_recheck else None
+                    # A yield's end is no lease end: the waiters' shared re-check (and a
+                    # renewal message, perhaps read late, that moves it) is not its timer.
+                    shared = self.shares_recheck and not yielding
+                    patience = deadline.remaining() if shared else None
                     yield Wait(channel, wait_for(ttl, deadline), patience)
+                    yielding = False
             granted = ttl is None
             if channel is not None:
                 self._registering.pop(owner, None)  # set only once subscribed
@@ -735,9 +730,9 @@ class LockCore:
         try:
             reply = yield from self.send_release(owner, lease)
         except ReplicationError as error:  # the release took effect on the primary
-            self.released(owner, hold, error.reply, sent)
+            self.released(owner, hold, error.reply)
             raise
-        self.released(owner, hold, reply, sent)
+        self.released(owner, hold, reply)
         if hold is not None and hold.leases and reply is not None and int(reply) == 0:
             self.ctx.holds.reapplied(hold, self.applied_lease(lease), sent)
         elif (
@@ -784,13 +779,10 @@ class LockCore:
             changes=True,
         )
 
-    def released(
-        self, owner: str, hold: Hold | None, reply: Any, sent: float = -math.inf
-    ) -> None:
+    def released(self, owner: str, hold: Hold | None, reply: Any) -> None:
         """Apply a release script's reply to the hold table (raises if it was not owned).
 
-        ``hold``: what `release()` took off the table before the script, None if nothing;
-        ``sent``: when the script was sent (monotonic seconds; `YIELD_FRESH`).
+        ``hold``: what `release()` took off the table before the script, None if nothing.
         """
         if reply is None:
             self.ctx.holds.discard(self.key, self.field(owner))
@@ -809,8 +801,11 @@ class LockCore:
             # (An unlock that reached nobody, 1, needs no look at the subscriptions.)
             others = freed - 1 - self.ctx.hears(self.channel) if freed >= 2 else 0
             if others > 0 or freed == WOKE_OTHER:
-                self._yield_until = time.monotonic() + YIELD_GRACE
-                self._yield_since = sent
+                now, yields = time.monotonic(), self.ctx.yields
+                if len(yields) >= YIELDS_KEPT:  # one per lock name: drop the ones over
+                    for key in [k for k, until in yields.items() if until < now]:
+                        del yields[key]
+                yields[self.key] = now + YIELD_GRACE
 
     def not_owned(self, owner: str, hold: Hold | None) -> None:
         """Raise for a release the server refused: LockLostError if we held it, else NotOwned."""
