@@ -325,3 +325,49 @@ def test_an_idle_lingering_subscription_is_reported_until_it_nearly_ends(clock: 
     assert table.idle_listener(CH)
     clock.now += LINGER - IDLE_MARGIN
     assert not table.idle_listener(CH)
+
+
+def test_the_janitor_reads_often_while_a_given_up_waiters_channel_lingers(
+    clock: Clock,
+) -> None:
+    # A waiter that gave up leaves its client in the wake queue: an unlock for that client
+    # alone must be passed on within RELAY_POLL, not at the janitor's next sweep.
+    from tenure.core.listening import RELAY_POLL
+
+    table = up(clock)
+    alias = CH + ":tenure:c"
+    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
+    table.subscribing(table.parking.names(CH))
+    table.received("subscribe", CH, "1")
+    assert table.janitor_plan() == ([], LINGER)  # waited on: the usual sweep
+    table.parking.leave(CH, "w", False)
+    assert table.left(CH, granted=False)  # its next look is LINGER away: wake it
+    assert not table.left(CH, granted=False)  # counted as looking now: once
+    assert table.janitor_plan()[1] == RELAY_POLL
+    clock.now += RELAY_POLL / 2
+    assert not table.left(CH, granted=False)  # it looks within RELAY_POLL anyway
+    table.parking.join(CH, NOBODY, "w", object, alias, "relay")  # waited on again
+    assert table.janitor_plan()[1] > RELAY_POLL
+    assert table.unheard == set()
+
+
+def test_a_waiter_leaving_with_the_lock_wakes_no_janitor(clock: Clock) -> None:
+    # Its client holds the lock: the next unlock is its own (a client taking a lock in a
+    # loop costs no janitor wake-up per acquisition).
+    from tenure.core.listening import RELAY_POLL
+
+    table = up(clock)
+    alias = CH + ":tenure:c"
+    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
+    table.subscribing(table.parking.names(CH))
+    table.received("subscribe", CH, "1")
+    table.janitor_plan()
+    table.parking.leave(CH, "w", False, lease=30.0)
+    assert not table.left(CH, granted=True)
+    assert table.janitor_plan()[1] > RELAY_POLL
+    # And a channel with no alias (no wake queue: nobody sends it a wake-up alone) neither.
+    table.parking.join("other", NOBODY, "v", object)
+    table.subscribing(["other"])
+    table.received("subscribe", "other", "1")
+    table.parking.leave("other", "v", False)
+    assert not table.left("other", granted=False)

@@ -33,6 +33,15 @@ Rules:
 - **Lingering:** a channel stays subscribed `LINGER` seconds after its last waiter
   left; the janitor sends its UNSUBSCRIBE once that time is up (never a waiter: see
   `Listening.plan_read()`).
+- **Relaying:** a waiter that gives up on a Lock (its wait timed out, or it was cancelled)
+  leaves its channel and alias (the client channel) lingering with no waiter, and its
+  client registered in the wake queue: an unlock sent to this client alone (docs/wire.md,
+  "One client woken per unlock") then waits on a socket nobody reads but the janitor, to
+  be passed on. While such a channel lingers, the janitor reads what came every
+  `RELAY_POLL` seconds (`Listening.janitor_plan()`); the leaving waiter wakes it only when
+  its next look is further away than that (`Listening.left()`). A waiter that leaves with
+  the lock does not: its client holds the lock, whose next unlock is its own (a client
+  taking a lock in a loop costs no janitor wake-up per acquisition).
 """
 
 from __future__ import annotations
@@ -62,6 +71,15 @@ IDLE_MARGIN = 0.1
 listener again (`Listening.idle_listener()`)."""
 MIN_JANITOR_NAP = 0.01
 """The janitor's shortest sleep (seconds): a due time already past is looked at this soon."""
+RELAY_POLL = 0.005
+"""Seconds between the janitor's reads while a channel whose waiter gave up lingers (module's
+rules, "Relaying"): an unlock sent to this client alone is passed on within about this plus
+a round trip (4-6 ms measured on one host), instead of at the janitor's next sweep (up to
+`LINGER`) or the releaser's back-up look (0.1 s, core/lock.py WAKE_CHECK_GRACE). Each look
+costs the client 0.09-0.18 ms of CPU (a thread wake-up and a non-blocking read, measured):
+at most `LINGER` / `RELAY_POLL` = 100 looks, under 20 ms of CPU, per wait given up; 5 ms
+is above the releaser's 3 ms yield (core/lock.py YIELD_GRACE), under which a releaser taking
+the lock again covers the case anyway."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +139,12 @@ class Listening:
         self.retry_at = 0.0
         """Monotonic time before which nobody tries to connect again."""
         self.delay = FIRST_RETRY
+        self.janitor_at = 0.0
+        """Monotonic time of the janitor's next look (`janitor_plan()`); in the past while it
+        looks (or is due to)."""
+        self.unheard: set[str] = set()
+        """Channels whose last waiter gave up (`left()`), lingering with their alias: the
+        janitor reads every `RELAY_POLL` seconds while one does."""
 
     # ------------------------------------------------------------ the reader's role
     def role(self, key: Hashable) -> Literal["read", "sleep"]:
@@ -331,7 +355,39 @@ class Listening:
                 due = min(due, self.retry_at - now)
         elif self.reader is None and not self.sleepers:  # else the reader PINGs
             due = min(due, self.heard + self.silence_limit() - now)
-        return gone, max(due, MIN_JANITOR_NAP)
+        due = max(due, MIN_JANITOR_NAP)
+        if self.unheard and self.connected and self._relaying():
+            due = min(due, RELAY_POLL)  # a wake-up for nobody may come (module's rules)
+        self.janitor_at = now + due
+        return gone, due
+
+    def _relaying(self) -> bool:
+        """True while a channel of `unheard` lingers with its alias (those no longer
+        lingering are taken out)."""
+        channels = self.parking.channels
+        for channel in list(self.unheard):
+            entry = channels.get(channel)
+            if entry is None or entry.tickets or entry.alias is None:
+                self.unheard.discard(channel)
+        return bool(self.unheard)
+
+    def left(self, channel: str, granted: bool) -> bool:
+        """A waiter left ``channel`` (`tenure.core.parking.Parking.leave()` done), with the
+        lock if ``granted``: True if the janitor must be woken now (module's rules,
+        "Relaying"): the waiter gave up, the channel lingers with its alias and no waiter,
+        and the janitor's next look is further away than `RELAY_POLL`. Then counted as
+        looking now."""
+        if granted or not self.connected:
+            return False
+        entry = self.parking.channels.get(channel)
+        if entry is None or entry.tickets or entry.alias is None:
+            return False
+        self.unheard.add(channel)
+        now = self.clock()
+        if self.janitor_at - now <= RELAY_POLL:
+            return False
+        self.janitor_at = now
+        return True
 
     def may_drain(self) -> bool:
         """True if what came may be read now without blocking: nobody reads, connected."""

@@ -237,6 +237,8 @@ class Listener:
         notify, last = self._parking.leave(channel, key, pass_on, lease)
         if last:
             self._send(self._table.unsubscribe_command, *self._table.letting_go(channel))
+        elif self._table.left(channel, lease is not None):  # lingers: see Listening.left()
+            self._janitor_wake.notify_all()
         for alias in self._table.take_alias_off():
             self._send(self._table.unsubscribe_command, alias)
         self._wake(notify)
