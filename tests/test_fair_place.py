@@ -20,13 +20,13 @@ KEYS = [NAME, keys.fair_queue_key(NAME), keys.fair_timeout_key(NAME), alive_key(
 
 def acquire(r: redis.Redis, owner: str, entry: int) -> Any:
     script = scripts.get("fair_acquire")
-    args = [30000, owner, entry, GRACE, keys.fair_waiter_channel_prefix(NAME), "0", 0]
+    args: list[Any] = [30000, owner, entry, GRACE, keys.fair_waiter_channel_prefix(NAME), "0", 0]
     return r.eval(script.source, len(KEYS), *KEYS, *args)
 
 
 def release(r: redis.Redis, owner: str) -> Any:
     script = scripts.get("fair_release")
-    args = ["0", 30000, owner, keys.fair_waiter_channel_prefix(NAME)]
+    args: list[Any] = ["0", 30000, owner, keys.fair_waiter_channel_prefix(NAME)]
     return r.eval(script.source, len(KEYS), *KEYS, *args)
 
 
