@@ -1085,6 +1085,8 @@ class Listener:
         notify, last = self.parking.leave(channel, task, pass_on, lease)
         if last:
             self._send("unsubscribe", self.table.letting_go(channel))
+        elif self.table.left(channel, lease is not None):  # lingers: Listening.left()
+            self.kick()
         for alias in self.table.take_alias_off():
             self._send("unsubscribe", [alias])
         self.notify(notify)
