@@ -351,6 +351,27 @@ def test_the_janitor_reads_often_while_a_given_up_waiters_channel_lingers(
     assert table.unheard == set()
 
 
+def test_a_waiter_giving_up_while_the_connection_is_down_is_read_for_once_back(
+    clock: Clock,
+) -> None:
+    # Its entry (waited on at the loss, so kept) lingers once it leaves, and the new
+    # connection subscribes it again with its alias: its client is still in the wake queue,
+    # so the janitor must read every RELAY_POLL from then on (else an unlock sent to it
+    # waited for the releaser's back-up look, 0.1 s: reviewer R2's probe).
+    from tenure.core.listening import RELAY_POLL
+
+    table = up(clock)
+    alias = CH + ":tenure:c"
+    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
+    table.subscribing(table.parking.names(CH))
+    table.received("subscribe", CH, "1")
+    table.lost()
+    table.parking.leave(CH, "w", False)
+    assert not table.left(CH, granted=False)  # down: nothing to read yet
+    table.connected_now()
+    assert table.janitor_plan()[1] == RELAY_POLL
+
+
 def test_a_waiter_leaving_with_the_lock_wakes_no_janitor(clock: Clock) -> None:
     # Its client holds the lock: the next unlock is its own (a client taking a lock in a
     # loop costs no janitor wake-up per acquisition).

@@ -377,12 +377,14 @@ class Listening:
         "Relaying"): the waiter gave up, the channel lingers with its alias and no waiter,
         and the janitor's next look is further away than `RELAY_POLL`. Then counted as
         looking now."""
-        if granted or not self.connected:
+        if granted:
             return False
         entry = self.parking.channels.get(channel)
         if entry is None or entry.tickets or entry.alias is None:
             return False
-        self.unheard.add(channel)
+        self.unheard.add(channel)  # also while down: subscribed again, it lingers on
+        if not self.connected:  # the janitor connects, then plans with it
+            return False
         now = self.clock()
         if self.janitor_at - now <= RELAY_POLL:
             return False
