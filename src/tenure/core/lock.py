@@ -545,7 +545,8 @@ class LockCore:
             if grace > 0 and wait > 0 and self.ctx.holds.get(self.key, self.field(owner)) is None:
                 # Our last release woke other clients' waiters: let one of them take the
                 # lock rather than barge ahead of it; try once the grace ends or on unlock.
-                del self.ctx.yields[self.key]
+                # (pop: another thread of this client may have taken it meanwhile.)
+                self.ctx.yields.pop(self.key, None)
                 ttl: int | None = max(1, int(grace * 1000))
                 sent, yielding = None, True
             else:
@@ -803,8 +804,10 @@ class LockCore:
             if others > 0 or freed == WOKE_OTHER:
                 now, yields = time.monotonic(), self.ctx.yields
                 if len(yields) >= YIELDS_KEPT:  # one per lock name: drop the ones over
-                    for key in [k for k, until in yields.items() if until < now]:
-                        del yields[key]
+                    # (a copy, taken at once: other threads of this client change it)
+                    for key, until in list(yields.items()):
+                        if until < now:
+                            yields.pop(key, None)
                 yields[self.key] = now + YIELD_GRACE
 
     def not_owned(self, owner: str, hold: Hold | None) -> None:
