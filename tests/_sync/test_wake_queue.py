@@ -198,7 +198,8 @@ def test_an_unlock_heard_outside_the_queue_registers_the_releaser(
         assert foreign.get_message(timeout=1)["type"] == "subscribe"
         assert lock.acquire()
         lock.release()
-        assert r.zrange(queue, 0, -1, withscores=True) == [(client.client_id.encode(), 2.0)]
+        # Put back by its release alone: a half until an attempt of it is refused (_wake.lua).
+        assert r.zrange(queue, 0, -1, withscores=True) == [(client.client_id.encode(), 2.5)]
     finally:
         foreign.close()
 
@@ -336,3 +337,67 @@ def test_a_renewal_read_late_does_not_stretch_a_releasers_yield(
     took = time.monotonic() - called
     lock.release()
     assert took < 0.05, took
+
+
+def test_an_unlock_skips_a_client_its_own_release_put_back_for_one_that_waits(
+    make_client, r
+) -> None:
+    # C waited, took the lock, released it to B and went idle: its release put its client
+    # back in the queue, its subscriptions linger, nobody reads its socket. E then waits.
+    # B's unlock goes to E, who waits, not to C, whose client would pass it on only when it
+    # next reads (65-101 ms later, at a back-up look: reviewer R2's probe), while E slept.
+    queue = keys.lock_wake_queue("idle")
+    a, b, c, e = (make_client() for _ in range(4))
+    held = a.lock("idle")
+    assert held.acquire()
+    c_took, b_took, b_may_go, e_took = Event(), Event(), Event(), Event()
+
+    def take(client, took: Event, go: Event | None) -> None:
+        lock = client.lock("idle")
+        assert lock.acquire(timeout=10)
+        took.set()
+        if go is not None:
+            assert go.wait(10)
+        lock.release()
+
+    jobs = [spawn(take, c, c_took, None)]
+    assert wait_until(lambda: r.zscore(queue, c.client_id) is not None)
+    jobs.append(spawn(take, b, b_took, b_may_go))
+    assert wait_until(lambda: r.zscore(queue, b.client_id) is not None)
+    held.release()  # to C, who releases at once: to B
+    assert b_took.wait(5)
+    jobs[0].result(5)
+    assert r.zscore(queue, c.client_id) % 1 == 0.5  # put back by its release alone
+    jobs.append(spawn(take, e, e_took, None))
+    assert wait_until(lambda: r.zscore(queue, e.client_id) is not None)
+    sleep(0.05)  # E's check after its subscription is done
+    order = r.zrange(queue, 0, -1)
+    assert order.index(c.client_id.encode()) < order.index(e.client_id.encode())  # C ahead
+    released = time.monotonic()
+    b_may_go.set()
+    assert e_took.wait(5)
+    took = time.monotonic() - released
+    for job in jobs[1:]:
+        job.result(5)
+    assert took < 0.05, took
+
+
+def test_a_refused_attempt_takes_the_half_off_in_place(make_client, r) -> None:
+    # A client put back by its release that then waits (its attempt refused) is a waiter
+    # again, at the place it had.
+    queue = keys.lock_wake_queue("half")
+    holder = make_client().lock("half")
+    assert holder.acquire()
+    r.zadd(queue, {"someone-else": 1, "put-back": 3.5})
+    client = make_client()
+    r.zadd(queue, {client.client_id: 2.5})  # put back by its release, before "put-back"
+    lock = client.lock("half")
+
+    def waits() -> bool:
+        return lock.acquire(timeout=10)
+
+    job = spawn(waits)
+    assert wait_until(lambda: r.zscore(queue, client.client_id) == 2.0)
+    assert r.zrange(queue, 0, -1) == [b"someone-else", client.client_id.encode(), b"put-back"]
+    holder.release()
+    assert job.result(5)
