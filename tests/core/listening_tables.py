@@ -21,3 +21,17 @@ def up(
     table = Listening(sharded=sharded, timeout=timeout, linger=linger, clock=clock)
     table.connected_now()
     return table
+
+
+ALIAS = CH + ":tenure:c"
+"""The Lock channel's client channel (its alias: an unlock sent to this client alone)."""
+
+
+def relayed(clock: Clock) -> Listening:
+    """A table :func:`up` on ``clock`` in which owner ``"w"`` waits on :data:`CH` with the
+    client channel :data:`ALIAS` (relayed on by ``"relay"``), its SUBSCRIBE confirmed."""
+    table = up(clock)
+    table.parking.join(CH, NOBODY, "w", object, ALIAS, "relay")
+    table.subscribing(table.parking.names(CH))
+    table.received("subscribe", CH, "1")
+    return table

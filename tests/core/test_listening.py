@@ -15,27 +15,13 @@ from tenure.core.listening import (
     Listening,
 )
 
-CH = "redisson_lock__channel:{l}"
-NOBODY: frozenset[str] = frozenset()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from .listening_tables import ALIAS, CH, NOBODY, relayed, up
+from .scripted import Clock
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
-
-
-def up(clock: Clock, **kwargs: object) -> Listening:
-    table = Listening(clock=clock, **kwargs)  # type: ignore[arg-type]
-    table.connected_now()
-    return table
+    return Clock(100.0)
 
 
 # ------------------------------------------------------------------ the reader's role
@@ -185,8 +171,7 @@ def test_a_refused_alias_is_dropped_and_its_channel_asked_again_alone(clock: Clo
     # An ACL may allow "redisson_lock__channel:{l}" and not this client's own channel
     # beside it: the waiters then wait on the lock's channel alone, as Redisson's do.
     table = up(clock)
-    alias = CH + ":tenure:c"
-    entry, ticket, _ = table.parking.join(CH, NOBODY, "w", object, alias, "relay")
+    entry, ticket, _ = table.parking.join(CH, NOBODY, "w", object, ALIAS, "relay")
     assert table.subscribing(table.parking.names(CH))
     notify, trouble, _, again = table.refused("NOPERM no channel", True)
     assert (notify, trouble, again) == ([], False, [[CH]])
@@ -314,11 +299,7 @@ def test_an_idle_lingering_subscription_is_reported_until_it_nearly_ends(clock: 
     # release tells its script so, except when its UNSUBSCRIBE may already be on its way.
     from tenure.core.listening import IDLE_MARGIN
 
-    table = up(clock)
-    alias = CH + ":tenure:c"
-    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
-    table.subscribing(table.parking.names(CH))
-    table.received("subscribe", CH, "1")
+    table = relayed(clock)
     assert not table.idle_listener(CH)  # a waiter waits
     table.parking.leave(CH, "w", False)
     assert table.take_alias_off() == []  # the alias lingers with the channel (19cbd96)
@@ -334,11 +315,7 @@ def test_the_janitor_reads_often_while_a_given_up_waiters_channel_lingers(
     # alone must be passed on within RELAY_POLL, not at the janitor's next sweep.
     from tenure.core.listening import RELAY_POLL
 
-    table = up(clock)
-    alias = CH + ":tenure:c"
-    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
-    table.subscribing(table.parking.names(CH))
-    table.received("subscribe", CH, "1")
+    table = relayed(clock)
     assert table.janitor_plan() == ([], LINGER)  # waited on: the usual sweep
     table.parking.leave(CH, "w", False)
     assert table.left(CH, granted=False)  # its next look is LINGER away: wake it
@@ -346,7 +323,7 @@ def test_the_janitor_reads_often_while_a_given_up_waiters_channel_lingers(
     assert table.janitor_plan()[1] == RELAY_POLL
     clock.now += RELAY_POLL / 2
     assert not table.left(CH, granted=False)  # it looks within RELAY_POLL anyway
-    table.parking.join(CH, NOBODY, "w", object, alias, "relay")  # waited on again
+    table.parking.join(CH, NOBODY, "w", object, ALIAS, "relay")  # waited on again
     assert table.janitor_plan()[1] > RELAY_POLL
     assert table.unheard == set()
 
@@ -360,11 +337,7 @@ def test_a_waiter_giving_up_while_the_connection_is_down_is_read_for_once_back(
     # waited for the releaser's back-up look, 0.1 s: reviewer R2's probe).
     from tenure.core.listening import RELAY_POLL
 
-    table = up(clock)
-    alias = CH + ":tenure:c"
-    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
-    table.subscribing(table.parking.names(CH))
-    table.received("subscribe", CH, "1")
+    table = relayed(clock)
     table.lost()
     table.parking.leave(CH, "w", False)
     assert not table.left(CH, granted=False)  # down: nothing to read yet
@@ -377,11 +350,7 @@ def test_a_waiter_leaving_with_the_lock_wakes_no_janitor(clock: Clock) -> None:
     # loop costs no janitor wake-up per acquisition).
     from tenure.core.listening import RELAY_POLL
 
-    table = up(clock)
-    alias = CH + ":tenure:c"
-    table.parking.join(CH, NOBODY, "w", object, alias, "relay")
-    table.subscribing(table.parking.names(CH))
-    table.received("subscribe", CH, "1")
+    table = relayed(clock)
     table.janitor_plan()
     table.parking.leave(CH, "w", False, lease=30.0)
     assert not table.left(CH, granted=True)
