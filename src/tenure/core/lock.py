@@ -609,30 +609,26 @@ class LockCore:
         except GeneratorExit:
             raise
         except BaseException as error:
-            self._registering.pop(owner, None)
-            # Also after a failed first attempt or subscription: a FairLock waiter may
-            # already be queued on the server and must leave the queue.
+            # Interrupted (cancelled, a signal handler raised, an error). A second interrupt
+            # may land anywhere in the clean-up (a sync handler runs between bytecodes): it
+            # starts again from the top, every step idempotent, so that a grant the caller
+            # never learns of cannot stay in the hold table, renewed for ever. No call
+            # before the `try` (each is a place a handler may run), and the last interrupt
+            # is raised once the clean-up ran.
             second: BaseException | None = None
             tries = 0
-            while channel is not None and tries < CLEAN_UP_TRIES:
+            while tries < CLEAN_UP_TRIES:
+                tries += 1
                 try:
-                    tries += 1
-                    yield Unsubscribe(channel, pass_on=True)
+                    late = yield from self._clean_up(
+                        owner, channel, error, granted, in_flight, before
+                    )
+                    second = late or second
                     break
                 except GeneratorExit:
                     raise
                 except BaseException as interrupt:
-                    # Another interrupt while leaving, perhaps before the driver left:
-                    # leave again (a no-op without a ticket); the grant is still undone
-                    # below, and the last interrupt raised once it is.
                     second = interrupt
-            # An interrupt (not tenure's own error: that attempt's outcome was handled)
-            # while an attempt's reply was being handled may have left a grant unrecorded.
-            # (A grant may be recorded already: FairLock's turn watcher runs after it.)
-            if granted or (in_flight and not isinstance(error, LockError)):
-                recorded = granted or (in_flight and self._recorded(owner) > before)
-                second = (yield from self._undo_interrupted_grant(owner, recorded)) or second
-            yield from self._give_up_quietly(owner)
             if second is not None:
                 raise second from error
             raise
@@ -664,19 +660,37 @@ class LockCore:
         hold = self.ctx.holds.get(self.key, self.field(owner))
         return len(hold.leases) if hold is not None else 0
 
-    def _undo_interrupted_grant(
-        self, owner: str, recorded: bool
+    def _clean_up(
+        self,
+        owner: str,
+        channel: str | None,
+        error: BaseException,
+        granted: bool,
+        in_flight: bool,
+        before: int,
     ) -> Flow[BaseException | None]:
-        """The caller was interrupted (cancelled, a signal handler raised, an error) after
-        an attempt of this acquire was sent and before it returned: it never learns that it
-        holds, so a grant must not stay behind, renewed by the watchdog. A grant already
-        ``recorded`` leaves the hold table now (no I/O: never renewed again); a background
-        reconcile releases on the server whatever is beyond the holds still recorded (a
-        grant whose reply was being handled when the interrupt came included), and a
-        second interrupt cannot stop it (`_reconcile_later()`: its return)."""
-        if recorded:
-            self.ctx.holds.pop(self.key, self.field(owner))
-        return (yield from self._reconcile_later(owner))
+        """The clean-up of an acquire that ``error`` interrupted; run again from the top when
+        another interrupt lands in it, so each step is idempotent.
+
+        The caller never learns that it holds, so a grant must not stay behind, renewed by
+        the watchdog: one this acquire recorded (``granted``, or an attempt ``in_flight``
+        whose reply was handled: more than ``before`` holds recorded) leaves the hold table
+        now (no I/O: never renewed again), and a background reconcile releases on the server
+        whatever is beyond the holds still recorded (a grant whose reply was being handled
+        when the interrupt came included). Not after tenure's own error: that attempt's
+        outcome was handled. Then the waiter leaves ``channel`` (a no-op without a ticket;
+        also after a failed first attempt or subscription) and the wait's queue (FairLock).
+        Returns an interrupt that `_reconcile_later()` took, for the caller to raise."""
+        self._registering.pop(owner, None)
+        late = None
+        if granted or (in_flight and not isinstance(error, LockError)):
+            while self._recorded(owner) > before:
+                self.ctx.holds.pop(self.key, self.field(owner))
+            late = yield from self._reconcile_later(owner)
+        if channel is not None:
+            yield Unsubscribe(channel, pass_on=True)
+        yield from self._give_up_quietly(owner)
+        return late
 
     def _reconcile_later(self, owner: str) -> Flow[BaseException | None]:
         """Start `reconcile()` of ``owner`` in the background, unless one is pending. An

@@ -1,0 +1,139 @@
+"""A second signal inside a sync acquire's clean-up, at every place a handler can run.
+
+The first interrupt lands where the acquire holds a grant it has not returned yet (at its
+``WatchHolds`` step, once the hold is recorded; or as the attempt's reply comes, before it
+is recorded). Its clean-up must give the grant back. A second handler raising anywhere in
+that clean-up (as a function begins, after a call returns, at a backward jump or as a
+generator resumes: where CPython runs signal handlers) must not stop it: otherwise the
+hold stays in the client's table and the watchdog renews it for ever, a lock held by
+nobody (docs/internals.md, "Signals"). After each run the lock's key must be gone within
+2 s and the caller must have seen an ``Alarm``.
+
+Deterministic: the first interrupt is thrown in by the runner, the second by a tracer at
+the n-th place, one run per place."""
+
+from __future__ import annotations
+
+import dis
+import sys
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+import pytest
+import redis
+
+import tenure
+from support.twins import wait_until
+from tenure.core import lock as core_lock
+from tenure.core.effects import Call, WatchHolds
+
+
+class Alarm(Exception):
+    """What the stand-ins for signal handlers raise."""
+
+
+AFTER = {"CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RESUME"}
+"""Instructions after which CPython 3.11+ may run a pending signal handler (a call
+returned, a backward jump, a frame begun or resumed after a ``yield``)."""
+
+CLEAN_UP = (
+    "_acquire",
+    "_clean_up",
+    "_undo_interrupted_grant",
+    "_reconcile_later",
+    "_give_up_quietly",
+    "give_up",
+)
+
+
+def clean_up_codes() -> set[CodeType]:
+    """The code objects of the Lock core's acquire and the clean-up steps it calls."""
+    out = set()
+    for name in CLEAN_UP:
+        function = getattr(core_lock.LockCore, name, None)
+        if function is not None:
+            out.add(function.__code__)
+    return out
+
+
+def second_alarm_at(
+    n: int, codes: set[CodeType], armed: list[bool]
+) -> tuple[Callable[..., Any], list[int]]:
+    """A `sys.settrace` tracer raising ``Alarm`` at the ``n``-th place (see ``AFTER``) met in
+    a frame of ``codes`` once ``armed[0]`` is set; and a counter of the places seen."""
+    seen = [0]
+    names = {code: {i.offset: i.opname for i in dis.get_instructions(code)} for code in codes}
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code not in codes:
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        last = [-1]
+
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                before = names[code].get(last[0], "")
+                last[0] = frame.f_lasti
+                if armed[0] and before in AFTER:
+                    seen[0] += 1
+                    if seen[0] == n + 1:
+                        raise Alarm(f"second, at {code.co_name}:{frame.f_lineno} after {before}")
+            return local
+
+        return local
+
+    return tracer, seen
+
+
+def first_alarm(client: tenure.Client, where: str, armed: list[bool]) -> None:
+    """Make the client's runner throw ``Alarm`` into the next acquire: ``"recorded"`` at its
+    WatchHolds step (the grant is in the hold table); ``"in flight"`` once the attempt's
+    script ran on the server, instead of its reply (the grant is not recorded)."""
+    runner = client._runner
+    perform = type(runner).perform
+
+    def interrupted(effect: Any) -> Any:
+        if not armed[0]:
+            if where == "recorded" and isinstance(effect, WatchHolds):
+                armed[0] = True
+                raise Alarm("first")
+            if where == "in flight" and isinstance(effect, Call) and effect.script is not None:
+                perform(runner, effect)
+                armed[0] = True
+                raise Alarm("first")
+        return perform(runner, effect)
+
+    runner.perform = interrupted  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("where", ["recorded", "in flight"])
+def test_a_second_signal_anywhere_in_the_clean_up_gives_the_grant_back(
+    make_client: Callable[..., tenure.Client], r: redis.Redis, where: str
+) -> None:
+    codes = clean_up_codes()
+    kept: list[str] = []
+    n = 0
+    while True:
+        client = make_client()
+        name = f"cleanup-{where.replace(' ', '-')}-{n}"
+        armed = [False]
+        first_alarm(client, where, armed)
+        tracer, seen = second_alarm_at(n, codes, armed)
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(Alarm):
+                client.lock(name).acquire(timeout=1)
+        finally:
+            sys.settrace(None)
+        assert armed[0], "the first interrupt never came"
+        if not wait_until(lambda key=name: not r.exists(key), 2.0):
+            kept.append(f"place {n}: key kept, ttl {r.pttl(name)} ms")
+        client.close()
+        if seen[0] <= n:  # no place left: this run had no second interrupt
+            break
+        n += 1
+    assert n >= 5, n  # the clean-up was traced
+    assert kept == [], kept
