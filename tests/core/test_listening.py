@@ -361,3 +361,33 @@ def test_a_waiter_leaving_with_the_lock_wakes_no_janitor(clock: Clock) -> None:
     table.received("subscribe", "other", "1")
     table.parking.leave("other", "v", False)
     assert not table.left("other", granted=False)
+
+
+def test_a_release_telling_its_script_no_waiter_is_here_ends_the_freshness(
+    clock: Clock,
+) -> None:
+    # Such a release may put this client back in the wake queue with a half score (not
+    # seen waiting: docs/wire.md), undoing the registration of an attempt refused before
+    # it: a waiter joining after that release must try (and register) again. An attempt
+    # sent after the release needs no second try.
+    from tenure.core.listening import Subscriptions
+
+    table = relayed(clock)
+    table.parking.leave(CH, "w", False)
+    entry = table.parking.channels[CH]
+    refused_at = clock.now + 0.01  # another owner's attempt, refused
+    clock.now += 0.02
+    assert table.idle_listener(CH)  # the release about to be sent says "no waiter here"
+    clock.now += 0.01
+    table.parking.join(CH, NOBODY, "v", object, ALIAS, "relay")
+    assert not entry.fresh(refused_at)
+    assert entry.fresh(clock.now)  # an attempt sent after the release
+    table.parking.leave(CH, "v", False)
+    # The same for a release at the end of the lingering (Subscriptions.unwaited()).
+    clients = Subscriptions()
+    clients.add(table)
+    refused_at = clock.now + 0.01
+    clock.now += 0.02
+    assert clients.unwaited(CH)
+    assert not entry.fresh(refused_at)
+    assert entry.fresh(clock.now + 0.01)

@@ -417,14 +417,19 @@ class Listening:
         wake, nor wake this client (docs/wire.md, "One client woken per unlock"). Not in
         the last `IDLE_MARGIN` seconds of its lingering, when its UNSUBSCRIBE may reach
         the server before the release does (the release would then count one listener
-        too few, and might not wake a Redisson waiter)."""
+        too few, and might not wake a Redisson waiter).
+
+        Asked by a release about to be sent: a True answer is noted on the entry
+        (`tenure.core.parking.Parked.put_back_at`), as the script may put this client back
+        in the wake queue as not waiting; a waiter refused before it then tries again."""
         entry = self.parking.channels.get(channel)
-        return (
-            entry is not None  # first: a release asks this of every lock, mostly unheard
-            and self.hears(channel)
-            and not entry.tickets
-            and entry.idle_since + self.parking.linger - self.clock() > IDLE_MARGIN
-        )
+        if entry is None or entry.tickets or not self.hears(channel):
+            return False  # first: a release asks this of every lock, mostly unheard
+        now = self.clock()
+        if entry.idle_since + self.parking.linger - now <= IDLE_MARGIN:
+            return False
+        entry.put_back_at = now
+        return True
 
     def letting_go(self, channel: str) -> list[str]:
         """``channel`` is let go (its UNSUBSCRIBE counted by the table): the names the driver's
@@ -479,9 +484,12 @@ class Subscriptions:
     def unwaited(self, channel: str) -> bool:
         """True if one of the client's connections listens on ``channel`` with nobody of the
         client waiting there, lingering or not (`idle_listener()` without its margin): a
-        wake-up sent to this client alone could only be passed on (lock_release.lua)."""
+        wake-up sent to this client alone could only be passed on (lock_release.lua).
+        Asked by a release about to be sent: a True answer is noted on the entry, as by
+        `Listening.idle_listener()`."""
         for table in list(self._tables):
             entry = table.parking.channels.get(channel)
             if entry is not None and not entry.tickets and table.hears(channel):
+                entry.put_back_at = table.clock()
                 return True
         return False

@@ -70,7 +70,10 @@ Rules:
   quiet (the relay takes this client out of the wake queue: a waiter refused before it
   must try, and so register, again). A release by this client while it lingers with
   no waiter says so to its script, which then neither wakes nor counts this client
-  (docs/wire.md).
+  (docs/wire.md), and puts it back in the wake queue as "not seen waiting" (a score with
+  a half) when the unlock reached another client: that undoes the registration of an
+  attempt of this client refused before the release, so the subscription is not fresh
+  for such an attempt (``Parked.put_back_at``): its waiter must try, and register, again.
 
 The driver (``tenure.aio.listener`` and its generated sync twin) owns the socket, the mutex
 and the wake-up objects (one condition per ticket); it asks this table what to send and
@@ -166,11 +169,20 @@ class Parked:
     recheck: bool = False
     """The connection dropped since the channel was confirmed: messages may have been
     missed, so every waiter re-checks once the new SUBSCRIBE is confirmed."""
+    put_back_at: float = -math.inf
+    """Monotonic time at which a release by this client last told its script that the
+    client has no waiter here (`tenure.core.listening.Listening.idle_listener()`,
+    `tenure.core.listening.Subscriptions.unwaited()`): the script may have put the client
+    back in the wake queue with a half score, undoing the registration of an attempt
+    refused before it (see the module's rules). Set by the releasing thread without the
+    driver's mutex: one store of a float."""
 
     def fresh(self, since: float) -> bool:
         """True if an unlock published after an attempt sent at ``since`` will reach a
-        waiter who joins now (see the module's rules)."""
-        return self.refusal is None and self.quiet_since <= since
+        waiter who joins now (see the module's rules): the subscription is quiet since
+        before that attempt, and no release of this client that may have put it back in
+        the wake queue as not waiting was sent after it."""
+        return self.refusal is None and self.quiet_since <= since and self.put_back_at < since
 
     @property
     def refs(self) -> int:

@@ -1,0 +1,101 @@
+# GENERATED from tests/_async/test_wake_put_back.py by tools/unasync.py: edit that file, not this one.
+# tests/_sync/test_wake_put_back.py).
+"""A release that tells its script its client has no waiter (its subscription lingers
+idle: docs/wire.md, "One client woken per unlock") puts that client back in the wake queue
+with a half score, "not seen waiting". A waiter of the same client refused just before that
+release, and joining the lingering subscription just after it, must try again: its
+registration was undone, and a subscription quiet since its attempt no longer says an
+unlock will reach it."""
+
+from __future__ import annotations
+
+import time
+
+from support.twins import Event, sleep, spawn, wait_until
+from tenure import keys
+
+
+def scripts_run(r) -> int:
+    return int(r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def seen_waiting(r, queue: str, client) -> bool:
+    """``client`` is in the wake queue with a whole score (a refused attempt's)."""
+    score = r.zscore(queue, client.client_id)
+    return score is not None and score % 1 == 0
+
+
+def test_a_waiter_refused_before_its_clients_idle_release_tries_again(
+    make_client, r
+) -> None:
+    # C's owner A holds the lock, C's subscription lingering with no waiter; D and E take
+    # it in a loop. C's owner B is refused; A's release (idle: B has not joined yet) goes
+    # to D or E and puts C back with a half; B then joins the quiet subscription. Unless B
+    # tries again (and so registers C again), every unlock goes to D or E, which each
+    # register again within their yield: B waited until they stopped (3 s here).
+    name = "putback"
+    queue = keys.lock_wake_queue(name)
+    c, d, e, x = (make_client() for _ in range(4))
+    first = x.lock(name)
+    assert first.acquire()
+    a = c.lock(name)
+    a_took, a_may_go = Event(), Event()
+
+    def a_waits() -> None:
+        assert a.acquire(timeout=10)
+        a_took.set()
+        assert a_may_go.wait(10)
+        a.release()
+
+    job = spawn(a_waits)
+    assert wait_until(lambda: r.zscore(queue, c.client_id) is not None)
+    stop = Event()
+
+    def loop(client) -> int:
+        lock, held = client.lock(name), 0
+        while not stop.is_set():
+            assert lock.acquire(timeout=10)
+            held += 1
+            sleep(0.02)
+            lock.release()
+        return held
+
+    first.release()  # to C: A holds, C's subscription lingers (LINGER, 0.5 s)
+    assert a_took.wait(5)
+    loopers = [spawn(loop, d), spawn(loop, e)]
+    assert wait_until(lambda: seen_waiting(r, queue, d) and seen_waiting(r, queue, e))
+    sleep(0.12)  # X's back-up look (0.1 s after its unlock) is over
+    (listener,) = c._runner._listener._by_node.values()  # C's pub/sub connection
+    mutex = listener._mutex
+    b = c.lock(name)
+    waited: list[float] = []
+
+    def b_waits() -> None:
+        began = time.monotonic()
+        assert b.acquire(timeout=10)
+        waited.append(time.monotonic() - began)
+        b.release()
+
+    before = scripts_run(r)
+    mutex.acquire()  # B's join waits for it: B is refused, then A releases
+    try:
+        waiter = spawn(b_waits)
+        assert wait_until(lambda: scripts_run(r) > before, 5, 0.001)
+        # B's attempt was refused (C registered); B waits for the mutex to join. A's
+        # release sees no waiter of C: it tells its script so.
+        assert not listener._parking.channels[keys.lock_channel(name)].tickets
+        a_may_go.set()
+        # Put back, not seen waiting (its release's script ran; what follows its reply
+        # may need the mutex: a drain of its own unlock)
+        assert wait_until(lambda: r.zscore(queue, c.client_id) % 1 == 0.5, 5)
+    finally:
+        mutex.release()
+    job.result(5)
+    try:
+        wait_until(lambda: waited, 3.0)  # D and E stop then, if not before
+    finally:
+        stop.set()
+        held = [job.result(15) for job in loopers]
+        waiter.result(15)
+    assert min(held) >= 1, held  # D and E took turns meanwhile
+    assert waited[0] < 1.0, f"B waited {waited[0]:.3f} s; D and E took it {held} times"
