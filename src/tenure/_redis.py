@@ -714,13 +714,20 @@ def read_push(conn: Any, timeout: float) -> Any:
     sock = getattr(conn, "_sock", None)
     if sock is None:
         raise PubSubLost(RedisConnectionError("the pub/sub connection is closed"))
-    try:
-        ready = conn.can_read(timeout=0)  # a reply already buffered, or bytes waiting
-    except ResponseError:
-        raise
-    except Exception as error:
-        _raise_handlers_own(error)
-        raise PubSubLost(error) from error
+    # redis-py's own parser: a reply it has buffered already is read at once, else the
+    # socket is waited on. (Its can_read(0) costs a failed non-blocking recv, an
+    # exception and two settimeout calls on every read that has to wait.)
+    unread = getattr(getattr(getattr(conn, "_parser", None), "_buffer", None), "unread_bytes", None)
+    if unread is not None:
+        ready = unread() > 0
+    else:  # hiredis's parser (its buffer a bytearray), or one reset under a loss
+        try:
+            ready = conn.can_read(timeout=0)  # a reply already buffered, or bytes waiting
+        except ResponseError:
+            raise
+        except Exception as error:
+            _raise_handlers_own(error)
+            raise PubSubLost(error) from error
     if not ready and not select.select([sock], [], [], max(timeout, 0.0))[0]:
         return None
     try:
