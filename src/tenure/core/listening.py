@@ -356,8 +356,10 @@ class Listening:
         elif self.reader is None and not self.sleepers:  # else the reader PINGs
             due = min(due, self.heard + self.silence_limit() - now)
         due = max(due, MIN_JANITOR_NAP)
-        if self.unheard and self.connected and self._relaying():
-            due = min(due, RELAY_POLL)  # a wake-up for nobody may come (module's rules)
+        if self.unheard and self.connected and self.reader is None and self._relaying():
+            # A wake-up for nobody may come (module's rules). Not while a waiter reads: it
+            # passes on what comes, and its hand-on wakes the janitor (`relay_due()`).
+            due = min(due, RELAY_POLL)
         self.janitor_at = now + due
         return gone, due
 
@@ -376,7 +378,8 @@ class Listening:
         lock if ``granted``: True if the janitor must be woken now (module's rules,
         "Relaying"): the waiter gave up, the channel lingers with its alias and no waiter,
         and the janitor's next look is further away than `RELAY_POLL`. Then counted as
-        looking now."""
+        looking now. Not while another waiter reads the socket: its hand-on wakes the
+        janitor (`relay_due()`)."""
         if granted:
             return False
         entry = self.parking.channels.get(channel)
@@ -385,6 +388,23 @@ class Listening:
         self.unheard.add(channel)  # also while down: subscribed again, it lingers on
         if not self.connected:  # the janitor connects, then plans with it
             return False
+        if self.reader is not None:  # it reads what comes meanwhile
+            return False
+        return self._look_now()
+
+    def relay_due(self) -> bool:
+        """After `hand_on()` named nobody to take the socket over: True if the janitor
+        must be woken now for its `RELAY_POLL` reads, which it skips while a waiter reads
+        (`janitor_plan()`): nobody reads, a channel whose waiter gave up lingers with its
+        alias, and the janitor's next look is further away than `RELAY_POLL`. Then
+        counted as looking now."""
+        if self.reader is not None or not self.unheard or not self.connected:
+            return False  # first: every waiter's hand-on asks, mostly with none unheard
+        return self._relaying() and self._look_now()
+
+    def _look_now(self) -> bool:
+        """True if the janitor's next look is further away than `RELAY_POLL` (it is to be
+        woken now); then counted as looking now."""
         now = self.clock()
         if self.janitor_at - now <= RELAY_POLL:
             return False
