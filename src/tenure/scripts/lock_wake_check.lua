@@ -17,8 +17,11 @@
 -- new lease end as a watchdog renewal tells it ('-<ms>', tenure.keys.RENEWED_PREFIX; a
 -- number Redisson's listeners ignore): waiters re-check at that end (a ReadWriteLock's,
 -- each at its own: tenure.core.parking.Parked.renewed).
--- On a ReadWriteLock's queue the unlock on the channel also reaches every waiting reader
--- (the member `readers`, _rw_wake.lua, stays for the next release to serve).
+-- On a ReadWriteLock's queue the unlock on the channel also reaches every waiting reader:
+-- the member `readers` (_rw_wake.lua) has served and goes, as rw_wake drops it when it
+-- sends to the channel (a reader refused again marks the queue again). Left, it made the
+-- next release send to the channel too, waking every client instead of one. (On a Lock's
+-- queue the ZREM finds nothing; a look finds the lock free only when a handoff failed.)
 
 local ttl = redis.call('pttl', KEYS[1])
 if ttl ~= -2 then
@@ -28,4 +31,5 @@ if ttl ~= -2 then
     return 0
 end
 redis.call('publish', KEYS[2], ARGV[1])
+redis.call('zrem', KEYS[3], 'readers')
 return 1
