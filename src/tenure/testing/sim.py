@@ -981,6 +981,8 @@ class Listener:
             if was_reader and self.sim.options.plant == "reader_stops_without_hand_on":
                 return
             self.wake(cond)
+        elif self.table.relay_due():  # the janitor's relay reads, skipped while it read
+            self.kick()
 
     # ---- the janitor (AsyncListener._sweep)
     def kick(self) -> None:
