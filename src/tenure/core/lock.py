@@ -138,6 +138,20 @@ def wake_checks(checks: WakeChecks) -> Flow[None]:
             raise
 
 
+def arm_look(lock: LockCore) -> Flow[None]:
+    """Arm ``lock``'s back-up look after a targeted unlock; start the client's flow of
+    looks when `WakeChecks.arm()` says none runs. An interrupt thrown in here (at the
+    Background, perhaps before the runner started the flow it marked running) lets the
+    next arm start one: else every armed look waited for an arm `WAKE_CHECK_STALE` later."""
+    checks = lock.ctx.wake_checks
+    try:
+        if checks.arm(lock, time.monotonic() + WAKE_CHECK_GRACE, WAKE_CHECK_STALE):
+            yield Background(wake_checks(checks))
+    except BaseException:
+        checks.put_back([], time.monotonic())
+        raise
+
+
 class LateGrant(Exception):
     """A grant answered after its lease could have run out: undone, not acquired."""
 
