@@ -382,9 +382,7 @@ class LockCore:
                     if (freed >= 2 or freed == WOKE_SELF) and self.ctx.hears(self.channel):
                         yield Drain(self.channel)  # our own unlock: as release() reads it
                     if freed in FREED_TARGETED:  # the back-up look, as after a release()
-                        checks = self.ctx.wake_checks
-                        if checks.arm(self, time.monotonic() + WAKE_CHECK_GRACE, WAKE_CHECK_STALE):
-                            yield Background(wake_checks(checks))
+                        yield from arm_look(self)
         finally:
             self.ctx.reconciling.discard((self.key, self.field(owner)))
 
