@@ -776,9 +776,7 @@ class LockCore:
             # by the client's one flow of looks, started only when none runs. Also when the
             # unlock went to our own client alone: another waiter of ours may take the lock
             # with a shorter lease, and the queued clients must hear its end (`-<ms>`).
-            checks = self.ctx.wake_checks
-            if checks.arm(self, time.monotonic() + WAKE_CHECK_GRACE, WAKE_CHECK_STALE):
-                yield Background(wake_checks(checks))
+            yield from arm_look(self)
         if isinstance(reply, bytes | str) and not (self._settling or self._settle_failed):
             # The server's count of the lock's channel could not be true (Valkey 9.0-9.1,
             # docs/wire.md), so the unlock went to the channel: settle that count, so that
