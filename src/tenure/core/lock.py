@@ -114,7 +114,8 @@ def wake_checks(checks: WakeChecks) -> Flow[None]:
     the grace (an unlock arms its look a grace ahead: never before this flow's next turn).
     It ends `WAKE_CHECK_LINGER` after its last look with none pending. A server error in
     one look is logged and the others go on; a failed connection (or the client closed) ends
-    the flow, and the next one makes the looks it did not."""
+    the flow, and the next one makes the looks it did not, the failed one included (its
+    script may not have run)."""
     linger_until = time.monotonic() + WAKE_CHECK_LINGER
     while True:
         turn = checks.take(time.monotonic(), linger_until, WAKE_CHECK_GRACE)
@@ -127,7 +128,7 @@ def wake_checks(checks: WakeChecks) -> Flow[None]:
             except ServerError as error:  # a script refused for this lock alone
                 log.warning("lock %r: the look after an unlock failed: %s", lock.name, error)
             except BaseException:
-                checks.put_back(ready[i + 1 :], time.monotonic())
+                checks.put_back(ready[i:], time.monotonic())
                 raise
         if ready:
             linger_until = time.monotonic() + WAKE_CHECK_LINGER
