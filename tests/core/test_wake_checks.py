@@ -18,7 +18,7 @@ import redis
 from tenure import keys, scripts
 from tenure.core import lock as lock_module
 from tenure.core.context import WakeChecks
-from tenure.core.effects import Background, Sleep
+from tenure.core.effects import Background, Call, Sleep
 from tenure.core.lock import wake_checks
 from tenure.errors import BackendError, ServerError
 
@@ -193,6 +193,7 @@ def test_an_interrupt_as_a_release_starts_the_flow_of_looks_lets_the_next_start_
     lock = lock_module.LockCore(ctx, "interrupted")
     flow = lock.release(ctx.identity.thread_owner())
     call = flow.send(None)
+    assert isinstance(call, Call)
     assert call.script.name == "lock_release"
     start = flow.send(lock_module.WOKE_OTHER)  # the unlock woke one other client
     assert isinstance(start, Background)
