@@ -263,10 +263,14 @@ class AsyncListener:
 
     def _hand_on(self, key: Hashable) -> None:
         """``key`` stops waiting (under the mutex): the sleeper the table names takes the
-        socket over; after `close()`, the closer learns that nobody reads."""
+        socket over, else the janitor is woken if its relay reads are due (skipped while
+        ``key`` read: `tenure.core.listening.Listening.relay_due()`); after `close()`, the
+        closer learns that nobody reads."""
         cond = self._table.hand_on(key)
         if cond is not None:
             cond.notify_all()
+        elif self._table.relay_due():
+            self._janitor_wake.notify_all()
         if self._table.closed and self._table.reader is None:
             self._handed.notify_all()
 

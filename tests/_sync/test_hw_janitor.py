@@ -1,0 +1,99 @@
+# GENERATED from tests/_async/test_hw_janitor.py by tools/unasync.py: edit that file, not this one.
+"""While a channel whose waiter gave up lingers, the janitor reads the client's pub/sub socket
+every few milliseconds (tenure.core.listening, "Relaying": `RELAY_POLL`), so that an unlock
+sent to this client alone is passed on. While another waiter of the client reads that socket,
+those reads are useless (the reader passes on whatever comes): the janitor skips them, and the
+reader wakes it when it lets go of the socket with nobody to take it over."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from support.twins import Event, sleep, spawn, wait_until
+from tenure import keys
+
+
+def _count_looks(client: Any) -> list[float]:
+    """When the janitor of ``client``'s one pub/sub connection plans its next look (once
+    per wake-up, `tenure.core.listening.Listening.janitor_plan()`), from now on."""
+    (listener,) = client._runner._listener._by_node.values()
+    table = listener._table
+    plan = table.janitor_plan
+    looks: list[float] = []
+
+    def counted() -> tuple[list[str], float]:
+        looks.append(time.monotonic())
+        return plan()
+
+    table.janitor_plan = counted
+    return looks
+
+
+def test_the_janitor_does_not_read_while_a_waiter_reads(make_client) -> None:
+    holder, c = make_client(), make_client()
+    assert holder.lock("hw-given-up").acquire()
+    held = holder.lock("hw-read")
+    assert held.acquire()
+    # A waiter of C gives up: its channel lingers (0.5 s) with nobody of C waiting there.
+    assert not c.lock("hw-given-up").acquire(timeout=0.05)
+    looks = _count_looks(c)
+    # Another waiter of C reads the socket for 0.3 s, then takes the lock (its leave, with
+    # the lock, does not wake the janitor: tenure.core.listening.Listening.left()).
+    reader = spawn(lambda: c.lock("hw-read").acquire(timeout=10))
+    started = time.monotonic()
+    sleep(0.3)
+    ended = time.monotonic()
+    held.release()
+    assert reader.result(10) is True
+    # (Its subscription and first attempt may wake the janitor at the start.)
+    during = [t for t in looks if started + 0.05 < t < ended]
+    assert len(during) <= 2, f"the janitor looked {len(during)} times while a waiter read"
+    # Once that waiter let go of the socket, the janitor reads every few ms again.
+    before = len(looks)
+    sleep(0.05)
+    assert len(looks) - before >= 3, "the janitor did not read again after the reader left"
+
+
+def test_an_unlock_for_a_client_whose_reader_left_reaches_the_next_waiter_soon(
+    make_client, r
+) -> None:
+    name = "hw-relayed"
+    queue = keys.lock_wake_queue(name)
+    a, b, c = make_client(), make_client(), make_client()
+    holder = a.lock(name)
+    assert holder.acquire()
+    other = a.lock("hw-other")
+    assert other.acquire()
+    # A waiter of C reads C's socket (waiting on another lock) while a second waiter of C
+    # gives up on `name`: registered first in the queue, its subscription lingers.
+    reader = spawn(lambda: c.lock("hw-other").acquire(timeout=10))
+    sleep(0.02)
+    assert not c.lock(name).acquire(timeout=0.05)
+    assert [m.decode() for m in r.zrange(queue, 0, -1)] == [c.client_id]
+    # The reader takes its lock and lets go of the socket: nobody of C reads it now.
+    other.release()
+    assert reader.result(10) is True
+    got, got_at = Event(), []
+
+    def wait() -> None:
+        lock = b.lock(name)
+        assert lock.acquire(timeout=10)
+        got_at.append(time.monotonic())
+        got.set()
+        lock.release()
+
+    job = spawn(wait)
+    assert wait_until(lambda: r.zcard(queue) == 2)
+    # The unlock goes to the oldest live client: C, which has nobody to give it to.
+    assert [m.decode() for m in r.zrange(queue, 0, -1)] == [c.client_id, b.client_id]
+    sleep(0.02)  # B's waiter asleep on its channel
+    holder.release()  # and A does not take the lock again
+    released = time.monotonic()
+    assert got.wait(5)
+    job.result(10)
+    waited = got_at[0] - released
+    # Within a few relay reads (5 ms each), well before the releaser's back-up look (0.1 s,
+    # core/lock.py WAKE_CHECK_GRACE) that would hand the lock on if nobody relayed.
+    assert waited < 0.075, f"B held the lock {waited * 1e3:.1f} ms after A's release"
+    assert c.client_id not in [m.decode() for m in r.zrange(queue, 0, -1)]
