@@ -397,7 +397,7 @@ async def async_send_command(conn: Any, *args: Any) -> None:
     if not timeout or not conn.is_connected:
         await conn.send_command(*args)
         return
-    packed = conn.pack_command(*args)
+    packed = pack_command(conn, args)
     transport = getattr(getattr(conn, "_writer", None), "transport", None)
     conn.socket_timeout = None  # the connection is ours until released: no other reader
     try:
@@ -421,8 +421,52 @@ QUICK_WRITE = 16384
 
 
 def send_command(conn: Any, *args: Any) -> None:
-    """``conn.send_command(*args)`` (the twin of `async_send_command()`)."""
-    conn.send_command(*args)
+    """``conn.send_command(*args)`` (the twin of `async_send_command()`), packed by
+    `pack_command()`."""
+    conn.send_packed_command(pack_command(conn, args))
+
+
+_OWN_PACKING = frozenset(
+    function
+    for function in (
+        getattr(redis.connection.AbstractConnection, "pack_command", None),
+        getattr(redis.asyncio.connection.AbstractConnection, "pack_command", None),
+    )
+    if function is not None
+)
+_PYTHON_PACKER = getattr(redis.connection, "PythonRespSerializer", None)
+_UTF8 = frozenset({"utf-8", "utf8", "UTF-8", "UTF8"})
+
+
+def pack_command(conn: Any, args: tuple[Any, ...]) -> list[bytes]:
+    """``conn.pack_command(*args)``: the same bytes on the wire, packed about 3 times
+    faster (1 us against 3 for a lock script's EVALSHA) when every argument is text,
+    a whole number or bytes and the connection packs as redis-py's own Python packer
+    does (UTF-8, strict); anything else goes to redis-py (hiredis's packer, a float, an
+    error for a bool, a command name with a space that redis-py splits)."""
+    packer = getattr(conn, "_command_packer", None)  # a sync connection's (hiredis's?)
+    encoder = conn.encoder
+    first = args[0]
+    if (
+        type(conn).pack_command not in _OWN_PACKING
+        or (packer is not None and type(packer) is not _PYTHON_PACKER)
+        or encoder.encoding not in _UTF8
+        or encoder.encoding_errors != "strict"
+        or type(first) is not str
+        or " " in first
+    ):
+        return list(conn.pack_command(*args))
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        kind = type(arg)
+        if kind is str:
+            arg = arg.encode()
+        elif kind is int:
+            arg = b"%d" % arg
+        elif kind is not bytes:
+            return list(conn.pack_command(*args))
+        out.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
+    return [b"".join(out)]
 
 
 async def async_read_kept(conn: Any) -> KeptReply:
@@ -504,7 +548,7 @@ def send_kept(conn: Any, *args: Any) -> None:
     sending (a signal handler's exception): the connection stays open, where redis-py
     disconnects on any interruption and so loses the reply of a command that went out
     whole. A socket error disconnects and raises redis-py's error, as redis-py does."""
-    packed = conn.pack_command(*args)
+    packed = pack_command(conn, args)
     if not conn._sock:
         conn.connect()
     try:
