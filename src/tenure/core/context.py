@@ -37,15 +37,21 @@ os.register_at_fork(after_in_child=_forked_child)
 
 
 class WakeChecks:
-    """One client's pending back-up looks after targeted unlocks (a look per lock object,
-    `tenure.core.lock.WAKE_CHECK_GRACE`), and the state of the one background flow that
-    makes them (`tenure.core.lock.wake_checks()`). Thread-safe: a release arms a look from
-    any thread while that flow takes the due ones from its own."""
+    """One client's pending back-up looks after targeted unlocks (a look per lock of the
+    client, `tenure.core.lock.WAKE_CHECK_GRACE`), and the state of the one background flow
+    that makes them (`tenure.core.lock.wake_checks()`). Thread-safe: a release arms a look
+    from any thread while that flow takes the due ones from its own.
+
+    A look is kept per lock, not per lock object: its ``look_key`` (kind and key; an
+    object without one is its own). ``with client.lock(name):`` makes a new object each
+    time, and each release's look must move the pending one later, as a reused object's
+    does, not add another (reviewer R3: 1.0 look and twice the scripts per acquisition)."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._due: dict[Any, float] = {}
-        """Lock object -> monotonic time its look is due (moved later by each arm)."""
+        self._due: dict[Any, tuple[Any, float]] = {}
+        """Look key -> (the lock object last armed for it, the monotonic time its look is
+        due, moved later by each arm)."""
         self._awake = -math.inf
         """Monotonic time the flow last took its due looks; -inf: no flow runs."""
 
@@ -54,7 +60,7 @@ class WakeChecks:
         caller must start the flow: none runs, or the one running has not woken for
         ``stale`` seconds (stuck in a call, or gone with a closed event loop)."""
         with self._mutex:
-            self._due[lock] = at
+            self._due[getattr(lock, "look_key", lock)] = (lock, at)
             now = time.monotonic()
             if now - self._awake <= stale:
                 return False
@@ -67,22 +73,22 @@ class WakeChecks:
         still pending, at most ``step``). None: nothing is pending and ``now`` is past
         ``linger_until``, so the flow ends (the next arm starts one)."""
         with self._mutex:
-            ready = [lock for lock, at in self._due.items() if at <= now]
-            for lock in ready:
-                del self._due[lock]
-            if not ready and not self._due and now >= linger_until:
+            ready = [key for key, (_, at) in self._due.items() if at <= now]
+            locks = [self._due.pop(key)[0] for key in ready]
+            if not locks and not self._due and now >= linger_until:
                 self._awake = -math.inf
                 return None
             self._awake = now
-            wake = min(min(self._due.values(), default=math.inf), now + step)
-            return ready, max(0.0, wake - now)
+            first = min((at for _, at in self._due.values()), default=math.inf)
+            wake = min(first, now + step)
+            return locks, max(0.0, wake - now)
 
     def put_back(self, locks: list[Any], at: float) -> None:
         """Have the looks of ``locks`` made again (the flow failed before them) by the
         next flow, and let that flow start: this one ends."""
         with self._mutex:
             for lock in locks:
-                self._due.setdefault(lock, at)
+                self._due.setdefault(getattr(lock, "look_key", lock), (lock, at))
             self._awake = -math.inf
 
 

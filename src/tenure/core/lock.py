@@ -212,6 +212,9 @@ class LockCore:
         self._until: dict[str, float] = {}
         """Owner -> end of its acquire's wait, while an attempt of it is under way: its
         script is sent again until then when it surely did not reach a server."""
+        self.look_key = (type(self), self.key)
+        """The client keeps one back-up look per kind and key, whichever lock object
+        armed it last (`tenure.core.context.WakeChecks`)."""
 
     # ----------------------------------------------------------------- hooks
     def field(self, owner: str) -> str:
