@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
 import re
 import select
 import signal
 import socket
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +70,7 @@ __all__ = [
     "async_node_pool",
     "async_read_push",
     "async_read_reply",
+    "async_read_response",
     "async_refresh_slots",
     "async_send_command",
     "backend_error",
@@ -82,6 +85,7 @@ __all__ = [
     "parse_info",
     "read_push",
     "read_reply",
+    "read_response",
     "refresh_slots",
     "require_cluster_support",
     "resolve_redis",
@@ -510,6 +514,67 @@ def read_kept(conn: Any) -> KeptReply:
             reply = None
         return KeptReply(reply, end + 2)
     return KeptReply(conn.read_response(disconnect_on_error=False), 0)
+
+
+async def async_read_response(conn: Any) -> Any:
+    """``conn.read_response()`` (the twin of `read_response()`)."""
+    return await conn.read_response()
+
+
+def read_response(conn: Any) -> Any:
+    """``conn.read_response()`` for the reply to a command the caller just sent on a
+    connection it has to itself (a script's, on the backend's connection).
+
+    A reply of one line that came whole in one ``recv`` (an integer, a null, a simple
+    string: every lock script's reply) is parsed here, without redis-py's buffer (about 25
+    calls a reply); any other (an error such as NOSCRIPT, a bulk or an array, a reply in
+    several pieces) is put in redis-py's buffer as its own read would have, and redis-py
+    reads it. Failures as redis-py's: the connection is dropped and a timeout raises its
+    ``TimeoutError`` (a signal handler's exception in its ``__context__``, as redis-py
+    leaves it), a socket error its ``ConnectionError``, an interrupt goes on as it is."""
+    kept: Any = getattr(getattr(conn, "_parser", None), "_buffer", None)
+    buffer = getattr(kept, "_buffer", None)
+    sock = getattr(conn, "_sock", None)
+    if type(buffer) is not io.BytesIO or sock is None or kept.unread_bytes():
+        return conn.read_response()  # hiredis's parser, or a reply begun already
+    try:
+        data = sock.recv(kept.socket_read_size)
+    except TimeoutError:
+        conn.disconnect()
+        raise RedisTimeoutError("Timeout reading from socket")  # noqa: B904 (as redis-py)
+    except OSError as error:
+        conn.disconnect()
+        raise RedisConnectionError(f"Error while reading from socket: {error.args}")  # noqa: B904
+    except BaseException:
+        conn.disconnect()
+        raise
+    if not data:
+        conn.disconnect()
+        raise RedisConnectionError("Connection closed by server.")
+    end = data.find(b"\r\n")
+    if end == len(data) - 2:  # one line, whole
+        kind = data[:1]
+        if kind == b":":
+            return _replied(conn, int(data[1:end]))
+        if kind == b"_" or data in _NULLS:
+            return _replied(conn, None)
+        if kind == b"+":
+            return _replied(conn, conn.encoder.decode(data[1:end]))
+    at = buffer.tell()  # redis-py's own way of keeping bytes read (SocketBuffer)
+    buffer.seek(0, io.SEEK_END)
+    buffer.write(data)
+    buffer.seek(at)
+    return conn.read_response()
+
+
+_NULLS = (b"$-1\r\n", b"*-1\r\n")
+"""RESP2's null replies (RESP3's is ``_``)."""
+
+
+def _replied(conn: Any, reply: Any) -> Any:
+    if conn.health_check_interval:  # as redis-py's read_response
+        conn.next_health_check = time.monotonic() + conn.health_check_interval
+    return reply
 
 
 _PEEK = 512

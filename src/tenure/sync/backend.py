@@ -43,6 +43,7 @@ from tenure._redis import (
     idle,
     read_kept,
     read_reply,
+    read_response,
     send_command,
     send_kept,
     torn,
@@ -412,7 +413,7 @@ class Backend:
 
     def _command(self, conn: Any, args: Any) -> Any:
         send_command(conn, *args)
-        return conn.read_response()
+        return read_response(conn)
 
     def _script(self, conn: Any, call: Call) -> tuple[Any, int | None]:
         script, keys = call.script, call.keys
@@ -425,17 +426,17 @@ class Backend:
                 send_command(
                     conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
                 )
-                reply = conn.read_response()
+                reply = read_response(conn)
             except NoScriptError:
                 send_command(
                     conn, "EVAL", script.source, len(keys), *keys, *call.args
                 )
-                reply = conn.read_response()
+                reply = read_response(conn)
         wait = replica_wait(self.ctx, call, reply)
         if wait is None:
             return reply, None
         send_command(conn, "WAIT", *wait)
-        return reply, int(conn.read_response())
+        return reply, int(read_response(conn))
 
     def _kept(self, conn: Any, call: Call, script: Any) -> Any:
         """Send ``call`` (a call with ``settle``) and read its reply, keeping ``conn`` for
