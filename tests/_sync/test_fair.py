@@ -11,11 +11,12 @@ import pytest
 import redis
 
 import tenure
+from support.monitor import Monitor
 from support.servers import Server
 from support.twins import gather, sleep, spawn, stamped, wait_until
 from support.wire import deadlines, queue_of, server_ms, text
 from tenure import keys
-from tenure.core.fair import FIRST_LOOK
+from tenure.core.fair import FIRST_LOOK, FairLockCore
 
 WAIT = 300_000
 """Redisson's threadWaitTime (ms): what each place in a fair queue adds to a score."""
@@ -171,6 +172,47 @@ def test_clients_taking_turns_are_woken_by_the_release_not_the_turn_watcher(
     assert len(handoffs) == 59
     # Woken by the release: well under a millisecond here; a lost wake-up costs FIRST_LOOK.
     assert sorted(handoffs)[len(handoffs) // 2] < FIRST_LOOK / 2, sorted(handoffs)
+
+
+def test_a_new_lock_object_per_acquisition_costs_no_more_turn_looks(
+    server: Server, make_client: Callable[..., tenure.Client]
+) -> None:
+    """The README's ``with client.fair_lock(name):`` makes a new lock object per
+    acquisition. The turn watcher (its look FIRST_LOOK after a release that woke the head)
+    is the client's for that lock, not the object's: a release moves the pending look as a
+    reused object's does, so clients taking turns faster than FIRST_LOOK make (almost) no
+    look either way. Per object, each release's own watcher looked: 1-2 looks per
+    acquisition."""
+    rounds = 30
+    turn_sha = FairLockCore.turn_script.sha
+
+    def looks(new_object: bool) -> tuple[int, int]:
+        clients = [make_client(), make_client()]
+        monitor = Monitor(server)
+
+        def take_turns(client: tenure.Client) -> None:
+            lock = client.fair_lock("objects")
+            for _ in range(rounds):
+                if new_object:
+                    lock = client.fair_lock("objects")
+                with lock:
+                    pass
+
+        gather(*(lambda c=c: take_turns(c) for c in clients))
+        sleep(4 * FIRST_LOOK)  # the last release's look, in both cases
+        for client in clients:
+            client.close()  # no look after this
+        commands = monitor.commands()
+        scripts = [c for c in commands if c.startswith(("EVALSHA", "EVAL"))]
+        return sum(turn_sha in c for c in scripts), len(scripts)
+
+    reused, reused_scripts = looks(new_object=False)
+    new, new_scripts = looks(new_object=True)
+    acquisitions = 2 * rounds
+    figures = f"turn looks {new} vs {reused}, scripts {new_scripts} vs {reused_scripts}"
+    # Turns are ~1 ms apart here; a stall of FIRST_LOOK on a loaded machine costs a look
+    # in either case, so the bound leaves room for a few.
+    assert new <= reused + acquisitions // 10, figures
 
 
 def test_500_callers_increment_under_fair_lock(

@@ -20,8 +20,9 @@ rules (``scripts/_fair_queue.lua``):
   (its process killed) is dropped once its alive-until time has passed.
 - Only the head may take the lock; a release wakes the head alone (waiters are not told when
   they become the head). The client that freed the lock looks shortly after
-  (`FairLockCore.watch_turn()`, one background watcher per lock; under contention the
-  next release comes first and it never looks): a head that has not come by then is woken
+  (`FairLockCore.watch_turn()`, one background watcher per client and lock, whichever
+  of its lock objects released; under contention the next release comes first and it never
+  looks): a head that has not come by then is woken
   again and its turn starts - its score and alive-until time are cut to at most one
   renewal period (the grace) - and once that has passed it is dropped as dead and the next
   one woken: a dead head delays the queue by one renewal period. Java heads are cut alike
@@ -39,11 +40,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from typing import Any
 
 from tenure import keys, scripts
 from tenure.core.context import Context
 from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
+from tenure.core.holds import Identity
 from tenure.core.lock import LockCore, LossCallback
 from tenure.core.watchdog import grace_ms
 from tenure.errors import BackendError, LockKindError, ReplicationError, ServerError
@@ -87,6 +90,59 @@ FIRST_LOOK = 0.05
 """Seconds after this client's last release of a lock at which its turn watcher first looks:
 a head still not come by then may have missed its wake-up (published while it subscribed); it
 is woken again. Releases closer together than this cost no look at all."""
+TURN_STALE = 1.0
+"""Seconds past its planned wake-up after which a turn watcher counts as gone (its flow
+dropped before it ran, or its event loop closed) or stuck in a call: the next plan starts
+another, and the old one ends when it wakes."""
+
+
+class TurnWatch:
+    """The turn watcher of one fair lock of one client (`FairLockCore.watch_turn()`),
+    shared by all the client's objects of that lock: ``with client.fair_lock(name):`` makes
+    a new object per acquisition, and its release must move the pending look as a reused
+    object's does (else each object looks on its own: 1-2 looks per acquisition)."""
+
+    __slots__ = ("plans", "turn_at", "wake_at", "watcher")
+
+    def __init__(self) -> None:
+        self.turn_at = 0.0
+        """Monotonic time of the planned look."""
+        self.wake_at = 0.0
+        """Monotonic time the running watcher wakes (and reads the plan) at the latest."""
+        self.plans = 0
+        """Plans made so far: a new one while a look is on its way (the lock changed hands)
+        voids that look's outcome."""
+        self.watcher = 0
+        """The number of the running watcher; an older one ends when it sees another."""
+
+
+class TurnWatches:
+    """One client's running turn watchers, by fair lock key. A watcher takes its entry off
+    when it ends (no one waits), so the table holds only the locks being watched."""
+
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+        """The client identity the table belongs to: a forked child (a new identity) starts
+        a table of its own, as its parent's watchers do not run there."""
+        self.mutex = threading.Lock()
+        self.by_key: dict[str, TurnWatch] = {}
+        self.started = 0
+        """Watchers started: each gets the next number."""
+
+
+_turn_watches: weakref.WeakKeyDictionary[Context, TurnWatches] = weakref.WeakKeyDictionary()
+"""Each client's turn watchers. Kept here rather than on the Context: only the fair lock
+uses them, and a client gone takes its table along."""
+_turn_watches_mutex = threading.Lock()
+
+
+def turn_watches(ctx: Context) -> TurnWatches:
+    """The turn watchers of the client of ``ctx`` (a new table after a fork)."""
+    with _turn_watches_mutex:
+        table = _turn_watches.get(ctx)
+        if table is None or table.identity is not ctx.identity:
+            table = _turn_watches[ctx] = TurnWatches(ctx.identity)
+        return table
 
 
 class FairLockCore(LockCore):
@@ -114,11 +170,8 @@ class FairLockCore(LockCore):
         """Owners an attempt found queued: their next attempts check only their turn."""
         self._looked: set[str] = set()
         """Owners that joined behind the head and have read their place once more since."""
-        self._turn_at = 0.0
-        self._wake_at = 0.0
-        self._plans = 0
-        self._watching = False
-        self._watcher = 0
+        self._turns: TurnWatches | None = None
+        """The client's turn watchers (`turn_watches()`), once this object needed them."""
         self._woke: set[str] = set()
         """Owners whose release (in flight) freed the lock and woke a queue head."""
 
@@ -369,8 +422,8 @@ class FairLockCore(LockCore):
         return held
 
     def watch_turn(self, delay: float) -> Flow[None]:
-        """Look at the queue's head in ``delay`` seconds (one background watcher per lock
-        object: each call replaces the plan, as the lock changed hands).
+        """Look at the queue's head in ``delay`` seconds (one background watcher per client
+        and lock, `TurnWatch`: each call replaces the plan, as the lock changed hands).
 
         After a release (`FIRST_LOOK`): a head that has not come is woken again and
         its turn starts; the watcher looks again after growing pauses (it expects the head
@@ -379,29 +432,35 @@ class FairLockCore(LockCore):
         the lock is held and someone waits: at the lease's end, so a holder that died is
         replaced when its lease runs out. It stops once no one waits.
         """
-        at = time.monotonic() + delay
-        with self._mutex:
-            self._turn_at = at
-            self._plans += 1
-            if self._watching and at >= self._wake_at:
+        turns = self._turns
+        if turns is None or turns.identity is not self.ctx.identity:
+            turns = self._turns = turn_watches(self.ctx)
+        now = time.monotonic()
+        at = now + delay
+        with turns.mutex:
+            watch = turns.by_key.get(self.key)
+            if watch is None:
+                watch = turns.by_key[self.key] = TurnWatch()
+            watch.turn_at = at
+            watch.plans += 1
+            if watch.watcher and at >= watch.wake_at and now <= watch.wake_at + TURN_STALE:
                 return  # the watcher wakes before then and sees the new plan
-            self._watching = True
-            self._watcher += 1
-            self._wake_at = at  # the new watcher looks then (or earlier, for a newer plan)
-            watcher = self._watcher
-        yield Background(self._turn_watcher(watcher))
+            turns.started += 1
+            watch.watcher = watcher = turns.started
+            watch.wake_at = at  # the new watcher looks then (or earlier, for a newer plan)
+        yield Background(self._turn_watcher(turns, watch, watcher))
 
-    def _turn_watcher(self, watcher: int) -> Flow[None]:
+    def _turn_watcher(self, turns: TurnWatches, watch: TurnWatch, watcher: int) -> Flow[None]:
         pause = FIRST_LOOK
         try:
             while True:
-                with self._mutex:
-                    if self._watcher != watcher:
+                with turns.mutex:
+                    if watch.watcher != watcher:
                         return  # superseded by a watcher that looks earlier
-                    delay = self._turn_at - time.monotonic()
-                    plan = self._plans
+                    delay = watch.turn_at - time.monotonic()
+                    plan = watch.plans
                     if delay > 0:
-                        self._wake_at = self._turn_at
+                        watch.wake_at = watch.turn_at
                 if delay > 0:
                     yield Sleep(delay)
                     continue
@@ -411,26 +470,32 @@ class FairLockCore(LockCore):
                     state, ms = NOTHING, 0
                 except BackendError:  # look again later; the waiters' passes cover meanwhile
                     state, ms = HELD, grace_ms(self.ctx)
-                with self._mutex:
-                    if self._watcher != watcher:
+                with turns.mutex:
+                    if watch.watcher != watcher:
                         return
-                    if self._plans != plan:  # the lock changed hands meanwhile: that plan
+                    if watch.plans != plan:  # the lock changed hands meanwhile: that plan
                         pause = FIRST_LOOK
                         continue
                     if state == NOTHING:
-                        self._watching = False
+                        self._unwatched(turns, watch)
                         return
                     if state == FREE:  # the head was woken: it should take the lock soon
                         pause = min(2 * pause, ms / 1000)
                         wait = pause
                     else:
                         pause, wait = FIRST_LOOK, ms / 1000
-                    self._turn_at = time.monotonic() + wait + TURN_SLACK
+                    watch.turn_at = time.monotonic() + wait + TURN_SLACK
         except BaseException:
-            with self._mutex:
-                if self._watcher == watcher:
-                    self._watching = False
+            with turns.mutex:
+                if watch.watcher == watcher:
+                    self._unwatched(turns, watch)
             raise
+
+    def _unwatched(self, turns: TurnWatches, watch: TurnWatch) -> None:
+        """Take the ending watcher's entry off (its caller holds ``turns.mutex``): the next
+        plan starts a watcher anew."""
+        if turns.by_key.get(self.key) is watch:
+            del turns.by_key[self.key]
 
     def turn_call(self) -> Call:
         return Call(
