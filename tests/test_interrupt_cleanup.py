@@ -137,3 +137,46 @@ def test_a_second_signal_anywhere_in_the_clean_up_gives_the_grant_back(
         n += 1
     assert n >= 5, n  # the clean-up was traced
     assert kept == [], kept
+
+
+RELEASE = ("release", "send_release", "release_call", "_interrupted_release", "_reconcile_later")
+
+
+def test_a_signal_anywhere_in_a_release_lets_the_lock_go(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    # Reviewer R3's F3: the hold left the client's table (never renewed) but the release
+    # script was not sent, and the lock stayed held to its lease end. An interrupted
+    # release either did nothing yet (the hold is still the caller's: it releases again)
+    # or finishes in the background; with one or two holds (a re-entrant release).
+    codes = {getattr(core_lock.LockCore, name).__code__ for name in RELEASE}
+    kept: list[str] = []
+    for holds in (1, 2):
+        n = 0
+        while True:
+            client = make_client()
+            name = f"release-{holds}-{n}"
+            lock = client.lock(name)
+            for _ in range(holds):
+                assert lock.acquire()
+            tracer, seen = second_alarm_at(n, codes, [True])
+            sys.settrace(tracer)
+            try:
+                lock.release()
+            except Alarm:
+                pass
+            finally:
+                sys.settrace(None)
+            recorded = lock.core._recorded(lock.runner.owner())  # in the client's table
+            if recorded == holds:  # the interrupt came first: nothing was done
+                lock.release()
+            for _ in range(holds - 1):
+                lock.release()
+            if not wait_until(lambda key=name: not r.exists(key), 2.0):
+                kept.append(f"{holds} holds, place {n}: key kept, ttl {r.pttl(name)} ms")
+            client.close()
+            if seen[0] <= n:
+                break
+            n += 1
+        assert n >= 5, n
+    assert kept == [], kept

@@ -407,3 +407,23 @@ def test_a_pooled_connection_an_interrupt_left_torn_is_not_lent_as_it_is(
     assert lock.acquire(timeout=2)
     lock.release()
     assert not r.exists("torn")
+
+
+async def test_a_release_cancelled_while_its_script_waits_lets_the_lock_go(
+    async_make_client, r: redis.Redis
+) -> None:
+    # Reviewer R3's F3: the release forgets the hold (nobody renews it), its script waits
+    # on a paused server, and the task is cancelled (a shutdown, a level-triggered cancel
+    # scope). Before, the lock stayed held to its lease end (30 s): now the release is
+    # finished in the background once the server answers.
+    lock = async_make_client().lock("cancelled-release")
+    assert await lock.acquire()
+    r.execute_command("CLIENT", "PAUSE", 300, "ALL")
+    task = asyncio.ensure_future(lock.release())
+    await asyncio.sleep(0.05)  # the script sent, the server paused
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await async_wait_until(lambda: not r.exists("cancelled-release"), 2.0), r.pttl(
+        "cancelled-release"
+    )

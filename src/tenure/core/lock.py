@@ -700,7 +700,9 @@ class LockCore:
         self._registering.pop(owner, None)
         late = None
         if granted or (in_flight and not isinstance(error, LockError)):
-            while self._recorded(owner) > before:
+            if before == 0:  # the whole entry (an interrupted pop may have left it empty)
+                self.ctx.holds.discard(self.key, self.field(owner))
+            while self._recorded(owner) > before > 0:
                 self.ctx.holds.pop(self.key, self.field(owner))
             late = yield from self._reconcile_later(owner)
         if channel is not None:
@@ -731,6 +733,17 @@ class LockCore:
                 late = interrupt
         return late
 
+    def _interrupted_release(self, owner: str, recorded: int) -> Flow[BaseException | None]:
+        """The clean-up of a release an interrupt cut short: ``owner`` had ``recorded``
+        holds when it began. One leaves the hold table if it is still there (no I/O: never
+        renewed again), then `_reconcile_later()`; its return. Idempotent: run again when
+        another interrupt lands in it."""
+        if recorded == 1:  # the whole entry (an interrupted pop may have left it empty)
+            self.ctx.holds.discard(self.key, self.field(owner))
+        while self._recorded(owner) >= recorded > 1:
+            self.ctx.holds.pop(self.key, self.field(owner))
+        return (yield from self._reconcile_later(owner))
+
     def _give_up_quietly(self, owner: str) -> Flow[None]:
         """`give_up()` on an error path: a second failure must not hide the first."""
         try:
@@ -740,28 +753,57 @@ class LockCore:
 
     def release(self, owner: str) -> Flow[None]:
         """Release one hold of ``owner``; see [`tenure.Lock.release()`][tenure.Lock.release]."""
-        field = self.field(owner)
-        # Forget the hold first: the watchdog must not renew it or take its deletion for a
-        # loss. If the script then fails, the server's hold simply expires with its lease.
-        hold = self.ctx.holds.pop(self.key, field)
-        if hold is None and (
-            owner in self._lost_unreported or self.ctx.holds.loss_at_release(self.key, field)
-        ):
-            # Its lease surely ended (the keeper saw it on the clock, or a renewal found it
-            # gone; reported or not yet): say so now, with no I/O. The server forgets the
-            # hold with its lease.
-            self._lost_unreported.discard(owner)
-            raise LockLostError(f"lock {self.name!r}: the hold expired or was taken before release")
-        lease = hold.leases[-1] if hold is not None and hold.leases else None
-        sent = time.monotonic()
-        if hold is not None and hold.leases:
-            # Holds are left: until the reply, count them valid no longer than the lease
-            # the release re-applies to them from when it runs.
-            self.ctx.holds.narrowed(hold, self.applied_lease(lease), sent)
+        recorded: int | None = None
         try:
+            # (Every step in the try: an interrupt after any of them is seen below.)
+            recorded = self._recorded(owner)
+            field = self.field(owner)
+            # Forget the hold first: the watchdog must not renew it or take its deletion for
+            # a loss. If the script then fails, the server's hold expires with its lease.
+            hold = self.ctx.holds.pop(self.key, field)
+            if hold is None and (
+                owner in self._lost_unreported or self.ctx.holds.loss_at_release(self.key, field)
+            ):
+                # Its lease surely ended (the keeper saw it on the clock, or a renewal found
+                # it gone; reported or not yet): say so now, with no I/O. The server forgets
+                # the hold with its lease.
+                self._lost_unreported.discard(owner)
+                raise LockLostError(
+                    f"lock {self.name!r}: the hold expired or was taken before release"
+                )
+            lease = hold.leases[-1] if hold is not None and hold.leases else None
+            sent = time.monotonic()
+            if hold is not None and hold.leases:
+                # Holds are left: until the reply, count them valid no longer than the lease
+                # the release re-applies to them from when it runs.
+                self.ctx.holds.narrowed(hold, self.applied_lease(lease), sent)
             reply = yield from self.send_release(owner, lease)
         except ReplicationError as error:  # the release took effect on the primary
             self.released(owner, hold, error.reply)
+            raise
+        except (GeneratorExit, BackendError, ServerError, LockError):
+            raise  # the caller's to handle: the hold expires with its lease
+        except BaseException as error:
+            # Cancelled, or a signal handler raised, before the script went or while its
+            # reply was awaited: the caller meant to let the lock go, and nobody renews
+            # the hold (it left the table). Finish it in the background rather than leave
+            # the lock held to its lease end (reviewer R3, F3): the hold left the table
+            # unless the interrupt came first, and the reconcile releases on the server
+            # whatever is beyond the holds still recorded.
+            # Run again from the top when a second interrupt lands in it (as an acquire's).
+            second: BaseException | None = None
+            tries = 0
+            while recorded is not None and tries < CLEAN_UP_TRIES:
+                tries += 1
+                try:
+                    second = (yield from self._interrupted_release(owner, recorded)) or second
+                    break
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    second = interrupt
+            if second is not None:
+                raise second from error
             raise
         self.released(owner, hold, reply)
         if hold is not None and hold.leases and reply is not None and int(reply) == 0:
