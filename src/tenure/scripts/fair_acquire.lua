@@ -20,7 +20,8 @@
 -- the head (-1: no expiry, until woken), -2 behind the head (until woken: it will be when it
 -- becomes the head). A queued caller (ARGV[3] -1) is only ever woken as the head: it is
 -- told the lease left without reading the queue; one asking for its place (-3) is told
--- -2 or the lease left, as a caller that joins.
+-- -2 or the lease left, as a caller that joins. A caller that dropped dead heads at a free
+-- lock and woke the next is told that head's turn (ms) instead of -2: it looks again then.
 -- @include server_time
 -- @include kinds
 -- @include fair_queue
@@ -165,14 +166,17 @@ if head and head ~= owner then
 end
 if head and head ~= owner and entry ~= 0 and entry ~= -1 then
     -- A live head's turn: a caller that waits joins the tail (or, queued, stays) and is
-    -- woken when it becomes the head.
+    -- woken when it becomes the head. Unless this call woke that head (dead heads dropped):
+    -- no turn watcher follows this wake-up (a release's client starts one), so the caller
+    -- looks again itself when the head's turn ends (told its length, as a lease left):
+    -- a head gone too is then dropped, instead of at a renewal pass a period later.
     if entry > 0 then
         join(now, -2)
         if wrong then
             return wrong
         end
     end
-    return -2
+    return turn or -2
 end
 
 if not head or head == owner then
