@@ -611,6 +611,12 @@ class LockCore:
                     patience = deadline.remaining() if shared else None
                     yield Wait(channel, wait_for(ttl, deadline), patience)
                     yielding = False
+            if not tried and ttl is not None:
+                # A yield took the whole wait (a tiny timeout): every acquire makes one
+                # attempt all the same, as with timeout=0 (reviewer R3, F4).
+                in_flight, before = True, self._recorded(owner)
+                ttl = yield from self.try_once(owner, lease, wait, until=deadline.end)
+                in_flight = False
             granted = ttl is None
             if channel is not None:
                 self._registering.pop(owner, None)  # set only once subscribed
