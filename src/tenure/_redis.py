@@ -552,7 +552,7 @@ def read_response(conn: Any) -> Any:
         conn.disconnect()
         raise RedisConnectionError("Connection closed by server.")
     end = data.find(b"\r\n")
-    if end == len(data) - 2:  # one line, whole
+    if 0 < end == len(data) - 2:  # one line, whole (not a lone first byte: end -1)
         kind = data[:1]
         if kind == b":":
             return _replied(conn, int(data[1:end]))
