@@ -31,6 +31,9 @@
 -- client without a half, and one with a half only when there is none; a refused attempt
 -- (register) takes the half off. (A release that woke a client and then went idle left its
 -- client to be woken next as a waiter: 65-101 ms with the lock free, reviewer R2's probe.)
+-- Likewise a half stays on a client an unlock chose for want of one without (moved to the
+-- back with its half), and an idle releaser that stays in its place gets one (else either
+-- was woken next, idle, before a waiter: 101 ms, reviewer R3).
 -- Returns the client woken, or false and the number of listeners the channel message reached;
 -- then true when the count of `channel` could not be true (UNSURE_COUNT).
 --
@@ -66,6 +69,7 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
     local prefix = channel .. ':tenure:'
     local dead, chosen, last, placed, back, unsure = {}, nil, 0, false, nil, false
     local idle_back = false -- the releaser's client is in the queue with no waiter
+    local own_score, chosen_half = nil, false
     if #entries > 0 then
         back = releaser and client_of(releaser)
         last = math.floor(tonumber(entries[#entries]))
@@ -90,6 +94,7 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
             if id == own and count > 0 then -- neither live nor gone (and, if the unlock
                 -- reached someone, put at the back below, as any releaser)
                 idle_back = true
+                own_score = tonumber(entries[i + 1])
             elseif count > 0 then
                 live = live + 1
                 placed = placed or id == back
@@ -105,7 +110,9 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
                 dead[#dead + 1] = id
             end
         end
-        chosen = chosen or put_back_only
+        if chosen == nil and put_back_only then
+            chosen, chosen_half = put_back_only, true
+        end
         if listeners > live then
             chosen = nil
         end
@@ -116,8 +123,8 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
         redis.call('zrem', queue, unpack(dead, first, math.min(first + 511, #dead)))
     end
     local moved = {}
-    if chosen then
-        moved = {last + 1, chosen}
+    if chosen then -- (one not seen waiting keeps its half: it may be idle still)
+        moved = {last + (chosen_half and 1.5 or 1), chosen}
     end
     if releaser and (idle_back or not placed) and (chosen or heard > (idle or 0)) then
         -- (At the back with a half: seen waiting only once an attempt of it is refused.)
@@ -126,6 +133,10 @@ local function wake_one(queue, channel, message, skip, idle, releaser)
             moved[#moved + 1] = last + 2.5
             moved[#moved + 1] = back
         end
+    elseif own_score and own_score % 1 == 0 then
+        -- The idle releaser stays in its place, but not as a waiter: it is not one now.
+        moved[#moved + 1] = own_score + 0.5
+        moved[#moved + 1] = back
     end
     if #moved > 0 then
         redis.call('zadd', queue, unpack(moved))
