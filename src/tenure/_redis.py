@@ -837,8 +837,13 @@ def read_push(conn: Any, timeout: float) -> Any:
         except Exception as error:
             _raise_handlers_own(error)
             raise PubSubLost(error) from error
-    if not ready and not select.select([sock], [], [], max(timeout, 0.0))[0]:
-        return None
+    if not ready:
+        if not select.select([sock], [], [], max(timeout, 0.0))[0]:
+            return None
+        if unread is not None:  # redis-py's buffer, empty: a message is mostly one recv
+            message = _read_message(conn, sock)
+            if message is not None:
+                return message
     try:
         # Not dropped on an error: a handler's exception in the middle of a reply leaves
         # redis-py's parser rewound to the reply's start (hiredis: nothing fed), so the
@@ -850,6 +855,68 @@ def read_push(conn: Any, timeout: float) -> Any:
     except Exception as error:
         _raise_handlers_own(error)
         raise PubSubLost(error) from error
+
+
+def _read_message(conn: Any, sock: Any) -> list[Any] | None:
+    """For `read_push()`, with redis-py's buffer empty and bytes on the socket: receive
+    them as redis-py would (into its buffer at once: a handler's exception from here on
+    leaves them there for the next read) and, when they are exactly one array of bulk
+    strings and integers (a message, a (un)subscribe confirmation, a PING's reply), parse
+    it here and take it off the buffer: its items as redis-py's RESP2 read returns them.
+    None: redis-py reads what was received (anything else, or a reply not whole yet)."""
+    kept = conn._parser._buffer
+    try:
+        data = sock.recv(kept.socket_read_size)
+    except Exception as error:
+        _raise_handlers_own(error)
+        raise PubSubLost(error) from error
+    if not data:
+        raise PubSubLost(RedisConnectionError("Connection closed by server."))
+    buffer = kept._buffer
+    at = buffer.tell()  # as SocketBuffer._read_from_socket keeps what it received
+    buffer.seek(0, io.SEEK_END)
+    buffer.write(data)
+    buffer.seek(at)
+    items = _array(data)
+    if items is None:
+        return None
+    buffer.truncate(at)  # taken: the buffer is as redis-py's read leaves it
+    encoder = conn.encoder
+    if encoder.decode_responses:
+        return [encoder.decode(item) for item in items]
+    return items
+
+
+def _array(data: bytes) -> list[Any] | None:
+    """``data`` parsed if it is exactly one RESP array of bulk strings and integers (its
+    items), else None."""
+    end = data.find(b"\r\n")
+    if data[:1] != b"*" or end < 0:
+        return None
+    try:
+        count = int(data[1:end])
+        items: list[Any] = []
+        at = end + 2
+        while count > len(items):
+            end = data.find(b"\r\n", at)
+            if end < 0:
+                return None
+            kind = data[at : at + 1]
+            if kind == b"$":
+                start = end + 2
+                stop = start + int(data[at + 1 : end])
+                if stop < start or data[stop : stop + 2] != b"\r\n":
+                    return None
+                items.append(data[start:stop])
+                at = stop + 2
+            elif kind == b":":
+                items.append(int(data[at + 1 : end]))
+                at = end + 2
+            else:
+                return None
+    except ValueError:
+        return None
+    return items if items and at == len(data) else None
 
 
 def _raise_handlers_own(error: Exception) -> None:
