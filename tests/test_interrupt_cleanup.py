@@ -180,3 +180,52 @@ def test_a_signal_anywhere_in_a_release_lets_the_lock_go(
             n += 1
         assert n >= 5, n
     assert kept == [], kept
+
+
+CAMPAIGN = (
+    "campaign",
+    "_campaign",
+    "_attempt",
+    "_step_down",
+    "give_up",
+    "_give_up_quietly",
+    "granted",
+)
+
+
+def test_a_signal_anywhere_in_a_campaign_leaves_no_unknown_leader(
+    make_client: Callable[..., tenure.Client], r: redis.Redis
+) -> None:
+    # An election campaign that a signal handler interrupts (its caller never gets the
+    # term) must not leave the caller elected: the leadership leaves the client's table
+    # (never renewed) and steps down on the server, wherever the interrupt lands (after
+    # the grant was recorded included). One interrupt per run, at each place in turn.
+    from tenure.core.election import ElectionCore
+
+    codes = {
+        getattr(ElectionCore, name).__code__ for name in CAMPAIGN if hasattr(ElectionCore, name)
+    }
+    observer = make_client()
+    kept: list[str] = []
+    n = 0
+    while True:
+        client = make_client()
+        name = f"campaign-{n}"
+        tracer, seen = second_alarm_at(n, codes, [True])
+        sys.settrace(tracer)
+        try:
+            term = client.election(name).campaign("me", timeout=1)
+        except Alarm:
+            term = None
+        finally:
+            sys.settrace(None)
+        if term is None and not wait_until(
+            lambda key=name: observer.election(key).leader() is None, 2.0
+        ):
+            kept.append(f"place {n}: {observer.election(name).leader()}")
+        client.close()
+        if seen[0] <= n:
+            break
+        n += 1
+    assert n >= 5, n
+    assert kept == [], kept

@@ -256,7 +256,9 @@ class ElectionCore(LockCore):
     def _campaign(self, owner: str, value: str, wait: float) -> Flow[int | None]:
         deadline = Deadline(wait)
         channel: str | None = None
+        leading: bool | None = None  # before this campaign (None: not looked at yet)
         try:
+            leading = self.ctx.holds.get(self.key, owner) is not None
             sent = time.monotonic()
             term, ttl = yield from self._attempt(owner, value, deadline.end)
             if term is None and deadline.remaining() > 0:
@@ -275,22 +277,19 @@ class ElectionCore(LockCore):
         except GeneratorExit:
             raise
         except BaseException as error:
-            # The script may have run (elected us) with its reply lost: step down again.
+            # The script may have run (elected us) with its reply lost, or its grant may be
+            # recorded already (the interrupt came as `_attempt()` returned): step down.
             second: BaseException | None = None
             tries = 0
-            while channel is not None and tries < CLEAN_UP_TRIES:
+            while tries < CLEAN_UP_TRIES:  # (see `_step_down()`: no call before the try)
+                tries += 1
                 try:
-                    tries += 1
-                    yield Unsubscribe(channel, pass_on=True)
+                    yield from self._step_down(owner, channel, leading is False)
                     break
                 except GeneratorExit:
                     raise
                 except BaseException as interrupt:
-                    # Another interrupt while leaving, perhaps before the driver left:
-                    # leave again (a no-op without a ticket), step down all the same,
-                    # then raise the last one.
                     second = interrupt
-            yield from self._give_up_quietly(owner)
             if second is not None:
                 raise second from error
             raise
@@ -309,15 +308,39 @@ class ElectionCore(LockCore):
             yield WATCH_HOLDS
         except GeneratorExit:
             raise
-        except BaseException:
+        except BaseException as error:
             # Elected, but the caller never learns it (cancelled, a signal handler raised):
             # the leadership leaves the hold table (never renewed) and steps down on the
             # server, as an interrupted lock acquire gives its grant back.
-            if term is not None:
-                self.ctx.holds.discard(self.key, owner)
-            yield from self._give_up_quietly(owner)
+            second = None
+            tries = 0
+            while tries < CLEAN_UP_TRIES:  # (see `_step_down()`: no call before the try)
+                tries += 1
+                try:
+                    yield from self._step_down(owner, None, term is not None)
+                    break
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    second = interrupt
+            if second is not None:
+                raise second from error
             raise
         return term
+
+    def _step_down(self, owner: str, channel: str | None, drop: bool) -> Flow[None]:
+        """The clean-up of a campaign an interrupt cut short: a leadership it may have
+        recorded leaves the hold table (``drop``: not one the caller held before it; no
+        I/O, never renewed again), the waiter leaves ``channel``, and `give_up()` steps
+        down on the server what the table no longer knows. Each step is idempotent: the
+        caller runs it again from the top when another interrupt lands in it (a sync
+        signal handler runs between bytecodes, and a leadership left in the table would
+        be renewed for ever: a leader nobody knows of)."""
+        if drop:
+            self.ctx.holds.discard(self.key, owner)
+        if channel is not None:
+            yield Unsubscribe(channel, pass_on=True)  # a no-op without a ticket
+        yield from self._give_up_quietly(owner)
 
     def _sleep(self, ttl_ms: int, deadline: Deadline) -> float:
         """Until the leader's lease ends (someone must then elect the next), the next
