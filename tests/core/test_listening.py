@@ -391,3 +391,30 @@ def test_a_release_telling_its_script_no_waiter_is_here_ends_the_freshness(
     assert clients.unwaited(CH)
     assert not entry.fresh(refused_at)
     assert entry.fresh(clock.now + 0.01)
+
+
+def test_a_release_reply_stamps_its_put_back_again(clock: Clock) -> None:
+    # The release's put-back runs on the server somewhere between its ask and its reply:
+    # an attempt sent in between (on another connection) may have run before it and had
+    # its registration undone, so its waiter must try again too.
+    from tenure.core.listening import Subscriptions
+
+    table = relayed(clock)
+    table.parking.leave(CH, "w", False)
+    entry = table.parking.channels[CH]
+    clients = Subscriptions()
+    clients.add(table)
+    asked = clock.now
+    assert clients.idle_listener(CH)  # the release about to be sent
+    clock.now += 0.01
+    sent_meanwhile = clock.now  # another owner's attempt, run before the release
+    clock.now += 0.01
+    clients.put_back_ran(CH, asked)  # the release's reply
+    table.parking.join(CH, NOBODY, "v", object, ALIAS, "relay")
+    assert not entry.fresh(sent_meanwhile)
+    assert entry.fresh(clock.now + 0.01)  # an attempt sent after the reply
+    # A release that asked nothing of this entry (stamped before it) stamps nothing.
+    stamped = entry.put_back_at
+    clock.now += 0.01
+    clients.put_back_ran(CH, clock.now)
+    assert entry.put_back_at == stamped

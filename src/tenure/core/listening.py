@@ -501,6 +501,19 @@ class Subscriptions:
                 return True
         return False
 
+    def put_back_ran(self, channel: str, since: float) -> None:
+        """A release asked at or after monotonic time ``since`` (`idle_listener()`,
+        `unwaited()`) has its reply: the put-back its script may have made ran on the server
+        before now. An attempt of this client sent before now (on another connection) may
+        have run before it there and had its registration undone: the entry stamped by that
+        release is stamped again now, so that the waiter of such an attempt tries again
+        (stamped at the ask alone, an attempt sent while the release was on its way slept
+        on, its client marked as not waiting)."""
+        for table in list(self._tables):
+            entry = table.parking.channels.get(channel)
+            if entry is not None and entry.put_back_at >= since:
+                entry.put_back_at = table.clock()
+
     def unwaited(self, channel: str) -> bool:
         """True if one of the client's connections listens on ``channel`` with nobody of the
         client waiting there, lingering or not (`idle_listener()` without its margin): a

@@ -812,6 +812,7 @@ class LockCore:
                 raise second from error
             raise
         self.released(owner, hold, reply)
+        self.ctx.subscriptions.put_back_ran(self.channel, sent)
         if hold is not None and hold.leases and reply is not None and int(reply) == 0:
             self.ctx.holds.reapplied(hold, self.applied_lease(lease), sent)
         elif (
