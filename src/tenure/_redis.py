@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import io
 import re
 import select
 import signal
 import socket
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +68,6 @@ __all__ = [
     "async_node_pool",
     "async_read_push",
     "async_read_reply",
-    "async_read_response",
     "async_refresh_slots",
     "async_send_command",
     "backend_error",
@@ -85,7 +82,6 @@ __all__ = [
     "parse_info",
     "read_push",
     "read_reply",
-    "read_response",
     "refresh_slots",
     "require_cluster_support",
     "resolve_redis",
@@ -401,7 +397,7 @@ async def async_send_command(conn: Any, *args: Any) -> None:
     if not timeout or not conn.is_connected:
         await conn.send_command(*args)
         return
-    packed = pack_command(conn, args)
+    packed = conn.pack_command(*args)
     transport = getattr(getattr(conn, "_writer", None), "transport", None)
     conn.socket_timeout = None  # the connection is ours until released: no other reader
     try:
@@ -425,52 +421,8 @@ QUICK_WRITE = 16384
 
 
 def send_command(conn: Any, *args: Any) -> None:
-    """``conn.send_command(*args)`` (the twin of `async_send_command()`), packed by
-    `pack_command()`."""
-    conn.send_packed_command(pack_command(conn, args))
-
-
-_OWN_PACKING = frozenset(
-    function
-    for function in (
-        getattr(redis.connection.AbstractConnection, "pack_command", None),
-        getattr(redis.asyncio.connection.AbstractConnection, "pack_command", None),
-    )
-    if function is not None
-)
-_PYTHON_PACKER = getattr(redis.connection, "PythonRespSerializer", None)
-_UTF8 = frozenset({"utf-8", "utf8", "UTF-8", "UTF8"})
-
-
-def pack_command(conn: Any, args: tuple[Any, ...]) -> list[bytes]:
-    """``conn.pack_command(*args)``: the same bytes on the wire, packed about 3 times
-    faster (1 us against 3 for a lock script's EVALSHA) when every argument is text,
-    a whole number or bytes and the connection packs as redis-py's own Python packer
-    does (UTF-8, strict); anything else goes to redis-py (hiredis's packer, a float, an
-    error for a bool, a command name with a space that redis-py splits)."""
-    packer = getattr(conn, "_command_packer", None)  # a sync connection's (hiredis's?)
-    encoder = conn.encoder
-    first = args[0]
-    if (
-        type(conn).pack_command not in _OWN_PACKING
-        or (packer is not None and type(packer) is not _PYTHON_PACKER)
-        or encoder.encoding not in _UTF8
-        or encoder.encoding_errors != "strict"
-        or type(first) is not str
-        or " " in first
-    ):
-        return list(conn.pack_command(*args))
-    out = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        kind = type(arg)
-        if kind is str:
-            arg = arg.encode()
-        elif kind is int:
-            arg = b"%d" % arg
-        elif kind is not bytes:
-            return list(conn.pack_command(*args))
-        out.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
-    return [b"".join(out)]
+    """``conn.send_command(*args)`` (the twin of `async_send_command()`)."""
+    conn.send_command(*args)
 
 
 async def async_read_kept(conn: Any) -> KeptReply:
@@ -516,67 +468,6 @@ def read_kept(conn: Any) -> KeptReply:
     return KeptReply(conn.read_response(disconnect_on_error=False), 0)
 
 
-async def async_read_response(conn: Any) -> Any:
-    """``conn.read_response()`` (the twin of `read_response()`)."""
-    return await conn.read_response()
-
-
-def read_response(conn: Any) -> Any:
-    """``conn.read_response()`` for the reply to a command the caller just sent on a
-    connection it has to itself (a script's, on the backend's connection).
-
-    A reply of one line that came whole in one ``recv`` (an integer, a null, a simple
-    string: every lock script's reply) is parsed here, without redis-py's buffer (about 25
-    calls a reply); any other (an error such as NOSCRIPT, a bulk or an array, a reply in
-    several pieces) is put in redis-py's buffer as its own read would have, and redis-py
-    reads it. Failures as redis-py's: the connection is dropped and a timeout raises its
-    ``TimeoutError`` (a signal handler's exception in its ``__context__``, as redis-py
-    leaves it), a socket error its ``ConnectionError``, an interrupt goes on as it is."""
-    kept: Any = getattr(getattr(conn, "_parser", None), "_buffer", None)
-    buffer = getattr(kept, "_buffer", None)
-    sock = getattr(conn, "_sock", None)
-    if type(buffer) is not io.BytesIO or sock is None or kept.unread_bytes():
-        return conn.read_response()  # hiredis's parser, or a reply begun already
-    try:
-        data = sock.recv(kept.socket_read_size)
-    except TimeoutError:
-        conn.disconnect()
-        raise RedisTimeoutError("Timeout reading from socket")  # noqa: B904 (as redis-py)
-    except OSError as error:
-        conn.disconnect()
-        raise RedisConnectionError(f"Error while reading from socket: {error.args}")  # noqa: B904
-    except BaseException:
-        conn.disconnect()
-        raise
-    if not data:
-        conn.disconnect()
-        raise RedisConnectionError("Connection closed by server.")
-    end = data.find(b"\r\n")
-    if 0 < end == len(data) - 2:  # one line, whole (not a lone first byte: end -1)
-        kind = data[:1]
-        if kind == b":":
-            return _replied(conn, int(data[1:end]))
-        if kind == b"_" or data in _NULLS:
-            return _replied(conn, None)
-        if kind == b"+":
-            return _replied(conn, conn.encoder.decode(data[1:end]))
-    at = buffer.tell()  # redis-py's own way of keeping bytes read (SocketBuffer)
-    buffer.seek(0, io.SEEK_END)
-    buffer.write(data)
-    buffer.seek(at)
-    return conn.read_response()
-
-
-_NULLS = (b"$-1\r\n", b"*-1\r\n")
-"""RESP2's null replies (RESP3's is ``_``)."""
-
-
-def _replied(conn: Any, reply: Any) -> Any:
-    if conn.health_check_interval:  # as redis-py's read_response
-        conn.next_health_check = time.monotonic() + conn.health_check_interval
-    return reply
-
-
 _PEEK = 512
 """Bytes peeked at once by `read_kept()`: a reply it parses itself is a short line."""
 _KEPT_REPLIES = (b":", b"+", b"_", b"$")
@@ -613,7 +504,7 @@ def send_kept(conn: Any, *args: Any) -> None:
     sending (a signal handler's exception): the connection stays open, where redis-py
     disconnects on any interruption and so loses the reply of a command that went out
     whole. A socket error disconnects and raises redis-py's error, as redis-py does."""
-    packed = pack_command(conn, args)
+    packed = conn.pack_command(*args)
     if not conn._sock:
         conn.connect()
     try:
@@ -837,13 +728,8 @@ def read_push(conn: Any, timeout: float) -> Any:
         except Exception as error:
             _raise_handlers_own(error)
             raise PubSubLost(error) from error
-    if not ready:
-        if not select.select([sock], [], [], max(timeout, 0.0))[0]:
-            return None
-        if unread is not None:  # redis-py's buffer, empty: a message is mostly one recv
-            message = _read_message(conn, sock)
-            if message is not None:
-                return message
+    if not ready and not select.select([sock], [], [], max(timeout, 0.0))[0]:
+        return None
     try:
         # Not dropped on an error: a handler's exception in the middle of a reply leaves
         # redis-py's parser rewound to the reply's start (hiredis: nothing fed), so the
@@ -855,68 +741,6 @@ def read_push(conn: Any, timeout: float) -> Any:
     except Exception as error:
         _raise_handlers_own(error)
         raise PubSubLost(error) from error
-
-
-def _read_message(conn: Any, sock: Any) -> list[Any] | None:
-    """For `read_push()`, with redis-py's buffer empty and bytes on the socket: receive
-    them as redis-py would (into its buffer at once: a handler's exception from here on
-    leaves them there for the next read) and, when they are exactly one array of bulk
-    strings and integers (a message, a (un)subscribe confirmation, a PING's reply), parse
-    it here and take it off the buffer: its items as redis-py's RESP2 read returns them.
-    None: redis-py reads what was received (anything else, or a reply not whole yet)."""
-    kept = conn._parser._buffer
-    try:
-        data = sock.recv(kept.socket_read_size)
-    except Exception as error:
-        _raise_handlers_own(error)
-        raise PubSubLost(error) from error
-    if not data:
-        raise PubSubLost(RedisConnectionError("Connection closed by server."))
-    buffer = kept._buffer
-    at = buffer.tell()  # as SocketBuffer._read_from_socket keeps what it received
-    buffer.seek(0, io.SEEK_END)
-    buffer.write(data)
-    buffer.seek(at)
-    items = _array(data)
-    if items is None:
-        return None
-    buffer.truncate(at)  # taken: the buffer is as redis-py's read leaves it
-    encoder = conn.encoder
-    if encoder.decode_responses:
-        return [encoder.decode(item) for item in items]
-    return items
-
-
-def _array(data: bytes) -> list[Any] | None:
-    """``data`` parsed if it is exactly one RESP array of bulk strings and integers (its
-    items), else None."""
-    end = data.find(b"\r\n")
-    if data[:1] != b"*" or end < 0:
-        return None
-    try:
-        count = int(data[1:end])
-        items: list[Any] = []
-        at = end + 2
-        while count > len(items):
-            end = data.find(b"\r\n", at)
-            if end < 0:
-                return None
-            kind = data[at : at + 1]
-            if kind == b"$":
-                start = end + 2
-                stop = start + int(data[at + 1 : end])
-                if stop < start or data[stop : stop + 2] != b"\r\n":
-                    return None
-                items.append(data[start:stop])
-                at = stop + 2
-            elif kind == b":":
-                items.append(int(data[at + 1 : end]))
-                at = end + 2
-            else:
-                return None
-    except ValueError:
-        return None
-    return items if items and at == len(data) else None
 
 
 def _raise_handlers_own(error: Exception) -> None:

@@ -43,7 +43,6 @@ from tenure._redis import (
     async_idle,
     async_read_kept,
     async_read_reply,
-    async_read_response,
     async_send_command,
     async_send_kept,
     async_torn,
@@ -413,7 +412,7 @@ class AsyncBackend:
 
     async def _command(self, conn: Any, args: Any) -> Any:
         await async_send_command(conn, *args)
-        return await async_read_response(conn)
+        return await conn.read_response()
 
     async def _script(self, conn: Any, call: Call) -> tuple[Any, int | None]:
         script, keys = call.script, call.keys
@@ -426,17 +425,17 @@ class AsyncBackend:
                 await async_send_command(
                     conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
                 )
-                reply = await async_read_response(conn)
+                reply = await conn.read_response()
             except NoScriptError:
                 await async_send_command(
                     conn, "EVAL", script.source, len(keys), *keys, *call.args
                 )
-                reply = await async_read_response(conn)
+                reply = await conn.read_response()
         wait = replica_wait(self.ctx, call, reply)
         if wait is None:
             return reply, None
         await async_send_command(conn, "WAIT", *wait)
-        return reply, int(await async_read_response(conn))
+        return reply, int(await conn.read_response())
 
     async def _kept(self, conn: Any, call: Call, script: Any) -> Any:
         """Send ``call`` (a call with ``settle``) and read its reply, keeping ``conn`` for

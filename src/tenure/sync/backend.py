@@ -43,7 +43,6 @@ from tenure._redis import (
     idle,
     read_kept,
     read_reply,
-    read_response,
     send_command,
     send_kept,
     torn,
@@ -413,7 +412,7 @@ class Backend:
 
     def _command(self, conn: Any, args: Any) -> Any:
         send_command(conn, *args)
-        return read_response(conn)
+        return conn.read_response()
 
     def _script(self, conn: Any, call: Call) -> tuple[Any, int | None]:
         script, keys = call.script, call.keys
@@ -426,17 +425,17 @@ class Backend:
                 send_command(
                     conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
                 )
-                reply = read_response(conn)
+                reply = conn.read_response()
             except NoScriptError:
                 send_command(
                     conn, "EVAL", script.source, len(keys), *keys, *call.args
                 )
-                reply = read_response(conn)
+                reply = conn.read_response()
         wait = replica_wait(self.ctx, call, reply)
         if wait is None:
             return reply, None
         send_command(conn, "WAIT", *wait)
-        return reply, int(read_response(conn))
+        return reply, int(conn.read_response())
 
     def _kept(self, conn: Any, call: Call, script: Any) -> Any:
         """Send ``call`` (a call with ``settle``) and read its reply, keeping ``conn`` for
