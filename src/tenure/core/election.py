@@ -284,7 +284,8 @@ class ElectionCore(LockCore):
             while tries < CLEAN_UP_TRIES:  # (see `_step_down()`: no call before the try)
                 tries += 1
                 try:
-                    yield from self._step_down(owner, channel, leading is False)
+                    late = yield from self._step_down(owner, channel, leading is False)
+                    second = late or second
                     break
                 except GeneratorExit:
                     raise
@@ -317,7 +318,8 @@ class ElectionCore(LockCore):
             while tries < CLEAN_UP_TRIES:  # (see `_step_down()`: no call before the try)
                 tries += 1
                 try:
-                    yield from self._step_down(owner, None, term is not None)
+                    late = yield from self._step_down(owner, None, term is not None)
+                    second = late or second
                     break
                 except GeneratorExit:
                     raise
@@ -328,19 +330,22 @@ class ElectionCore(LockCore):
             raise
         return term
 
-    def _step_down(self, owner: str, channel: str | None, drop: bool) -> Flow[None]:
+    def _step_down(
+        self, owner: str, channel: str | None, drop: bool
+    ) -> Flow[BaseException | None]:
         """The clean-up of a campaign an interrupt cut short: a leadership it may have
         recorded leaves the hold table (``drop``: not one the caller held before it; no
-        I/O, never renewed again), the waiter leaves ``channel``, and `give_up()` steps
-        down on the server what the table no longer knows. Each step is idempotent: the
+        I/O, never renewed again), the waiter leaves ``channel`` (`_leave()`: its
+        interrupts are returned), and `give_up()` steps down on the server what the table
+        no longer knows. Each step is idempotent: the
         caller runs it again from the top when another interrupt lands in it (a sync
         signal handler runs between bytecodes, and a leadership left in the table would
         be renewed for ever: a leader nobody knows of)."""
         if drop:
             self.ctx.holds.discard(self.key, owner)
-        if channel is not None:
-            yield Unsubscribe(channel, pass_on=True)  # a no-op without a ticket
+        late = yield from self._leave(channel)
         yield from self._give_up_quietly(owner)
+        return late
 
     def _sleep(self, ttl_ms: int, deadline: Deadline) -> float:
         """Until the leader's lease ends (someone must then elect the next), the next

@@ -329,7 +329,7 @@ class FairLockCore(LockCore):
         failed or was interrupted: `_give_up_later()` until the entry surely ran out."""
         yield Background(self._give_up_later(owner, sent + self.entry_ms() / 1000, sent))
 
-    def reconcile(self, owner: str) -> Flow[None]:
+    def reconcile(self, owner: str, release: bool = False, sent: bool = True) -> Flow[None]:
         """After an acquire whose outcome is unknown (its reply lost: timeout, cancellation,
         interrupt): undo the holds as `LockCore.reconcile()` does, then leave the queue
         again. The lost acquire script may reach the server after this flow's give-up (it
@@ -338,19 +338,19 @@ class FairLockCore(LockCore):
         give-up sent now comes after it. Skipped when the owner queued again meanwhile (its
         new entry is its own)."""
         pending = (self.key, self.field(owner))
-        yield from super().reconcile(owner)
+        yield from super().reconcile(owner, release, sent)
         with self._mutex:
             if owner in self._queued:
                 return
         # Still reconciling: the owner's next acquire waits for the give-up to be sent.
         self.ctx.reconciling.add(pending)
-        sent = time.monotonic()
+        leaving = time.monotonic()
         try:
             yield self.give_up_call(owner)
         except LockKindError:  # another kind's keys: nothing of ours to leave
             pass
         except BackendError:
-            yield from self._leave_later(owner, sent)
+            yield from self._leave_later(owner, leaving)
         finally:
             self.ctx.reconciling.discard(pending)
 

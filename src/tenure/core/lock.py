@@ -347,20 +347,22 @@ class LockCore:
         """Seconds of lease a grant applies: its own, or the watchdog's."""
         return lease if lease is not None else self.ctx.watchdog_timeout
 
-    def reconcile(self, owner: str) -> Flow[None]:
-        """After an acquire whose outcome is unknown: release holds of ``owner`` that the
-        server has beyond the count its client recorded (issue: orphan holds), atomically
-        (`tenure.scripts.guarded()`), until the server says there are none.
+    def reconcile(self, owner: str, release: bool = False, sent: bool = True) -> Flow[None]:
+        """After an acquire whose outcome is unknown (or a ``release`` an interrupt cut
+        short): release holds of ``owner`` that the server has beyond the count its client
+        recorded (issue: orphan holds), atomically (`tenure.scripts.guarded()`), until the
+        server says there are none.
 
         Runs in the background: retried with a growing pause (up to 0.25 s) while the server
         does not answer, until the client closes. Once the server answered "nothing to
         undo", it checks once more a moment later: a script still queued on the broken
-        connection may run just after the first check.
+        connection may run just after the first check. Not when that script was surely
+        never ``sent`` (the owner's next acquire waits for this flow to end).
         """
         pause = RECONCILE_PAUSE[0]
-        settled = 0
+        settled, enough = 0, 2 if sent else 1
         try:
-            while settled < 2:
+            while settled < enough:
                 field = self.field(owner)
                 hold = self.ctx.holds.get(self.key, field)
                 recorded = len(hold.leases) if hold is not None else 0
@@ -378,8 +380,10 @@ class LockCore:
                         continue
                 if reply is None:
                     settled += 1
-                    if settled < 2:
+                    if settled < enough:
                         yield Sleep(RECONCILE_RECHECK)
+                elif release:
+                    log.info("lock %r: finished a release by %s cut short", self.name, owner)
                 else:
                     log.warning("lock %r: undid a grant to %s with a lost reply", self.name, owner)
                     freed = int(reply)
@@ -700,9 +704,9 @@ class LockCore:
         now (no I/O: never renewed again), and a background reconcile releases on the server
         whatever is beyond the holds still recorded (a grant whose reply was being handled
         when the interrupt came included). Not after tenure's own error: that attempt's
-        outcome was handled. Then the waiter leaves ``channel`` (a no-op without a ticket;
-        also after a failed first attempt or subscription) and the wait's queue (FairLock).
-        Returns an interrupt that `_reconcile_later()` took, for the caller to raise."""
+        outcome was handled. Then the waiter leaves ``channel`` (`_leave()`; also after
+        a failed first attempt or subscription) and the wait's queue (FairLock).
+        Returns an interrupt a step took, for the caller to raise."""
         self._registering.pop(owner, None)
         late = None
         if granted or (in_flight and not isinstance(error, LockError)):
@@ -711,13 +715,32 @@ class LockCore:
             while self._recorded(owner) > before > 0:
                 self.ctx.holds.pop(self.key, self.field(owner))
             late = yield from self._reconcile_later(owner)
-        if channel is not None:
-            yield Unsubscribe(channel, pass_on=True)
+        late = (yield from self._leave(channel)) or late
         yield from self._give_up_quietly(owner)
         return late
 
-    def _reconcile_later(self, owner: str) -> Flow[BaseException | None]:
-        """Start `reconcile()` of ``owner`` in the background, unless one is pending. An
+    def _leave(self, channel: str | None) -> Flow[BaseException | None]:
+        """The waiter leaves ``channel`` (a no-op without a ticket, or without a channel);
+        an interrupt there (another signal, a second cancellation while it waits for the
+        listener's mutex) makes it leave again, up to `CLEAN_UP_TRIES` times: the last
+        such interrupt is returned, for the caller to raise once its clean-up ran."""
+        tries, late = 0, None
+        while channel is not None and tries < CLEAN_UP_TRIES:
+            try:
+                tries += 1
+                yield Unsubscribe(channel, pass_on=True)
+                break
+            except GeneratorExit:
+                raise
+            except BaseException as interrupt:
+                late = interrupt
+        return late
+
+    def _reconcile_later(
+        self, owner: str, release: bool = False, sent: bool = True
+    ) -> Flow[BaseException | None]:
+        """Start `reconcile()` of ``owner`` (``release``, ``sent``: its arguments) in the
+        background, unless one is pending. An
         interrupt thrown in at its `Background` (a second signal handler raising before the
         runner spawned it, or after) is answered by yielding the same flow again, up to
         `CLEAN_UP_TRIES` times (the runner runs it once): the last such interrupt is
@@ -730,7 +753,7 @@ class LockCore:
             try:
                 tries += 1
                 self.ctx.reconciling.add(pending)  # in the try: a handler may raise after it
-                back = back or self.reconcile(owner)
+                back = back or self.reconcile(owner, release, sent)
                 yield Background(back)
                 break
             except GeneratorExit:
@@ -739,16 +762,18 @@ class LockCore:
                 late = interrupt
         return late
 
-    def _interrupted_release(self, owner: str, recorded: int) -> Flow[BaseException | None]:
+    def _interrupted_release(
+        self, owner: str, recorded: int, sent: bool
+    ) -> Flow[BaseException | None]:
         """The clean-up of a release an interrupt cut short: ``owner`` had ``recorded``
-        holds when it began. One leaves the hold table if it is still there (no I/O: never
-        renewed again), then `_reconcile_later()`; its return. Idempotent: run again when
-        another interrupt lands in it."""
+        holds when it began; ``sent``: its script may have gone. One leaves the hold table
+        if it is still there (no I/O: never renewed again), then `_reconcile_later()`; its
+        return. Idempotent: run again when another interrupt lands in it."""
         if recorded == 1:  # the whole entry (an interrupted pop may have left it empty)
             self.ctx.holds.discard(self.key, self.field(owner))
         while self._recorded(owner) >= recorded > 1:
             self.ctx.holds.pop(self.key, self.field(owner))
-        return (yield from self._reconcile_later(owner))
+        return (yield from self._reconcile_later(owner, release=True, sent=sent))
 
     def _give_up_quietly(self, owner: str) -> Flow[None]:
         """`give_up()` on an error path: a second failure must not hide the first."""
@@ -760,6 +785,7 @@ class LockCore:
     def release(self, owner: str) -> Flow[None]:
         """Release one hold of ``owner``; see [`tenure.Lock.release()`][tenure.Lock.release]."""
         recorded: int | None = None
+        sending = False
         try:
             # (Every step in the try: an interrupt after any of them is seen below.)
             recorded = self._recorded(owner)
@@ -783,6 +809,7 @@ class LockCore:
                 # Holds are left: until the reply, count them valid no longer than the lease
                 # the release re-applies to them from when it runs.
                 self.ctx.holds.narrowed(hold, self.applied_lease(lease), sent)
+            sending = True
             reply = yield from self.send_release(owner, lease)
         except ReplicationError as error:  # the release took effect on the primary
             self.released(owner, hold, error.reply)
@@ -802,7 +829,8 @@ class LockCore:
             while recorded is not None and tries < CLEAN_UP_TRIES:
                 tries += 1
                 try:
-                    second = (yield from self._interrupted_release(owner, recorded)) or second
+                    late = yield from self._interrupted_release(owner, recorded, sending)
+                    second = late or second
                     break
                 except GeneratorExit:
                     raise
