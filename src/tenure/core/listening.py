@@ -39,7 +39,9 @@ Rules:
   "One client woken per unlock") then waits on a socket nobody reads but the janitor, to
   be passed on. While such a channel lingers, the janitor reads what came every
   `RELAY_POLL` seconds (`Listening.janitor_plan()`); the leaving waiter wakes it only when
-  its next look is further away than that (`Listening.left()`). A waiter that leaves with
+  its next look is further away than that (`Listening.left()`). The janitor skips these
+  reads while a waiter of the client reads the socket (it passes on what comes); a reader
+  that hands the socket on to nobody wakes it again. A waiter that leaves with
   the lock does not: its client holds the lock, whose next unlock is its own (a client
   taking a lock in a loop costs no janitor wake-up per acquisition).
 """
