@@ -1,29 +1,26 @@
 # GENERATED from tests/_async/test_relay_poll.py by tools/unasync.py: edit that file, not this one.
 """An unlock sent to a client whose waiters have all left is passed on at once: while its
 subscription lingers with no waiter, its janitor reads what came every few milliseconds
-(tenure.core.listening, "Relaying"), so the next client's waiter does not sleep with the
-lock free until the releaser's back-up look (0.1 s, core/lock.py WAKE_CHECK_GRACE)."""
+(tenure.core.listening, "Relaying": `RELAY_POLL`), so the next client's waiter does not
+sleep with the lock free until the releaser's back-up look (0.1 s, core/lock.py
+WAKE_CHECK_GRACE). While another waiter of the client reads that socket, those reads are
+useless (the reader passes on whatever comes): the janitor skips them, and the reader wakes
+it when it lets go of the socket with nobody to take it over."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from support.twins import Event, sleep, spawn, wait_until
 from tenure import keys
 
 
-def test_an_unlock_for_an_idle_client_reaches_the_next_waiter_soon(
-    make_client, r
-) -> None:
-    name = "relayed"
-    queue = keys.lock_wake_queue(name)
-    a, b, c = make_client(), make_client(), make_client()
-    holder = a.lock(name)
-    assert holder.acquire()
-    # C waits briefly and gives up: registered first in the queue, its subscription
-    # lingers (0.5 s) with nobody of it waiting, nobody reading its socket.
-    assert not c.lock(name).acquire(timeout=0.05)
-    assert [m.decode() for m in r.zrange(queue, 0, -1)] == [c.client_id]
+def relayed_wait(r, queue: str, holder, b, c) -> float:
+    """C (nobody of it waiting, its subscription lingering) is first in ``queue``; B's
+    waiter queues behind it and ``holder`` is released: seconds until B holds the lock,
+    once C passed the unlock on (lock_wake.lua takes C out of the queue)."""
+    name = holder.name
     got, got_at = Event(), []
 
     def wait() -> None:
@@ -42,7 +39,87 @@ def test_an_unlock_for_an_idle_client_reaches_the_next_waiter_soon(
     released = time.monotonic()
     assert got.wait(5)
     job.result(10)
-    waited = got_at[0] - released
-    assert waited < 0.05, f"B held the lock {waited * 1e3:.1f} ms after A's release"
-    # C passed the unlock on (lock_wake.lua takes it out of the queue).
     assert c.client_id not in [m.decode() for m in r.zrange(queue, 0, -1)]
+    return got_at[0] - released
+
+
+def test_an_unlock_for_an_idle_client_reaches_the_next_waiter_soon(
+    make_client, r
+) -> None:
+    name = "relayed"
+    queue = keys.lock_wake_queue(name)
+    a, b, c = make_client(), make_client(), make_client()
+    holder = a.lock(name)
+    assert holder.acquire()
+    # C waits briefly and gives up: registered first in the queue, its subscription
+    # lingers (0.5 s) with nobody of it waiting, nobody reading its socket.
+    assert not c.lock(name).acquire(timeout=0.05)
+    assert [m.decode() for m in r.zrange(queue, 0, -1)] == [c.client_id]
+    waited = relayed_wait(r, queue, holder, b, c)
+    assert waited < 0.05, f"B held the lock {waited * 1e3:.1f} ms after A's release"
+
+
+def _count_looks(client: Any) -> list[float]:
+    """When the janitor of ``client``'s one pub/sub connection plans its next look (once
+    per wake-up, `tenure.core.listening.Listening.janitor_plan()`), from now on."""
+    (listener,) = client._runner._listener._by_node.values()
+    table = listener._table
+    plan = table.janitor_plan
+    looks: list[float] = []
+
+    def counted() -> tuple[list[str], float]:
+        looks.append(time.monotonic())
+        return plan()
+
+    table.janitor_plan = counted
+    return looks
+
+
+def test_the_janitor_does_not_read_while_a_waiter_reads(make_client) -> None:
+    holder, c = make_client(), make_client()
+    assert holder.lock("hw-given-up").acquire()
+    held = holder.lock("hw-read")
+    assert held.acquire()
+    # A waiter of C gives up: its channel lingers (0.5 s) with nobody of C waiting there.
+    assert not c.lock("hw-given-up").acquire(timeout=0.05)
+    looks = _count_looks(c)
+    # Another waiter of C reads the socket for 0.3 s, then takes the lock (its leave, with
+    # the lock, does not wake the janitor: tenure.core.listening.Listening.left()).
+    reader = spawn(lambda: c.lock("hw-read").acquire(timeout=10))
+    started = time.monotonic()
+    sleep(0.3)
+    ended = time.monotonic()
+    held.release()
+    assert reader.result(10) is True
+    # (Its subscription and first attempt may wake the janitor at the start.)
+    during = [t for t in looks if started + 0.05 < t < ended]
+    assert len(during) <= 2, f"the janitor looked {len(during)} times while a waiter read"
+    # Once that waiter let go of the socket, the janitor reads every few ms again.
+    before = len(looks)
+    sleep(0.05)
+    assert len(looks) - before >= 3, "the janitor did not read again after the reader left"
+
+
+def test_an_unlock_for_a_client_whose_reader_left_reaches_the_next_waiter_soon(
+    make_client, r
+) -> None:
+    name = "hw-relayed"
+    queue = keys.lock_wake_queue(name)
+    a, b, c = make_client(), make_client(), make_client()
+    holder = a.lock(name)
+    assert holder.acquire()
+    other = a.lock("hw-other")
+    assert other.acquire()
+    # A waiter of C reads C's socket (waiting on another lock) while a second waiter of C
+    # gives up on `name`: registered first in the queue, its subscription lingers.
+    reader = spawn(lambda: c.lock("hw-other").acquire(timeout=10))
+    sleep(0.02)
+    assert not c.lock(name).acquire(timeout=0.05)
+    assert [m.decode() for m in r.zrange(queue, 0, -1)] == [c.client_id]
+    # The reader takes its lock and lets go of the socket: nobody of C reads it now.
+    other.release()
+    assert reader.result(10) is True
+    waited = relayed_wait(r, queue, holder, b, c)
+    # Within a few relay reads (5 ms each), well before the releaser's back-up look (0.1 s,
+    # core/lock.py WAKE_CHECK_GRACE) that would hand the lock on if nobody relayed.
+    assert waited < 0.075, f"B held the lock {waited * 1e3:.1f} ms after A's release"
