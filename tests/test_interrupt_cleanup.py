@@ -14,7 +14,6 @@ the n-th place, one run per place."""
 
 from __future__ import annotations
 
-import dis
 import inspect
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 import redis
 
 import tenure
+from support.signals import raising_at_place
 from support.twins import wait_until
 from tenure.core import lock as core_lock
 from tenure.core.effects import Call, WatchHolds
@@ -64,30 +64,11 @@ def second_alarm_at(
 ) -> tuple[Callable[..., Any], list[int]]:
     """A `sys.settrace` tracer raising ``Alarm`` at the ``n``-th place (see ``AFTER``) met in
     a frame of ``codes`` once ``armed[0]`` is set; and a counter of the places seen."""
-    seen = [0]
-    names = {code: {i.offset: i.opname for i in dis.get_instructions(code)} for code in codes}
 
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code not in codes:
-            return None
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        last = [-1]
+    def alarm(frame: FrameType, where: str) -> Alarm:
+        return Alarm(f"second, at {frame.f_code.co_name}:{frame.f_lineno} {where}")
 
-        def local(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "opcode":
-                before = names[code].get(last[0], "")
-                last[0] = frame.f_lasti
-                if armed[0] and before in AFTER:
-                    seen[0] += 1
-                    if seen[0] == n + 1:
-                        raise Alarm(f"second, at {code.co_name}:{frame.f_lineno} after {before}")
-            return local
-
-        return local
-
-    return tracer, seen
+    return raising_at_place(n, codes, AFTER, alarm, armed=armed)
 
 
 def first_alarm(client: tenure.Client, where: str, armed: list[bool]) -> None:

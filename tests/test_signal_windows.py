@@ -10,7 +10,6 @@ Deterministic: no timers, no servers; one run per trace event."""
 
 from __future__ import annotations
 
-import dis
 import sys
 import threading
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from support.signals import raising_at_place
 from tenure._concurrency import Mutex, Spawner, Steady, Unlocked
 
 
@@ -44,42 +44,15 @@ breaker is checked after a call returns and at a backward jump; and as a functio
 begins, the 'call' event here)."""
 
 
-def opnames(code: CodeType) -> dict[int, str]:
-    return {i.offset: i.opname for i in dis.get_instructions(code)}
-
-
 def raising_at(n: int, codes: set[CodeType]) -> tuple[Callable[..., Any], list[int]]:
     """A tracer that raises Alarm at the ``n``-th place where a signal handler could run
     in a frame of one of ``codes``: as the frame begins, or at the instruction after a
     call (or a backward jump); and a list that counts the places seen."""
-    seen = [0]
-    names = {code: opnames(code) for code in codes}
 
-    def hit(frame: FrameType, where: str) -> None:
-        seen[0] += 1
-        if seen[0] == n + 1:
-            raise Alarm(f"at place {n}: {where} {frame.f_code.co_name}:{frame.f_lineno}")
+    def alarm(frame: FrameType, where: str) -> Alarm:
+        return Alarm(f"at place {n}: {where} {frame.f_code.co_name}:{frame.f_lineno}")
 
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code not in codes:
-            return None
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        last = [-1]
-
-        def local(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "opcode":
-                before = names[code].get(last[0], "")
-                last[0] = frame.f_lasti
-                if before in AFTER:
-                    hit(frame, f"after {before}")
-            return local
-
-        hit(frame, "start")
-        return local
-
-    return tracer, seen
+    return raising_at_place(n, codes, AFTER, alarm, at_start=True)
 
 
 def free_for_others(mutex: Any) -> bool:

@@ -1,13 +1,63 @@
-"""Signal helpers of the interrupt tests (test_interrupts.py, test_fair_interrupts.py)."""
+"""Signal helpers of the interrupt tests (test_interrupts.py, test_fair_interrupts.py,
+test_interrupt_cleanup.py, test_signal_windows.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import dis
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from types import CodeType, FrameType
 from typing import Any
+
+
+def raising_at_place(
+    n: int,
+    codes: Collection[CodeType],
+    after: Collection[str],
+    alarm: Callable[[FrameType, str], BaseException],
+    *,
+    at_start: bool = False,
+    armed: list[bool] | None = None,
+) -> tuple[Callable[..., Any], list[int]]:
+    """A `sys.settrace` tracer that raises ``alarm(frame, where)`` at the ``n``-th place
+    (counted from 0) where a signal handler could run in a frame of one of ``codes``; and a
+    list whose one item counts the places seen. The places: the instruction after each one
+    named in ``after`` (``where`` is ``"after OPNAME"``), and with ``at_start`` also as the
+    frame begins (``where`` is ``"start"``, at its 'call' event). With ``armed``, only the
+    places met while ``armed[0]`` is set count."""
+    seen = [0]
+    names = {code: {i.offset: i.opname for i in dis.get_instructions(code)} for code in codes}
+
+    def place(frame: FrameType, where: str) -> None:
+        if armed is None or armed[0]:
+            seen[0] += 1
+            if seen[0] == n + 1:
+                raise alarm(frame, where)
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code not in names:
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        last = [-1]
+
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                before = names[code].get(last[0], "")
+                last[0] = frame.f_lasti
+                if before in after:
+                    place(frame, f"after {before}")
+            return local
+
+        if at_start:
+            place(frame, "start")
+        return local
+
+    return tracer, seen
 
 
 def alarm_when_leaving(armed: threading.Event) -> Callable[[Any, str, Any], None]:
