@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import redis
 
@@ -24,30 +25,47 @@ def registered(r: redis.Redis, queue: str, client: tenure.Client) -> Callable[[]
     return lambda: r.zscore(queue, client.client_id) is not None
 
 
+class Turn(NamedTuple):
+    holds: threading.Event  # set once the client holds the lock
+    released: threading.Event  # set once it released it
+    held_at: list[float]  # when it took the lock (time.monotonic)
+
+
+def take_in_turn(
+    r: redis.Redis, client: tenure.Client, name: str, go: threading.Event | None = None
+) -> Turn:
+    """In a thread, ``client`` waits for the held lock ``name`` (up to 5 s), holds it until
+    ``go`` is set (not at all without ``go``) and releases it; returns once ``client`` is in
+    the lock's wake queue."""
+    turn = Turn(threading.Event(), threading.Event(), [])
+
+    def once() -> None:
+        lock = client.lock(name)
+        assert lock.acquire(timeout=5)
+        turn.held_at.append(time.monotonic())
+        turn.holds.set()
+        if go is not None:
+            assert go.wait(5)
+        lock.release()
+        turn.released.set()
+
+    threading.Thread(target=once).start()
+    assert wait_until(registered(r, keys.lock_wake_queue(name), client), 5)
+    return turn
+
+
 def wait_of_the_next_waiter(
     make_client: Callable[..., tenure.Client], r: redis.Redis, name: str
 ) -> float:
     """B takes ``name``, W waits behind it; seconds from B's release to W holding."""
     b = make_client().lock(name)
     assert b.acquire(timeout=1)
-    w, got = make_client(), threading.Event()
-    taken: list[float] = []
-
-    def wait() -> None:
-        lock = w.lock(name)
-        assert lock.acquire(timeout=5)
-        taken.append(time.monotonic())
-        got.set()
-        lock.release()
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    assert wait_until(registered(r, keys.lock_wake_queue(name), w), 5)
+    w = take_in_turn(r, make_client(), name)
     released = time.monotonic()
     b.release()
-    assert got.wait(5)
-    waiter.join(5)
-    return taken[0] - released
+    assert w.holds.wait(5)
+    w.released.wait(5)
+    return w.held_at[0] - released
 
 
 def test_a_release_that_reached_nobody_marks_its_idle_client(
@@ -59,18 +77,9 @@ def test_a_release_that_reached_nobody_marks_its_idle_client(
     a = make_client().lock(name)
     assert a.acquire()
     z = make_client()
-    done = threading.Event()
-
-    def once() -> None:
-        lock = z.lock(name)
-        assert lock.acquire(timeout=5)
-        lock.release()
-        done.set()
-
-    threading.Thread(target=once).start()
-    assert wait_until(registered(r, queue, z), 5)
+    z_turn = take_in_turn(r, z, name)
     a.release()
-    assert done.wait(5)
+    assert z_turn.released.wait(5)
     score = r.zscore(queue, z.client_id)
     assert score is None or score % 1 == 0.5, score  # not seen waiting since
     assert wait_of_the_next_waiter(make_client, r, name) < LOOK / 2
@@ -85,29 +94,13 @@ def test_a_marked_client_an_unlock_chose_stays_marked(
     a = make_client().lock(name)
     assert a.acquire()
     z, y = make_client(), make_client()
-    z_holds, z_go, y_done = threading.Event(), threading.Event(), threading.Event()
-
-    def z_once() -> None:
-        lock = z.lock(name)
-        assert lock.acquire(timeout=5)
-        z_holds.set()
-        assert z_go.wait(5)
-        lock.release()
-
-    def y_once() -> None:
-        lock = y.lock(name)
-        assert lock.acquire(timeout=5)
-        lock.release()
-        y_done.set()
-
-    threading.Thread(target=z_once).start()
-    assert wait_until(registered(r, queue, z), 5)
+    z_go = threading.Event()
+    z_turn = take_in_turn(r, z, name, z_go)
     a.release()
-    assert z_holds.wait(5)
-    threading.Thread(target=y_once).start()
-    assert wait_until(registered(r, queue, y), 5)
+    assert z_turn.holds.wait(5)
+    y_turn = take_in_turn(r, y, name)
     z_go.set()  # Z -> Y; Y releases with nobody waiting, and the unlock goes to Z
-    assert y_done.wait(5)
+    assert y_turn.released.wait(5)
     time.sleep(LOOK * 1.2)  # past Y's back-up look: only the queue decides
     score = r.zscore(queue, z.client_id)
     assert score is None or score % 1 == 0.5, score
