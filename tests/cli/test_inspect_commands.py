@@ -15,13 +15,20 @@ from tenure import keys
 
 from .runner import ENTRY, tenure_cmd
 
+LASTS = 600.0
+"""Seconds that what a test sets up lasts (leases, a waiter's wait, the clients'
+``watchdog_timeout``): longer than the test may run (pytest-timeout 120 s; on a loaded
+machine each CLI run can take seconds). So while the CLI looks nothing runs out, and no
+renewal pass (each ``watchdog_timeout / 3``) rewrites a waiter's entry or writes a
+client's registration."""
+
 
 def make_every_kind(client: tenure.Client, other: tenure.Client, r) -> dict[str, str]:
     """One name of every kind, each held or set; name -> expected kind."""
-    assert client.lock("k:lock").acquire(lease_time=60)
-    assert client.fenced_lock("k:fenced").acquire(lease_time=60)
-    assert client.read_write_lock("k:rw").read_lock().acquire(lease_time=60)
-    assert client.fair_lock("k:fair").acquire(lease_time=60)
+    assert client.lock("k:lock").acquire(lease_time=LASTS)
+    assert client.fenced_lock("k:fenced").acquire(lease_time=LASTS)
+    assert client.read_write_lock("k:rw").read_lock().acquire(lease_time=LASTS)
+    assert client.fair_lock("k:fair").acquire(lease_time=LASTS)
     # the layouts of docs/wire.md, written raw (the primitives may live on another branch)
     r.set("k:sem", 5)
     r.set("k:psem", 2)
@@ -40,11 +47,15 @@ def make_every_kind(client: tenure.Client, other: tenure.Client, r) -> dict[str,
 
 
 def test_status_and_list_for_every_kind(server, r, make_client):
-    client, other = make_client(), make_client()
+    client, other = make_client(watchdog_timeout=LASTS), make_client(watchdog_timeout=LASTS)
     expected = make_every_kind(client, other, r)
-    # a fair waiter in the queue, and a latch waiter (a raw subscriber)
-    waiter = spawn(lambda: other.fair_lock("k:fair").acquire(timeout=30))
-    assert wait_until(lambda: r.llen(keys.fair_queue_key("k:fair")) == 1)
+    # a fair waiter in the queue (it joins, then subscribes), and a latch waiter (a raw
+    # subscriber)
+    waiter = spawn(lambda: other.fair_lock("k:fair").acquire(timeout=LASTS))
+    queue = keys.fair_queue_key("k:fair")
+    assert wait_until(lambda: r.llen(queue) == 1)
+    channel = keys.fair_waiter_channel("k:fair", r.lindex(queue, 0).decode())
+    assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 1)
     sub = r.pubsub()
     sub.subscribe(keys.latch_channel("k:latch"))
     assert wait_until(lambda: r.pubsub_numsub(keys.latch_channel("k:latch"))[0][1] == 1)
@@ -109,7 +120,7 @@ def test_status_and_list_show_an_election(server, r, make_client):
     leading, waiting = leader_client.election("cron"), other.election("cron")
     term = leading.campaign("host-a:8080")
     queue = "{cron}:tenure_election_queue"
-    candidate = spawn(lambda: waiting.campaign("host-b:8080", timeout=30))
+    candidate = spawn(lambda: waiting.campaign("host-b:8080", timeout=LASTS))
     assert wait_until(lambda: r.llen(queue) == 1)
     try:
         done = tenure_cmd("status", "cron", "--json", url=server.url)
