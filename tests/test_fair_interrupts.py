@@ -20,6 +20,7 @@ import redis
 import tenure
 from support.signals import alarm_when_leaving, awaiting, cancel_twice_while_leaving
 from support.twins import async_wait_until, wait_until
+from tenure._concurrency import Spawner
 from tenure.core.fair import FairLockCore
 
 PAUSE = 1.5
@@ -233,5 +234,78 @@ def test_a_second_signal_while_leaving_the_channel_still_leaves_the_queue(
     assert got == ["alarm", "alarm"]  # both landed
     took = gone_after(r, core, left)
     assert took < 0.5, f"the entry left {took:.2f} s after the caller's exception"
+    assert not core._queued
+    holder.release()
+
+
+@pytest.mark.parametrize("where", ["as_it_is_dequeued", "as_its_background_flow_starts"])
+def test_a_second_signal_as_the_give_up_begins_or_goes_to_the_background_still_leaves(
+    make_client: Callable[..., tenure.Client], r: redis.Redis, where: str
+) -> None:
+    # A second SIGALRM at two places of the give-up that came before its call was answered
+    # or its background flow started, where no `try` of the give-up covered it: as the owner
+    # is taken out of the client's queued set (its handler runs at the next call, before the
+    # give-up is sent), and, the give-up timing out on a paused server, as the runner
+    # starts the background flow that leaves the queue. The clean-up, run again from the
+    # top, must still leave the queue: the entry goes within 0.5 s of the server answering.
+    holder = make_client().fair_lock("twice")
+    assert holder.acquire(lease_time=60)
+    client = make_client(socket_timeout=0.5)
+    waiter = client.fair_lock("twice")
+    core = waiter.core
+    assert isinstance(core, FairLockCore)
+    main = threading.main_thread().ident or 0
+    got: list[str] = []
+    answered: list[float] = []
+    dequeued = FairLockCore._dequeued.__code__
+    spawn = Spawner.spawn.__code__
+    leaving = FairLockCore._give_up_later.__code__
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append("alarm")
+        raise Alarm("alarm")
+
+    def second_at_dequeue(frame: Any, event: str, arg: Any) -> Any:
+        if event == "return" and arg is True and got == ["alarm"]:
+            got.append("sent")
+            signal.pthread_kill(main, signal.SIGALRM)  # handled at the next call
+        return second_at_dequeue
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code is dequeued and where == "as_it_is_dequeued":
+            return second_at_dequeue
+        if (
+            code is spawn
+            and where == "as_its_background_flow_starts"
+            and got == ["alarm"]
+            and any(getattr(a, "gi_code", None) is leaving for a in frame.f_locals["args"])
+        ):
+            got.append("sent")
+            signal.pthread_kill(main, signal.SIGALRM)  # handled as spawn() begins
+        return None
+
+    def interrupt_when_parked() -> None:
+        assert wait_until(lambda: sleeping(client, core, threading.main_thread()), 5, 0.005)
+        if where == "as_its_background_flow_starts":
+            answered.append(pause(r))  # the give-up hangs to the socket timeout, 0.5 s
+        signal.pthread_kill(main, signal.SIGALRM)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    sys.settrace(tracer)
+    try:
+        interrupter = threading.Thread(target=interrupt_when_parked)
+        interrupter.start()
+        with pytest.raises(Alarm):
+            waiter.acquire(timeout=30)
+        interrupter.join(5)
+    finally:
+        sys.settrace(None)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == ["alarm", "sent", "alarm"]  # both landed, the second where meant
+    start = answered[0] if answered else time.monotonic()
+    time.sleep(max(0.0, start - time.monotonic()))
+    took = gone_after(r, core, start)
+    assert took < 0.5, f"the entry left {took:.2f} s after the server answered"
     assert not core._queued
     holder.release()

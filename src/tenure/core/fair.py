@@ -166,6 +166,11 @@ class FairLockCore(LockCore):
         self._mutex = threading.Lock()
         self._queued: set[str] = set()
         """Owners that may be queued on the server."""
+        self._giving_up: dict[str, Flow[None] | None] = {}
+        """Owners whose give-up began (taken out of ``_queued``) and was neither answered
+        nor handed to the background (then its background flow): a clean-up run again
+        after a signal handler raised in it (between bytecodes: as the owner was taken
+        out, say) gives up all the same."""
         self._joined: set[str] = set()
         """Owners an attempt found queued: their next attempts check only their turn."""
         self._looked: set[str] = set()
@@ -190,8 +195,10 @@ class FairLockCore(LockCore):
         except GeneratorExit:
             raise
         except BaseException:
-            if self._dequeued(owner):
-                yield from self._leave_later(owner, time.monotonic())
+            if self._dequeued(owner, leaving=True):  # queued, or its give-up cut short
+                later = self._giving_up.get(owner) or self._later(owner, time.monotonic())
+                yield Background(later)
+                self._giving_up.pop(owner, None)
             raise
 
     def entry_ms(self) -> int:
@@ -218,6 +225,7 @@ class FairLockCore(LockCore):
             with self._mutex:
                 new = owner not in self._queued
                 self._queued.add(owner)
+                self._giving_up.pop(owner, None)  # queued anew: its entry is its own
                 if owner in self._joined:
                     entry = QUEUED
                 elif owner in self._looked:
@@ -289,14 +297,20 @@ class FairLockCore(LockCore):
         with self._mutex:
             self._woke.add(owner)
 
-    def _dequeued(self, owner: str) -> bool:
-        """Forget that ``owner`` may be queued; True if it may have been."""
+    def _dequeued(self, owner: str, leaving: bool = False) -> bool:
+        """Forget that ``owner`` may be queued; True if it may have been. ``leaving``: for
+        its give-up, which is recorded in ``_giving_up`` (before the owner leaves
+        ``_queued``: a handler may raise after any call here), and True again while that
+        give-up is recorded (a clean-up run again after an interrupt)."""
         with self._mutex:
             self._joined.discard(owner)
             self._looked.discard(owner)
-            if owner not in self._queued:
+            if owner in self._queued:
+                if leaving:
+                    self._giving_up.setdefault(owner, None)
+                self._queued.discard(owner)
+            elif not (leaving and owner in self._giving_up):
                 return False
-            self._queued.discard(owner)
         self.ctx.holds.waiters.remove(self, owner)
         return True
 
@@ -312,22 +326,45 @@ class FairLockCore(LockCore):
         server does not answer, or the caller is cancelled or a signal handler raises while
         it is on its way: a second interrupt in an acquire's clean-up), the entry would hold
         the queue up until it runs out: it is left in the background, and the caller gets
-        its exception."""
-        if not self._dequeued(owner):
-            return
-        sent = time.monotonic()
-        try:
-            yield self.give_up_call(owner)
-        except (GeneratorExit, LockKindError, ServerError):  # the server answered (or closed)
-            raise
-        except BaseException:
-            yield from self._leave_later(owner, sent)
-            raise
+        its exception.
 
-    def _leave_later(self, owner: str, sent: float) -> Flow[None]:
-        """Hand leaving the queue to the background, after a give-up sent at ``sent``
+        Idempotent, for a clean-up run again from the top after an interrupt: from the
+        owner's removal from ``_queued`` until the give-up was answered or handed to the
+        background, a handler raising anywhere (before it was sent, or as the background
+        flow was being started) leaves the owner in ``_giving_up``, and the next run
+        leaves in the background: the same flow yielded again (the runner starts a flow
+        once), or a new one that tries at once. Not the call again in the caller's thread:
+        after a second interrupt the clean-up does no more blocking I/O than it must."""
+        again = owner in self._giving_up  # a give-up begun before and cut short
+        if not self._dequeued(owner, leaving=True):
+            return
+        later = self._giving_up.get(owner)
+        if later is None and again:
+            # A start one pause back: its first attempt goes at once.
+            start = time.monotonic() - GIVE_UP_PAUSE[0]
+            later = self._giving_up[owner] = self._later(owner, start)
+        if later is None:
+            sent = time.monotonic()
+            try:
+                yield self.give_up_call(owner)
+            except (LockKindError, ServerError):  # the server answered
+                self._giving_up.pop(owner, None)
+                raise
+            except GeneratorExit:
+                raise
+            except BaseException:
+                later = self._giving_up[owner] = self._later(owner, sent)
+                yield Background(later)
+                self._giving_up.pop(owner, None)
+                raise
+        else:
+            yield Background(later)
+        self._giving_up.pop(owner, None)
+
+    def _later(self, owner: str, sent: float) -> Flow[None]:
+        """The background flow that leaves the queue after a give-up sent at ``sent``
         failed or was interrupted: `_give_up_later()` until the entry surely ran out."""
-        yield Background(self._give_up_later(owner, sent + self.entry_ms() / 1000, sent))
+        return self._give_up_later(owner, sent + self.entry_ms() / 1000, sent)
 
     def reconcile(self, owner: str, release: bool = False, sent: bool = True) -> Flow[None]:
         """After an acquire whose outcome is unknown (its reply lost: timeout, cancellation,
@@ -350,7 +387,7 @@ class FairLockCore(LockCore):
         except LockKindError:  # another kind's keys: nothing of ours to leave
             pass
         except BackendError:
-            yield from self._leave_later(owner, leaving)
+            yield Background(self._later(owner, leaving))
         finally:
             self.ctx.reconciling.discard(pending)
 
