@@ -17,6 +17,24 @@ from support.servers import Server, binaries, start_servers, stop_servers
 KINDS = binaries()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The signal tests (test_*interrupt*.py, test_signal*.py) run under pytest-timeout's
+    thread method. Its default, the signal method, is one SIGALRM timer: these tests put
+    their own SIGALRM handler in its place (which takes its one alarm: a retried clean-up
+    then blocks on) or set and cancel the process's one ITIMER_REAL, and a wait no handler
+    can cut short (a thread waiting to take back a mutex held elsewhere) never lets it run.
+    The thread method's own thread dumps every thread's stack at the timeout and ends the
+    run: a hang is bounded whatever the test did with signals."""
+    for item in items:
+        name = item.path.name
+        if "interrupt" in name or name.startswith("test_signal"):
+            marker = item.get_closest_marker("timeout")
+            seconds = marker.args[0] if marker is not None and marker.args else None
+            if marker is not None and seconds is None:
+                seconds = marker.kwargs.get("timeout")
+            item.add_marker(pytest.mark.timeout(seconds, method="thread"), append=False)
+
+
 @pytest.fixture(scope="session", params=[k for k, _ in KINDS])
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     binary = dict(KINDS)[request.param]
