@@ -12,10 +12,16 @@ from redis.retry import Retry
 from tenure._redis import backend_error, resolve_redis
 from tenure.core.args import bind_callback
 from tenure.core.context import Context
-from tenure.core.effects import Call, Command, Drain, Subscribe, Unsubscribe
+from tenure.core.effects import Call, Command, Drain, Sleep, Subscribe, Unsubscribe
 from tenure.core.lock import LockCore, lease_from_pttl
 from tenure.core.options import check_replicas, check_timeouts, make_context, replica_wait
-from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError
+from tenure.errors import (
+    BackendError,
+    LockLostError,
+    NotOwnedError,
+    ReplicationError,
+    ServerError,
+)
 
 from .conftest import new_context
 from .scripted import drive, fails
@@ -214,8 +220,67 @@ def test_release_failing_with_a_backend_error_leaves_the_hold_forgotten(
     take(lock, owner)
     run = fails(lock.release(owner), [(REL, BackendError("timeout"))])
     assert type(run.error) is BackendError
-    assert ctx.holds.get("l", owner) is None  # it expires with its lease on the server
+    assert ctx.holds.get("l", owner) is None  # never renewed again
     assert not lock.is_lost(owner)
+
+
+GUARDED = "lock_release+guard"
+
+
+def test_a_release_failing_with_a_backend_error_is_finished_in_the_background(
+    ctx: Context, owner: str
+) -> None:
+    """The caller gets the BackendError; a background reconcile releases what the server
+    still holds beyond the holds recorded (none), behind the guard, once it answers: the
+    lock no longer stays held to its lease end (30 s)."""
+    lock = LockCore(ctx, "l")
+    take(lock, owner)
+    error = BackendError("timeout")
+    run = fails(lock.release(owner), [(REL, error)])
+    assert run.error is error
+    (background,) = run.extra
+    assert ("l", owner) in ctx.reconciling  # the owner's next acquire waits for it
+    finish = drive(
+        background.flow,
+        [
+            (GUARDED, BackendError("still down")),  # retried after a pause
+            (GUARDED, 1),  # the release had not run: the lock freed now
+            (GUARDED, None),  # nothing beyond the 0 holds recorded
+            (GUARDED, None),  # nor a moment later (a script queued on the old connection)
+        ],
+    )
+    assert finish.effects[0].args[-2:] == [owner, 0]  # field, recorded count
+    assert [s.seconds for s in finish.of(Sleep)] == [0.05, 0.1]
+    assert ("l", owner) not in ctx.reconciling
+
+
+def test_a_reentrant_release_failing_with_a_backend_error_takes_off_no_second_hold(
+    ctx: Context, owner: str
+) -> None:
+    """Two holds, the release's reply lost (it ran): the guard finds the server at the one
+    hold recorded, and the background takes off nothing more."""
+    lock = LockCore(ctx, "l")
+    take(lock, owner)
+    take(lock, owner)
+    run = fails(lock.release(owner), [(REL, BackendError("timeout"))])
+    (background,) = run.extra
+    finish = drive(background.flow, [(GUARDED, None), (GUARDED, None)])
+    assert finish.effects[0].args[-2:] == [owner, 1]
+    hold = ctx.holds.get("l", owner)
+    assert hold is not None
+    assert len(hold.leases) == 1  # still held, still renewed
+
+
+def test_a_release_the_server_refused_is_not_retried(ctx: Context, owner: str) -> None:
+    """A ServerError (an ACL, a script error): the guarded release would be refused alike.
+    The caller gets it and the hold expires with its lease."""
+    lock = LockCore(ctx, "l")
+    take(lock, owner)
+    run = fails(lock.release(owner), [(REL, ServerError("NOPERM"))])
+    assert type(run.error) is ServerError
+    assert run.extra == []
+    assert ctx.holds.get("l", owner) is None
+    assert not ctx.reconciling
 
 
 @pytest.mark.parametrize(("reply", "left"), [(0, [None]), (1, None)])

@@ -382,10 +382,13 @@ class LockCore:
                     settled += 1
                     if settled < enough:
                         yield Sleep(RECONCILE_RECHECK)
-                elif release:
-                    log.info("lock %r: finished a release by %s cut short", self.name, owner)
                 else:
-                    log.warning("lock %r: undid a grant to %s with a lost reply", self.name, owner)
+                    if release:
+                        log.info("lock %r: finished a release by %s cut short", self.name, owner)
+                    else:
+                        log.warning(
+                            "lock %r: undid a grant to %s with a lost reply", self.name, owner
+                        )
                     freed = int(reply)
                     if (freed >= 2 or freed == WOKE_SELF) and self.ctx.hears(self.channel):
                         yield Drain(self.channel)  # our own unlock: as release() reads it
@@ -791,7 +794,7 @@ class LockCore:
             recorded = self._recorded(owner)
             field = self.field(owner)
             # Forget the hold first: the watchdog must not renew it or take its deletion for
-            # a loss. If the script then fails, the server's hold expires with its lease.
+            # a loss. If the script then fails, the release is finished in the background.
             hold = self.ctx.holds.pop(self.key, field)
             if hold is None and (
                 owner in self._lost_unreported or self.ctx.holds.loss_at_release(self.key, field)
@@ -814,15 +817,21 @@ class LockCore:
         except ReplicationError as error:  # the release took effect on the primary
             self.released(owner, hold, error.reply)
             raise
-        except (GeneratorExit, BackendError, ServerError, LockError):
-            raise  # the caller's to handle: the hold expires with its lease
+        except (GeneratorExit, ServerError, LockKindError, NotOwnedError):
+            # The server answered: a refusal that trying again cannot cure (the guarded
+            # release would be refused alike; the hold expires with its lease), or nothing
+            # was held. The caller's to handle.
+            raise
         except BaseException as error:
-            # Cancelled, or a signal handler raised, before the script went or while its
-            # reply was awaited: the caller meant to let the lock go, and nobody renews
-            # the hold (it left the table). Finish it in the background rather than leave
-            # the lock held to its lease end (reviewer R3, F3): the hold left the table
-            # unless the interrupt came first, and the reconcile releases on the server
-            # whatever is beyond the holds still recorded.
+            # A BackendError (a timeout, a dropped connection, the server away: the script
+            # may have run, or may yet run, or never went), or cancelled, or a signal
+            # handler raised, before the script went or while its reply was awaited: the
+            # caller meant to let the lock go, and nobody renews the hold (it left the
+            # table). Finish it in the background rather than leave the lock held to its
+            # lease end (reviewer R3, F3; R4): the hold left the table unless the interrupt
+            # came first, and the reconcile releases on the server whatever is beyond the
+            # holds still recorded (`_reconcile_guard.lua`: a release that ran, its reply
+            # lost, takes off no second hold). The caller still gets its error.
             # Run again from the top when a second interrupt lands in it (as an acquire's).
             second: BaseException | None = None
             tries = 0

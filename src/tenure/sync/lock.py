@@ -119,8 +119,13 @@ class Lock(LockContext):
                 (also reported through ``lost`` and ``on_lost``). A loss the client already
                 saw, on the server or on its own clock, raises with no I/O.
             NotOwnedError: the caller holds no hold on this lock.
-            BackendError: the server failed; the hold is given up here and expires with
-                its lease on the server.
+            BackendError: the server failed or did not answer within the socket timeout;
+                the release may or may not have run. The hold is given up here all the
+                same, and the client finishes the release in the background as soon as the
+                server answers (a cancelled or interrupted release too): it takes off the
+                holds beyond those the caller still has, never one more.
+            ServerError: the server refused the script (an ACL, a script error); the hold
+                is given up here and expires with its lease on the server.
         """
         runner, owner = self.runner, self.runner.owner()
         return runner.release(self, owner, self.core.release(owner))

@@ -1,0 +1,183 @@
+# Releases failing with a BackendError (asyncio source of tests/_sync/test_lock_release_errors.py).
+"""A release that fails with a BackendError (a timeout, a dropped connection) on a real server:
+the caller gets the error, and the release is finished in the background once the server
+answers, taking off the holds beyond those the caller still has and never one more
+(docs/internals.md, "Cancellation and interruption").
+
+Before, the hold had left the client's table (nobody renewed it) and every other waiter
+waited out its whole lease (30 s). The caller is a task here and a thread in the generated
+sync twin (tests/_sync)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import tenure
+from support.proxy import Proxy
+from support.twins import async_spawn, async_wait_until
+
+KINDS = ["lock", "fair_lock"]
+SCRIPT_COMMANDS = {"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"}
+
+
+def make_lock(client, kind: str, name: str):
+    return getattr(client, kind)(name)
+
+
+def counts(r, name: str) -> list[int]:
+    """The hold counts of the lock hash ``name`` (one field per owner)."""
+    return [int(value) for value in r.hgetall(name).values()]
+
+
+def script_waiting(r) -> int | None:
+    """The id of a connection whose script waits on the paused server, if one does."""
+    mine = r.client_id()
+    for entry in r.client_list():
+        if int(entry["id"]) != mine and entry.get("cmd") in SCRIPT_COMMANDS:
+            return int(entry["id"])
+    return None
+
+
+async def kill_the_waiting_script(r) -> bool:
+    """Kill the connection whose script waits on the paused server (CLIENT KILL)."""
+    assert await async_wait_until(lambda: script_waiting(r) is not None, 2.0)
+    victim = script_waiting(r)
+    assert victim is not None
+    return bool(r.client_kill_filter(_id=victim))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_release_that_timed_out_lets_the_lock_go_once_the_server_answers(
+    async_make_client, r, kind
+):
+    """The server paused longer than the holder's socket timeout: release raises
+    BackendError, and another client acquires within a moment of the pause's end, not at
+    the lease's end (30 s)."""
+    holder = async_make_client(socket_timeout=0.3)
+    other = async_make_client()
+    lock = make_lock(holder, kind, "timed-out-release")
+    waiter = make_lock(other, kind, "timed-out-release")
+    assert await lock.acquire()
+    assert not await waiter.acquire(blocking=False)  # its connection made
+    r.execute_command("CLIENT", "PAUSE", 1000, "ALL")
+    pause_end = time.monotonic() + 1.0
+    with pytest.raises(tenure.BackendError):
+        await lock.release()
+    assert time.monotonic() < pause_end  # it failed while the server was paused
+    acquired = await waiter.acquire(timeout=5)
+    waited = time.monotonic() - pause_end
+    print(f"{kind}: acquired {waited:.3f} s after the pause ended")
+    assert acquired, f"still held, pttl {r.pttl('timed-out-release')} ms"
+    assert waited < 1.0
+    await waiter.release()
+    assert not r.exists("timed-out-release")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("holds", [1, 2])
+async def test_a_release_whose_connection_dropped_takes_off_exactly_one_hold(
+    async_make_client, r, kind, holds
+):
+    """The release's script waits on a server paused for writes and its connection is
+    killed (CLIENT KILL): the script never runs, release raises BackendError, and the
+    background finishes it once the server answers. With 2 holds, one goes and the owner
+    still holds the lock (count 1): never freed under it."""
+    holder = async_make_client()
+    other = async_make_client()
+    lock = make_lock(holder, kind, "dropped-release")
+    waiter = make_lock(other, kind, "dropped-release")
+    for _ in range(holds):
+        assert await lock.acquire()
+    assert counts(r, "dropped-release") == [holds]
+    r.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
+    try:
+        killer = async_spawn(kill_the_waiting_script, r)
+        with pytest.raises(tenure.BackendError):
+            await lock.release()  # by the owner: this task (thread)
+        assert await killer.result(5)
+    finally:
+        r.execute_command("CLIENT", "UNPAUSE")
+    unpaused = time.monotonic()
+    if holds == 1:
+        acquired = await waiter.acquire(timeout=5)
+        waited = time.monotonic() - unpaused
+        print(f"{kind}: acquired {waited:.3f} s after the server answered again")
+        assert acquired, f"still held, pttl {r.pttl('dropped-release')} ms"
+        assert waited < 1.0
+        await waiter.release()
+        return
+    assert await async_wait_until(lambda: counts(r, "dropped-release") == [1], 2.0), counts(
+        r, "dropped-release"
+    )
+    print(f"{kind}: one hold taken off {time.monotonic() - unpaused:.3f} s after unpause")
+    # The reconcile has settled (its recheck too): the owner's next call waits for it.
+    assert await lock.hold_count() == 1
+    assert counts(r, "dropped-release") == [1]  # never one too many
+    assert not await waiter.acquire(blocking=False)
+    await lock.release()
+    assert await waiter.acquire(timeout=2)
+    await waiter.release()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_reentrant_release_that_timed_out_takes_off_one_hold(async_make_client, r, kind):
+    """Count 2, the server paused past the socket timeout (the client drops the connection,
+    the paused script never runs): once the pause ends, one hold goes and the owner still
+    holds the lock with count 1, renewed."""
+    holder = async_make_client(socket_timeout=0.3)
+    lock = make_lock(holder, kind, "timed-out-twice")
+    assert await lock.acquire()
+    assert await lock.acquire()
+    r.execute_command("CLIENT", "PAUSE", 800, "ALL")
+    pause_end = time.monotonic() + 0.8
+    with pytest.raises(tenure.BackendError):
+        await lock.release()
+    assert await async_wait_until(lambda: counts(r, "timed-out-twice") == [1], 3.0), counts(
+        r, "timed-out-twice"
+    )
+    print(f"{kind}: one hold taken off {time.monotonic() - pause_end:.3f} s after the pause")
+    assert await lock.hold_count() == 1
+    assert await lock.owned()
+    assert counts(r, "timed-out-twice") == [1]  # never one too many
+    await lock.release()
+    assert not r.exists("timed-out-twice")
+
+
+@pytest.fixture
+def proxy(server):
+    p = Proxy(server.port)
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_reentrant_release_whose_reply_was_lost_takes_off_no_second_hold(
+    proxy, r, kind
+):
+    """Count 2, the release's script runs but its reply is held (a TCP proxy) past the
+    socket timeout: BackendError, with the server already at the count the owner has (1).
+    The background finds that out (`_reconcile_guard.lua`) and takes off nothing more: the
+    lock stays the owner's."""
+    holder = tenure.AsyncClient(proxy.url, socket_timeout=0.3)
+    try:
+        lock = make_lock(holder, kind, "lost-reply")
+        assert await lock.acquire()
+        assert await lock.acquire()
+        await lock.release()  # the release script now cached: no NOSCRIPT round trip
+        assert await lock.acquire()
+        proxy.hold_replies()
+        with pytest.raises(tenure.BackendError):
+            await lock.release()
+        assert counts(r, "lost-reply") == [1]  # the script ran
+        proxy.thaw()
+        assert await async_wait_until(lambda: not holder._runner.ctx.reconciling, 2.0)
+        assert counts(r, "lost-reply") == [1]  # and nothing more was taken off
+        assert await lock.hold_count() == 1
+        assert await lock.owned()
+        await lock.release()
+        assert not r.exists("lost-reply")
+    finally:
+        proxy.thaw()
+        await holder.close()
