@@ -82,9 +82,9 @@ def raw_handoff(url: str, name: str) -> Participant:
     sent with bare redis-py, and a waiter that reads its own pub/sub socket (no reader thread,
     hold table or watchdog). A release that woke another client's waiter lets it take the
     lock (as tenure's does): the releaser's next acquire waits for the next unlock, or for
-    tenure's grace. One participant is one client, subscribed for the whole run (as tenure's
-    lingering subscription is under contention)."""
-    from tenure.core.lock import YIELD_GRACE  # imported here: an older tenure lacks the floors
+    tenure's yield (adapted to the turn as tenure's is). One participant is one client,
+    subscribed for the whole run (as tenure's lingering subscription is under contention)."""
+    from tenure.core.yielding import Yields  # imported here: an older tenure lacks it
 
     queue = keys.lock_wake_queue(name)
     r = redis.Redis.from_url(url)
@@ -96,6 +96,7 @@ def raw_handoff(url: str, name: str) -> Participant:
     sub.subscribe(channel)
     owner = f"{uuid.uuid4()}:1"
     yielding = [False]
+    yields = Yields()  # tenure's yield, adapted to the turn as tenure's is
 
     def unlock(seconds: float) -> bool:
         """Wait up to ``seconds`` for one unlock message."""
@@ -106,19 +107,28 @@ def raw_handoff(url: str, name: str) -> Participant:
         return False
 
     def acquire() -> None:
-        if yielding[0]:
-            yielding[0] = False
-            unlock(YIELD_GRACE)
+        timed_out = False
+        grace = yields.left(name, time.monotonic()) if yielding[0] else 0.0
+        yielding[0] = False
+        if grace > 0:
+            timed_out = not unlock(grace)
         extra: list[int] = []
         while (ttl := r.evalsha(acquire_script.sha, 1, name, 30000, owner, *extra)) is not None:
+            if timed_out:
+                timed_out = False
+                yields.ended(name, held=True)
             extra = [1]  # a retry (lock_acquire.lua)
             unlock(ttl / 1000 if ttl > 0 else LEASE)
+        if timed_out:
+            yields.ended(name, held=False)
 
     def release() -> None:
         # Not registered in the wake queue: every unlock goes to the channel (Redisson's way).
         heard = r.evalsha(release_script.sha, 2, name, queue, "0", 30000, owner)
         unlock(LEASE)  # our own unlock, heard by our subscription
         yielding[0] = int(heard) > 2  # and another client's waiter's (a str: NUMSUB unsure)
+        if yielding[0]:
+            yields.start(name, time.monotonic())
 
     def close() -> None:
         sub.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 from tenure.core.holds import HoldTable, Identity
 from tenure.core.listening import Subscriptions
+from tenure.core.yielding import Yields
 
 log = logging.getLogger("tenure")
 
@@ -134,11 +135,10 @@ class Context:
         back to the recorded count (`tenure.core.lock.LockCore.reconcile()`)."""
         self.wake_checks = WakeChecks()
         """The back-up looks after this client's targeted unlocks, made by one flow."""
-        self.yields: dict[str, float] = {}
-        """Lock key -> monotonic time until which this client's next acquire of it yields to
-        the client its last release woke (`tenure.core.lock.YIELD_GRACE`): per client, not
-        per lock object, so that ``with client.lock(name):`` (a new object each time)
-        yields as a reused object does."""
+        self.yields = Yields()
+        """Per lock key, until when this client's next acquire of it yields to the client its
+        last release woke (`tenure.core.yielding`): per client, not per lock object, so that
+        ``with client.lock(name):`` (a new object each time) yields as a reused object does."""
 
     def deliver(self, callback: Callable[[], None], what: str) -> None:
         """Run user ``callback`` (an ``on_lost``) through `dispatch`; ``what`` names it
@@ -157,7 +157,7 @@ class Context:
         self.holds = HoldTable()
         self.reconciling = set()
         self.wake_checks = WakeChecks()  # the parent's flow is not running here
-        self.yields = {}
+        self.yields = Yields()
         self.subscriptions = Subscriptions()  # the parent's connections are not ours
         self.hears = self.subscriptions.hears
         return True

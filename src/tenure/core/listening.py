@@ -80,8 +80,8 @@ a round trip (4-6 ms measured on one host), instead of at the janitor's next swe
 `LINGER`) or the releaser's back-up look (0.1 s, core/lock.py WAKE_CHECK_GRACE). Each look
 costs the client 0.09-0.18 ms of CPU (a thread wake-up and a non-blocking read, measured):
 at most `LINGER` / `RELAY_POLL` = 100 looks, under 20 ms of CPU, per wait given up; 5 ms
-is above the releaser's 3 ms yield (core/lock.py YIELD_GRACE), under which a releaser taking
-the lock again covers the case anyway."""
+is above the releaser's shortest yield (3 ms, core/yielding.py YIELD_GRACE), under which a
+releaser taking the lock again covers the case anyway."""
 
 
 @dataclass(frozen=True, slots=True)

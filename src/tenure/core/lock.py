@@ -76,17 +76,6 @@ RECONCILE_WAIT = 1.5
 (the longest reconcile pause plus its recheck, with a margin); after it, BackendError."""
 RECONCILE_POLL = 0.01
 """Seconds between looks at a pending reconcile (only after an acquire that failed)."""
-YIELD_GRACE = 0.003
-"""Seconds a releaser whose unlock reached other clients' waiters lets them take the lock
-before its own next acquire tries (no barging: fairness without a queue). Kept per client
-and lock name (`tenure.core.context.Context.yields`). Not longer: the client woken may have
-no waiter left and pass the wake-up on only when it next reads its socket (docs/wire.md),
-and the lock would stay free meanwhile. (A yield that lasted to the releaser's turn when its
-subscription stayed quiet since its release cut a contended acquisition from 16.6 server
-commands to 13.0 with 8 processes, but made each such handoff wait for the back-up look.)"""
-YIELDS_KEPT = 256
-"""Entries of `tenure.core.context.Context.yields` above which a release first drops the
-ones over."""
 WAKE_CHECK_GRACE = 0.1
 """Seconds after an unlock that woke one other client alone (the wake queue) before the
 releasing client looks whether the lock is still free, and if so wakes the next client: the
@@ -564,12 +553,12 @@ class LockCore:
             now = time.monotonic()
             sent: float | None = now
             yielding = False
-            grace = self.ctx.yields.get(self.key, 0.0) - now
+            grace = self.ctx.yields.left(self.key, now)
             if grace > 0 and wait > 0 and self.ctx.holds.get(self.key, self.field(owner)) is None:
                 # Our last release woke other clients' waiters: let one of them take the
                 # lock rather than barge ahead of it; try once the grace ends or on unlock.
-                # (pop: another thread of this client may have taken it meanwhile.)
-                self.ctx.yields.pop(self.key, None)
+                # (taken: another thread of this client may have taken it meanwhile.)
+                self.ctx.yields.take(self.key, now)
                 ttl: int | None = max(1, int(grace * 1000))
                 sent, yielding = None, True
             else:
@@ -596,6 +585,7 @@ class LockCore:
                 fresh = yield subscribe
                 if subscribe.alias is not None:
                     self._registering[owner] = True
+                timed_out = False  # a yield that ended on its timer (not on an unlock)
                 if not self.recheck_after_subscribe(owner, ttl):
                     yield Wait(channel, wait_for(ttl, deadline))
                     # Woken (or timed out): the next attempt is due, fresh or not.
@@ -609,6 +599,9 @@ class LockCore:
                         )
                         in_flight = False
                         tried = True
+                        if timed_out:  # the next yield lasts longer if the lock was held
+                            timed_out = False
+                            self.ctx.yields.ended(self.key, held=ttl is not None)
                     fresh, sent = False, 0.0
                     if ttl is None or deadline.remaining() <= 0:
                         break
@@ -616,7 +609,8 @@ class LockCore:
                     # renewal message, perhaps read late, that moves it) is not its timer.
                     shared = self.shares_recheck and not yielding
                     patience = deadline.remaining() if shared else None
-                    yield Wait(channel, wait_for(ttl, deadline), patience)
+                    woke = yield Wait(channel, wait_for(ttl, deadline), patience)
+                    timed_out = yielding and not woke and deadline.remaining() > 0
                     yielding = False
             if not tried and ttl is not None:
                 # A yield took the whole wait (a tiny timeout): every acquire makes one
@@ -916,13 +910,7 @@ class LockCore:
             # (An unlock that reached nobody, 1, needs no look at the subscriptions.)
             others = freed - 1 - self.ctx.hears(self.channel) if freed >= 2 else 0
             if others > 0 or freed == WOKE_OTHER:
-                now, yields = time.monotonic(), self.ctx.yields
-                if len(yields) >= YIELDS_KEPT:  # one per lock name: drop the ones over
-                    # (a copy, taken at once: other threads of this client change it)
-                    for key, until in list(yields.items()):
-                        if until < now:
-                            yields.pop(key, None)
-                yields[self.key] = now + YIELD_GRACE
+                self.ctx.yields.start(self.key, time.monotonic())
 
     def not_owned(self, owner: str, hold: Hold | None) -> None:
         """Raise for a release the server refused: LockLostError if we held it, else NotOwned."""

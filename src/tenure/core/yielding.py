@@ -1,0 +1,82 @@
+"""A releaser's yield: how long a client whose unlock woke another client waits before its own
+next attempt at that lock (docs/internals.md, "Release"), adapted to what its last yield met.
+
+A Lock is not fair, but its releaser does not barge: the client it woke would else find the
+lock taken again, and be woken and refused for nothing. Its next acquire of that lock waits
+up to the yield for an unlock of its own (its turn), then tries. The right length is the
+lock's turn: how long the other clients' holds take before the releaser's comes round.
+
+- Too short, under contention: the yield ends before the turn, and the attempt that follows
+  is refused (the lock is held by the next client), then the waiter sleeps to its turn. With
+  8 processes on one lock and a 3 ms yield: 17.4 server commands and a third script per
+  acquisition, against 13.0 and two when the yield covers the turn (docs/benchmarks.md).
+- Too long, with idle clients: the client woken may have no waiter left (it passes the
+  wake-up on only when it next reads its socket, docs/wire.md), and the lock stays free until
+  the yield ends. With 8 processes resting up to 10 ms between holds, a fixed 20 ms yield
+  made 975 acquisitions/s against 1,164-1,221 with 3 ms.
+
+So each yield that ends on its timer tells the next one: an attempt refused (the lock was
+held: the turn is longer) doubles the length, up to `YIELD_LONGEST`; an attempt granted
+(the lock was free: the yield kept it idle) halves it, down to `YIELD_GRACE`. A yield ended
+by an unlock says nothing new. Kept per client and lock name.
+"""
+
+from __future__ import annotations
+
+YIELD_GRACE = 0.003
+"""Seconds: the shortest yield, and the first one. A woken client takes the lock within
+about a millisecond here; 3 ms covers its wake-up on a loaded machine."""
+YIELD_LONGEST = 0.024
+"""Seconds: the longest yield, the turn of about 30 processes on one lock on a 2-core
+machine. It bounds how long the lock may stay free when the client woken went idle
+(the back-up look, core/lock.py WAKE_CHECK_GRACE, comes later still)."""
+YIELDS_KEPT = 256
+"""Lock names above which a release first forgets those whose yield ended over
+`FORGET_AFTER` ago."""
+FORGET_AFTER = 1.0
+"""Seconds after a yield's end when its lock name may be forgotten (its length with it: a lock
+not contended for a second has no turn to go by)."""
+
+
+class Yields:
+    """One client's yields, per lock key: when its last release woke another client, and
+    the length its next yield will have. Shared by the client's threads or tasks; a race
+    between two of them only moves a length one step more or less."""
+
+    def __init__(self) -> None:
+        self._released: dict[str, float] = {}
+        self._length: dict[str, float] = {}
+
+    def start(self, key: str, now: float) -> None:
+        """A release of ``key`` at monotonic ``now`` woke another client: yield from now."""
+        released = self._released
+        if len(released) >= YIELDS_KEPT:
+            old = now - FORGET_AFTER
+            for name, at in list(released.items()):  # a copy: other threads change it
+                if at < old:
+                    released.pop(name, None)
+                    self._length.pop(name, None)
+        released[key] = now
+
+    def left(self, key: str, now: float) -> float:
+        """Seconds left of the yield on ``key`` at ``now`` (≤ 0: none). Only an acquire
+        within `YIELD_GRACE` of the release yields (a client taking the lock again at once,
+        whose turn the adapted length covers); one that comes later tries as any other."""
+        at = self._released.get(key)
+        if at is None or now - at >= YIELD_GRACE:
+            return 0.0
+        return at + self._length.get(key, YIELD_GRACE) - now
+
+    def take(self, key: str, now: float) -> None:
+        """An acquire of ``key`` yields from ``now``: the next one does not (unless a release
+        starts another yield)."""
+        self._released[key] = now - YIELD_GRACE
+
+    def ended(self, key: str, held: bool) -> None:
+        """A yield on ``key`` ended on its timer, and the attempt after it found the lock
+        ``held`` (refused) or free (granted): lengthen or shorten the next one."""
+        length = self._length.get(key, YIELD_GRACE)
+        if held:
+            self._length[key] = min(length * 2, YIELD_LONGEST)
+        elif length > YIELD_GRACE:
+            self._length[key] = max(length / 2, YIELD_GRACE)
