@@ -32,10 +32,10 @@ def counts(r, name: str) -> list[int]:
 
 
 def script_waiting(r) -> int | None:
-    """The id of a connection whose script waits on the paused server, if one does."""
-    mine = r.client_id()
+    """The id of a connection whose script waits on the paused server (flag ``b``: its
+    command postponed), if one does."""
     for entry in r.client_list():
-        if int(entry["id"]) != mine and entry.get("cmd") in SCRIPT_COMMANDS:
+        if entry.get("cmd") in SCRIPT_COMMANDS and "b" in entry["flags"]:
             return int(entry["id"])
     return None
 
@@ -181,3 +181,53 @@ def test_a_reentrant_release_whose_reply_was_lost_takes_off_no_second_hold(
     finally:
         proxy.thaw()
         holder.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_owners_next_release_waits_for_the_failed_one_to_be_finished(
+    make_client, r, kind
+):
+    """Count 2, the first release timed out on a paused server; the owner releases again at
+    once: that release waits for the background finishing the first one (instead of
+    racing it) and then succeeds, the lock free, no loss reported."""
+    holder = make_client(socket_timeout=0.3)
+    lock = make_lock(holder, kind, "released-twice")
+    assert lock.acquire()
+    assert lock.acquire()
+    r.execute_command("CLIENT", "PAUSE", 800, "ALL")
+    pause_end = time.monotonic() + 0.8
+    with pytest.raises(tenure.BackendError):
+        lock.release()
+    lock.release()  # during the pause: it waits, then releases
+    print(f"{kind}: the second release returned {time.monotonic() - pause_end:.3f} s after")
+    assert not r.exists("released-twice")
+    assert not lock.lost
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_release_that_waits_in_vain_for_the_failed_one_hands_its_hold_over(
+    make_client, r, kind
+):
+    """Count 2, both releases fail while the server stays paused (the second after waiting
+    for the background finishing the first): once the server answers, both holds go and
+    another client acquires within a moment."""
+    holder = make_client(socket_timeout=0.3)
+    other = make_client()
+    lock = make_lock(holder, kind, "handed-over")
+    waiter = make_lock(other, kind, "handed-over")
+    assert lock.acquire()
+    assert lock.acquire()
+    assert not waiter.acquire(blocking=False)  # its connection made
+    r.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+    pause_end = time.monotonic() + 3.0
+    with pytest.raises(tenure.BackendError):
+        lock.release()
+    with pytest.raises(tenure.BackendError):
+        lock.release()
+    assert time.monotonic() < pause_end
+    acquired = waiter.acquire(timeout=5)
+    waited = time.monotonic() - pause_end
+    print(f"{kind}: acquired {waited:.3f} s after the pause ended")
+    assert acquired, f"still held, pttl {r.pttl('handed-over')} ms"
+    assert waited < 1.0
+    waiter.release()

@@ -543,3 +543,68 @@ def test_resolve_redis_keeps_a_passed_in_client() -> None:
     assert resolve_redis(given, FakeRedis, FakePool, 5.0, 5.0) == (given, False, 1.5)
     with pytest.raises(TypeError, match="url_or_redis"):
         resolve_redis(42, FakeRedis, FakePool, 5.0, 5.0)
+
+
+def test_a_release_waits_for_the_background_finishing_an_earlier_one(
+    ctx: Context, owner: str
+) -> None:
+    """Two holds; the first release fails and is finished in the background, behind the
+    guard, at the one hold recorded. Had the owner's second release gone out meanwhile
+    (the table at 0), the background's next guarded release would take off that hold
+    too, and the second release, refused, would raise LockLostError and report a loss. It
+    sends nothing until the background ends, then its own release."""
+    lock = LockCore(ctx, "l")
+    take(lock, owner)
+    take(lock, owner)
+    first = fails(lock.release(owner), [(REL, BackendError("timeout"))])
+    (background,) = first.extra
+    reconcile = background.flow
+    undo = next(reconcile)
+    assert undo.args[-2:] == [owner, 1]
+    second = lock.release(owner)
+    assert isinstance(next(second), Sleep)  # waits, sends nothing
+    assert isinstance(reconcile.send(0), Call)  # the first release's hold taken off
+    assert isinstance(second.send(None), Sleep)
+    assert isinstance(reconcile.send(None), Sleep)  # nothing beyond 1: the recheck
+    check = reconcile.send(None)
+    assert check.args[-2:] == [owner, 1]
+    with pytest.raises(StopIteration):
+        reconcile.send(None)
+    assert not ctx.reconciling
+    release = second.send(None)
+    assert isinstance(release, Call)
+    assert release.args == ["0", 30000, owner]  # its own, unguarded
+    with pytest.raises(StopIteration):
+        second.send(1)
+    assert ctx.holds.get("l", owner) is None
+    assert not lock.is_lost(owner)
+
+
+def test_a_release_whose_wait_for_the_background_runs_out_hands_its_hold_over(
+    ctx: Context, owner: str
+) -> None:
+    """The server stays away: the second release raises BackendError after its wait, with
+    its hold off the table, and the pending background takes it off too, even when the
+    hand-over comes after the background's last guarded release was sent."""
+    lock = LockCore(ctx, "l")
+    take(lock, owner)
+    take(lock, owner)
+    first = fails(lock.release(owner), [(REL, BackendError("timeout"))])
+    (background,) = first.extra
+    reconcile = background.flow
+    assert next(reconcile).args[-2:] == [owner, 1]
+    assert isinstance(reconcile.send(None), Sleep)  # the server at 1 already: recheck
+    last = reconcile.send(None)
+    assert last.args[-2:] == [owner, 1]  # its last look, on its way
+    second = fails(lock.release(owner), [])
+    assert isinstance(second.error, BackendError)
+    assert "reconciled" in str(second.error)
+    assert second.calls() == []
+    assert second.extra == []  # no second background: the pending one takes it
+    assert ctx.holds.get("l", owner) is None
+    more = reconcile.send(None)  # the last look's nil: but a hold was handed over
+    assert more.args[-2:] == [owner, 0]
+    assert reconcile.send(1).args[-2:] == [owner, 0]  # freed; then nothing beyond 0
+    with pytest.raises(StopIteration):
+        reconcile.send(None)
+    assert not ctx.reconciling

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -76,6 +77,11 @@ RECONCILE_WAIT = 1.5
 (the longest reconcile pause plus its recheck, with a margin); after it, BackendError."""
 RECONCILE_POLL = 0.01
 """Seconds between looks at a pending reconcile (only after an acquire that failed)."""
+HANDOFF = threading.RLock()
+"""Held while a release hands its hold over to a pending reconcile of the same owner (takes
+it off the table and finds the reconcile still running), and while a reconcile makes its
+last read of the table and ends: the hold is then either seen by that read or given to a
+new reconcile, never to neither (a signal handler here may release again: reentrant)."""
 WAKE_CHECK_GRACE = 0.1
 """Seconds after an unlock that woke one other client alone (the wake queue) before the
 releasing client looks whether the lock is still free, and if so wakes the next client: the
@@ -307,12 +313,13 @@ class LockCore:
         Raises BackendError when it has not ended after `RECONCILE_WAIT` seconds (the
         server has not answered since the failed attempt)."""
         pending = (self.key, self.field(owner))
-        waited = 0.0
+        waited, deadline = 0.0, time.monotonic() + RECONCILE_WAIT
         while pending in self.ctx.reconciling:
-            if waited >= RECONCILE_WAIT:
+            # (Both: on a loaded machine the looks take longer than their pause.)
+            if waited >= RECONCILE_WAIT or time.monotonic() >= deadline:
                 raise BackendError(
-                    f"lock {self.name!r}: an earlier acquire by this owner failed and the "
-                    "server has not answered since (its outcome is being reconciled)"
+                    f"lock {self.name!r}: an earlier acquire or release by this owner failed "
+                    "and the server has not answered since (its outcome is being reconciled)"
                 )
             yield Sleep(RECONCILE_POLL)  # a fault path only: a short look, no event needed
             waited += RECONCILE_POLL
@@ -350,8 +357,18 @@ class LockCore:
         """
         pause = RECONCILE_PAUSE[0]
         settled, enough = 0, 2 if sent else 1
+        pending = (self.key, self.field(owner))
+        recorded = 0
         try:
-            while settled < enough:
+            while True:
+                if settled >= enough:
+                    with HANDOFF:
+                        if self._recorded(owner) >= recorded:
+                            self.ctx.reconciling.discard(pending)
+                            return
+                    # A release of this owner handed its hold over meanwhile (it waited for
+                    # this flow in vain, `release()`): take that one off too.
+                    settled = enough - 1
                 field = self.field(owner)
                 hold = self.ctx.holds.get(self.key, field)
                 recorded = len(hold.leases) if hold is not None else 0
@@ -384,7 +401,7 @@ class LockCore:
                     if freed in FREED_TARGETED:  # the back-up look, as after a release()
                         yield from arm_look(self)
         finally:
-            self.ctx.reconciling.discard((self.key, self.field(owner)))
+            self.ctx.reconciling.discard(pending)
 
     def granted(self, owner: str, lease: float | None) -> Hold:
         """Record a hold the server just granted to ``owner`` (its script went through
@@ -765,11 +782,16 @@ class LockCore:
         """The clean-up of a release an interrupt cut short: ``owner`` had ``recorded``
         holds when it began; ``sent``: its script may have gone. One leaves the hold table
         if it is still there (no I/O: never renewed again), then `_reconcile_later()`; its
-        return. Idempotent: run again when another interrupt lands in it."""
-        if recorded == 1:  # the whole entry (an interrupted pop may have left it empty)
-            self.ctx.holds.discard(self.key, self.field(owner))
-        while self._recorded(owner) >= recorded > 1:
-            self.ctx.holds.pop(self.key, self.field(owner))
+        return. Idempotent: run again when another interrupt lands in it. A reconcile of
+        ``owner`` still pending (an earlier release of it failed too) takes the hold off
+        in its stead."""
+        with HANDOFF:  # against the last read of a pending reconcile
+            if recorded == 1:  # the whole entry (an interrupted pop may have left it empty)
+                self.ctx.holds.discard(self.key, self.field(owner))
+            while self._recorded(owner) >= recorded > 1:
+                self.ctx.holds.pop(self.key, self.field(owner))
+            if (self.key, self.field(owner)) in self.ctx.reconciling:
+                return None  # it is still running: its next read takes this hold off too
         return (yield from self._reconcile_later(owner, release=True, sent=sent))
 
     def _give_up_quietly(self, owner: str) -> Flow[None]:
@@ -787,6 +809,13 @@ class LockCore:
             # (Every step in the try: an interrupt after any of them is seen below.)
             recorded = self._recorded(owner)
             field = self.field(owner)
+            if self.ctx.reconciling and (self.key, field) in self.ctx.reconciling:
+                # An earlier release (or acquire) of this owner is being finished in the
+                # background, behind the guard: it counts on the holds recorded, and this
+                # release would change them under it (one hold taken off twice, and a
+                # false loss reported here). Wait for it; if the server stays away, hand
+                # this hold over to it (below) and raise its BackendError.
+                yield from self.after_reconcile(owner)
             # Forget the hold first: the watchdog must not renew it or take its deletion for
             # a loss. If the script then fails, the release is finished in the background.
             hold = self.ctx.holds.pop(self.key, field)
