@@ -377,7 +377,12 @@ class FairLockCore(LockCore):
         pending = (self.key, self.field(owner))
         yield from super().reconcile(owner, release, sent)
         with self._mutex:
-            if owner in self._queued:
+            woke = owner in self._woke  # a release finished there freed it, woke the head
+            self._woke.discard(owner)
+        if woke:  # as `release()` does
+            yield from self.watch_turn(FIRST_LOOK)
+        with self._mutex:
+            if release or owner in self._queued:  # a holder is in no queue
                 return
         # Still reconciling: the owner's next acquire waits for the give-up to be sent.
         self.ctx.reconciling.add(pending)
