@@ -23,6 +23,8 @@ SCRIPT_COMMANDS = {"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"}
 
 
 def make_lock(client, kind: str, name: str):
+    if kind in ("read_lock", "write_lock"):
+        return getattr(client.read_write_lock(name), kind)()
     return getattr(client, kind)(name)
 
 
@@ -48,7 +50,7 @@ def kill_the_waiting_script(r) -> bool:
     return bool(r.client_kill_filter(_id=victim))
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [*KINDS, "fenced_lock", "write_lock", "read_lock"])
 def test_a_release_that_timed_out_lets_the_lock_go_once_the_server_answers(
     make_client, r, kind
 ):
@@ -58,7 +60,8 @@ def test_a_release_that_timed_out_lets_the_lock_go_once_the_server_answers(
     holder = make_client(socket_timeout=0.3)
     other = make_client()
     lock = make_lock(holder, kind, "timed-out-release")
-    waiter = make_lock(other, kind, "timed-out-release")
+    # (Readers share: a writer waits for the read hold.)
+    waiter = make_lock(other, "write_lock" if kind == "read_lock" else kind, "timed-out-release")
     assert lock.acquire()
     assert not waiter.acquire(blocking=False)  # its connection made
     r.execute_command("CLIENT", "PAUSE", 1000, "ALL")
