@@ -107,20 +107,18 @@ def raw_handoff(url: str, name: str) -> Participant:
         return False
 
     def acquire() -> None:
-        timed_out = False
         grace = yields.left(name, time.monotonic()) if yielding[0] else 0.0
         yielding[0] = False
-        if grace > 0:
-            timed_out = not unlock(grace)
+        woken = unlock(grace) if grace > 0 else None  # a yield, ended by an unlock or not
         extra: list[int] = []
         while (ttl := r.evalsha(acquire_script.sha, 1, name, 30000, owner, *extra)) is not None:
-            if timed_out:
-                timed_out = False
-                yields.ended(name, held=True)
+            if woken is not None:
+                yields.ended(name, True, woken)
+                woken = None
             extra = [1]  # a retry (lock_acquire.lua)
             unlock(ttl / 1000 if ttl > 0 else LEASE)
-        if timed_out:
-            yields.ended(name, held=False)
+        if woken is not None:
+            yields.ended(name, False, woken)
 
     def release() -> None:
         # Not registered in the wake queue: every unlock goes to the channel (Redisson's way).

@@ -10,7 +10,7 @@ import pytest
 from tenure.core.context import Context
 from tenure.core.effects import Subscribe, Unsubscribe, Wait
 from tenure.core.lock import LockCore
-from tenure.core.yielding import YIELD_GRACE, YIELD_LONGEST, YIELDS_KEPT, Yields
+from tenure.core.yielding import SKIPS_MOST, YIELD_GRACE, YIELD_LONGEST, YIELDS_KEPT, Yields
 
 from .scripted import Clock, Run, Step, drive
 
@@ -33,9 +33,52 @@ def test_the_length_doubles_on_a_refusal_and_halves_on_a_grant_within_its_bounds
     shorter = []
     for _ in range(5):
         yields.ended("l", held=False)
-        yields.start("l", 20.0)
-        shorter.append(round(yields.left("l", 20.0), 6))
+        shorter.append(round(next_yield(yields), 6))
     assert shorter == [4 * YIELD_GRACE, 2 * YIELD_GRACE, YIELD_GRACE, YIELD_GRACE, YIELD_GRACE]
+
+
+def next_yield(yields: Yields) -> float:
+    """The length of the next waking release's yield (skipped releases passed over)."""
+    for i in range(SKIPS_MOST + 1):
+        yields.start("l", 50.0 + i)
+        if (left := yields.left("l", 50.0 + i)) > 0:
+            return left
+    raise AssertionError("no release yielded")
+
+
+def yields_in(yields: Yields, releases: int) -> list[bool]:
+    """Which of ``releases`` waking releases in a row start a yield (none ends)."""
+    out = []
+    for i in range(releases):
+        yields.start("l", 100.0 + i)
+        out.append(yields.left("l", 100.0 + i) > 0)
+    return out
+
+
+def test_yields_that_find_the_lock_free_are_skipped_for_more_releases_each_time() -> None:
+    """The client woken is not taking the lock (paused, or a listener that never acquires):
+    after 1, 2, 3 such yields in a row the next 1, 3, 7 waking releases do not yield, up to
+    SKIPS_MOST; then one yields again (a probe)."""
+    yields = Yields()
+    skipped = []
+    for _ in range(8):
+        yields.ended("l", held=False)
+        pattern = yields_in(yields, SKIPS_MOST + 2)
+        skipped.append(pattern.index(True))
+        assert all(pattern[skipped[-1] :])  # without an end, every later release yields
+    assert skipped == [1, 3, 7, 15, 31, 63, 63, 63]
+    assert SKIPS_MOST == 63
+
+
+@pytest.mark.parametrize(("held", "woken"), [(True, False), (False, True), (True, True)])
+def test_a_yield_that_meets_the_client_woken_ends_the_skips(held: bool, woken: bool) -> None:
+    yields = Yields()
+    for _ in range(3):
+        yields.ended("l", held=False)
+    yields.ended("l", held=held, woken=woken)  # refused, or ended by an unlock
+    assert yields_in(yields, 2) == [True, True]
+    yields.ended("l", held=False)  # and the streak starts again from one
+    assert yields_in(yields, 3) == [False, True, True]
 
 
 def test_only_an_acquire_soon_after_the_release_yields_and_only_once() -> None:
@@ -91,8 +134,14 @@ def test_a_yield_that_ends_on_its_timer_sets_the_next_ones_length(
     assert run.result is True
     assert yielded(run, YIELD_GRACE)
     drive(lock.release(owner), [("lock_release", WOKE_OTHER)], clock=clock)
-    expected = 2 * YIELD_GRACE if held else YIELD_GRACE
-    assert ctx.yields.left("l", clock.now) == pytest.approx(expected)
+    if held:
+        assert ctx.yields.left("l", clock.now) == pytest.approx(2 * YIELD_GRACE)
+    else:  # the lock was free at the yield's end: the next waking release does not yield
+        assert ctx.yields.left("l", clock.now) <= 0
+        run = drive(lock.acquire(owner, True, None, None), [(ACQ, None)], clock=clock)
+        assert run.result is True
+        drive(lock.release(owner), [("lock_release", WOKE_OTHER)], clock=clock)
+        assert ctx.yields.left("l", clock.now) == pytest.approx(YIELD_GRACE)  # a probe
     if held:  # and a grant after the longer one's timer brings it back
         run = drive(
             lock.acquire(owner, True, None, None),
@@ -101,7 +150,10 @@ def test_a_yield_that_ends_on_its_timer_sets_the_next_ones_length(
         )
         assert yielded(run, 2 * YIELD_GRACE)
         drive(lock.release(owner), [("lock_release", WOKE_OTHER)], clock=clock)
-        assert ctx.yields.left("l", clock.now) == pytest.approx(YIELD_GRACE)
+        assert ctx.yields.left("l", clock.now) <= 0  # a release that does not yield, once
+        assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)], clock=clock).result
+        drive(lock.release(owner), [("lock_release", WOKE_OTHER)], clock=clock)
+        assert ctx.yields.left("l", clock.now) == pytest.approx(YIELD_GRACE)  # halved
 
 
 def test_a_yield_ended_by_an_unlock_leaves_the_length_as_it_was(

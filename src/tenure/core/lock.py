@@ -602,7 +602,7 @@ class LockCore:
                 fresh = yield subscribe
                 if subscribe.alias is not None:
                     self._registering[owner] = True
-                timed_out = False  # a yield that ended on its timer (not on an unlock)
+                yielded: bool | None = None  # a yield ended: by an unlock (True), its timer
                 if not self.recheck_after_subscribe(owner, ttl):
                     yield Wait(channel, wait_for(ttl, deadline))
                     # Woken (or timed out): the next attempt is due, fresh or not.
@@ -616,9 +616,9 @@ class LockCore:
                         )
                         in_flight = False
                         tried = True
-                        if timed_out:  # the next yield lasts longer if the lock was held
-                            timed_out = False
-                            self.ctx.yields.ended(self.key, held=ttl is not None)
+                        if yielded is not None:  # the next yield's length, or none
+                            self.ctx.yields.ended(self.key, ttl is not None, yielded)
+                            yielded = None
                     fresh, sent = False, 0.0
                     if ttl is None or deadline.remaining() <= 0:
                         break
@@ -627,7 +627,8 @@ class LockCore:
                     shared = self.shares_recheck and not yielding
                     patience = deadline.remaining() if shared else None
                     woke = yield Wait(channel, wait_for(ttl, deadline), patience)
-                    timed_out = yielding and not woke and deadline.remaining() > 0
+                    if yielding and deadline.remaining() > 0:
+                        yielded = bool(woke)
                     yielding = False
             if not tried and ttl is not None:
                 # A yield took the whole wait (a tiny timeout): every acquire makes one
