@@ -644,23 +644,29 @@ class PubSubLost(Exception):
         self.error = error
 
 
-async def async_read_push(conn: Any, timeout: float) -> Any:
-    """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
+async def async_read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
+    """Read the next reply on a pub/sub connection into ``into`` (appended, an error
+    reply as a ``ResponseError``: e.g. MOVED); False when nothing came within ``timeout``.
 
     A waiting task reads it (`tenure.aio.listener`): when that task is cancelled
     mid-reply, redis-py's parser keeps what it read for the next read, so the connection
-    shared by the other waiters is not dropped (the CancelledError goes on as it is).
+    shared by the other waiters is not dropped (the CancelledError goes on as it is). A
+    reply read is in ``into`` before the task awaits again: a cancellation after the read
+    loses no reply (docs/internals.md, "Signals").
 
     Raises:
-        ResponseError: the server answered a command with an error (e.g. MOVED).
         PubSubLost: the connection failed (a socket closed under a read fails in many ways).
     """
     try:
-        return await conn.read_response(timeout=timeout, disconnect_on_error=False)
-    except ResponseError:
-        raise
+        reply = await conn.read_response(timeout=timeout, disconnect_on_error=False)
+    except ResponseError as refused:
+        reply = refused
     except Exception as error:
         raise PubSubLost(error) from error
+    if reply is None:
+        return False
+    into.append(reply)
+    return True
 
 
 def async_connected(conn: Any) -> bool:
@@ -697,18 +703,22 @@ def torn(conn: Any) -> bool:
     return False
 
 
-def read_push(conn: Any, timeout: float) -> Any:
-    """The next reply on a pub/sub connection, or None when nothing came within ``timeout``.
+def read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
+    """Read the next reply on a pub/sub connection into ``into`` (appended, an error
+    reply as a ``ResponseError``: e.g. MOVED); False when nothing came within ``timeout``.
 
     A waiting thread reads it (`tenure.sync.listener`) and may get a signal whose
     handler raises. The wait for the socket is this function's own ``select``, outside
     redis-py: an exception raised there reaches the caller as it is, nothing read, the
     connection intact for the other waiters (redis-py would take an ``OSError``, such as a
     handler's ``TimeoutError``, for a broken connection, and drop it). Only a reply that
-    has begun to arrive is read through redis-py.
+    has begun to arrive is read through redis-py. A handler's exception leaves the reply
+    either unread (redis-py's parser rewound to its start: the next read finds it whole)
+    or in ``into``, never taken from the socket and lost: with redis-py's own parser, the
+    reply goes into ``into`` before its buffer lets the bytes go (docs/internals.md,
+    "Signals").
 
     Raises:
-        ResponseError: the server answered a command with an error (e.g. MOVED).
         PubSubLost: the connection failed.
     """
     sock = getattr(conn, "_sock", None)
@@ -717,30 +727,47 @@ def read_push(conn: Any, timeout: float) -> Any:
     # redis-py's own parser: a reply it has buffered already is read at once, else the
     # socket is waited on. (Its can_read(0) costs a failed non-blocking recv, an
     # exception and two settimeout calls on every read that has to wait.)
-    unread = getattr(getattr(getattr(conn, "_parser", None), "_buffer", None), "unread_bytes", None)
+    parser: Any = getattr(conn, "_parser", None)
+    buffer: Any = getattr(parser, "_buffer", None)
+    unread = getattr(buffer, "unread_bytes", None)
     if unread is not None:
         ready = unread() > 0
     else:  # hiredis's parser (its buffer a bytearray), or one reset under a loss
         try:
             ready = conn.can_read(timeout=0)  # a reply already buffered, or bytes waiting
         except ResponseError:
-            raise
+            ready = True  # the error reply is read below
         except Exception as error:
             _raise_handlers_own(error)
             raise PubSubLost(error) from error
     if not ready and not select.select([sock], [], [], max(timeout, 0.0))[0]:
-        return None
+        return False
     try:
-        # Not dropped on an error: a handler's exception in the middle of a reply leaves
-        # redis-py's parser rewound to the reply's start (hiredis: nothing fed), so the
-        # next read finds it whole; a real failure is PubSubLost, and the listener drops
-        # the connection itself.
-        return conn.read_response(disconnect_on_error=False)
-    except ResponseError:
-        raise
+        if unread is not None and hasattr(parser, "_read_response"):
+            # redis-py's parser's read_response() in two steps, the reply stored between
+            # them: it parses (a handler's exception rewinds the buffer to the reply's
+            # start), then lets the bytes read go. redis-py returns the reply only after
+            # that, and a handler raising as it returns would lose it.
+            start = buffer.get_pos()
+            try:
+                into.append(parser._read_response())
+            except BaseException:
+                buffer.rewind(start)
+                raise
+            buffer.purge()
+        else:
+            # Not dropped on an error: a handler's exception in the middle of a reply
+            # leaves redis-py's parser as it was (hiredis: nothing fed), so the next read
+            # finds it whole; a real failure is PubSubLost, and the listener drops the
+            # connection itself. (A handler raising as redis-py returns the reply loses it
+            # here: hiredis keeps no copy.)
+            into.append(conn.read_response(disconnect_on_error=False))
+    except ResponseError as refused:
+        into.append(refused)
     except Exception as error:
         _raise_handlers_own(error)
         raise PubSubLost(error) from error
+    return True
 
 
 def _raise_handlers_own(error: Exception) -> None:
