@@ -78,6 +78,9 @@ class Listener:
         """Notified when the reader lets go of the socket after `close()`."""
         self._spawner = Spawner("tenure-listener")
         self._janitor: Task | None = None
+        self._inbox: list[Any] = []
+        """The reply read from the socket that the table has not had yet (see
+        `_read_once()`)."""
 
     @property
     def down(self) -> bool:
@@ -363,18 +366,27 @@ class Listener:
     # ------------------------------------------------------ the reader's role
     def _read_once(self, seconds: float) -> bool:
         """Under the mutex, by the reader, connected: read one reply for up to ``seconds``
-        (the mutex let go meanwhile) and hand it to the table. True if a reply came."""
+        (the mutex let go meanwhile) and hand it to the table. True if a reply came.
+
+        The reply goes into `_inbox` as it is read and leaves it only once the table has
+        it: an interrupt landing once it is read (a signal handler's exception as the
+        mutex is taken back, a cancellation while the task waits for it) hands it on
+        first, then goes on to the caller. Lost, a SUBSCRIBE's confirmation would leave
+        every later waiter on that channel waiting for it in vain."""
+        if self._inbox:  # left by a reader a second interrupt cut short: the table first
+            self._hand_in()
+            return True
         plan = self._table.plan_read(seconds)  # lets no channel go: the janitor does
         unlocked = Unlocked(self._mutex)
         try:
             try:
                 with unlocked:
-                    reply = read_push(self._conn, plan.timeout)
+                    read_push(self._conn, plan.timeout, self._inbox)
             finally:
                 unlocked.retake()  # see Unlocked
-        except ResponseError as refused:  # MOVED for a slot this shard no longer owns
-            self._refused(refused)
-            return True
+            if self._inbox:
+                self._hand_in()
+                return True
         except PubSubLost as failure:
             if self._table.connected:
                 self._lost(failure.error)
@@ -383,25 +395,50 @@ class Listener:
             return False
         except BaseException as error:
             # The caller's own: cancelled, or a signal handler raised while it waited for
-            # the socket. It goes on to the caller as it is; the connection stays for the
-            # other waiters unless redis-py dropped it mid-reply.
+            # the socket or for the mutex. It goes on to the caller as it is, once the
+            # table has the reply read before it (a second interrupt meanwhile is held
+            # back, then raised in its place); the connection stays for the other
+            # waiters unless redis-py dropped it mid-reply.
+            interrupt = error
+            for _attempt in range(3):
+                try:
+                    if self._inbox:
+                        self._hand_in()
+                    break
+                except BaseException as again:
+                    interrupt = again
             if self._table.connected and not connected(self._conn):
-                self._lost(error, interrupted=True)  # make it again
-            raise
+                self._lost(interrupt, interrupted=True)  # make it again
+            if interrupt is error:
+                raise
+            raise interrupt from error
+        # Nothing within the timeout.
+        silence = self._table.silent()
+        if silence == "ping":
+            self._send("PING")
+        elif silence == "lost":
+            self._lost(ConnectionError("no answer to PING on the pub/sub connection"))
+        return False
+
+    def _hand_in(self) -> None:
+        """Under the mutex: the table gets the reply in `_inbox`, which keeps it until
+        the table has it (a handler raising once the table changed, before it is taken
+        out, may give the table a reply twice: a confirmation counts once, a message
+        wakes one more waiter)."""
+        reply = self._inbox[0]
         if not self._table.connected:  # given up while it read: the reply is not for now
-            return False
-        if reply is None:  # nothing within the timeout
-            silence = self._table.silent()
-            if silence == "ping":
-                self._send("PING")
-            elif silence == "lost":
-                self._lost(ConnectionError("no answer to PING on the pub/sub connection"))
-            return False
-        if isinstance(reply, list) and len(reply) >= 3:
-            self._notify(self._table.received(text(reply[0]), text(reply[1]), text(reply[2])))
+            self._inbox.clear()
+        elif isinstance(reply, ResponseError):  # MOVED for a slot this shard no longer owns
+            self._inbox.clear()
+            self._refused(reply)
+        elif isinstance(reply, list) and len(reply) >= 3:
+            kind, channel, payload = text(reply[0]), text(reply[1]), text(reply[2])
+            tickets = self._table.received(kind, channel, payload)
+            self._inbox.clear()
+            self._notify(tickets)
         else:
             self._table.other_reply()
-        return True
+            self._inbox.clear()
 
     def _connect(self) -> None:
         # Under the mutex, by the janitor holding the reader's role (the mutex let go
@@ -431,6 +468,7 @@ class Listener:
         # new subscriptions are confirmed) and when to connect again. ``interrupted``: the
         # reader's own cancellation or signal made redis-py drop the socket, which is not
         # the server's nor the network's doing: no connection loss to warn of.
+        self._inbox.clear()  # read from the socket given up: not for the new one
         if interrupted:
             log.debug("tenure pub/sub: an interrupt (%r) cut I/O short; reconnecting", error)
         elif not self._table.closed:
