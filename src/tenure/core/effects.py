@@ -8,6 +8,7 @@ throws the error into the flow so its cleanup can run. Redis errors arrive as
 
 from __future__ import annotations
 
+import enum
 import math
 import time
 from collections.abc import Callable, Collection, Generator, Sequence
@@ -46,7 +47,28 @@ class Call:
     waiting (cancelled, or a signal handler's exception) before the reply was handed
     over, the driver keeps the connection, reads the reply in the background and runs the
     flow ``settle(reply, True)`` returns, if any (``reply`` is the error instance when
-    none came). The hook must act once: a second call is a no-op."""
+    none came, `NOT_RUN` when the script surely did not run). The hook must act once: a
+    second call is a no-op.
+
+    The driver also notes each send: ``settle(SENDING, False)`` once the connection is up
+    and just before the script's bytes may go out (from then on it may run), and
+    ``settle(NOT_RUN, False)`` after a NOSCRIPT reply (that send did not run; the EVAL
+    that follows is noted as a send again). So a flow whose caller leaves knows whether
+    its script may have been sent (a plain Semaphore's release, which must never be sent
+    twice: `SemaphoreCore.release()`)."""
+
+
+class Note(enum.Enum):
+    """What a driver passes to `Call.settle` besides a reply."""
+
+    SENDING = "sending"
+    """The script's bytes may go out from now on."""
+    NOT_RUN = "not run"
+    """The script surely did not run (NOSCRIPT, or nothing was sent)."""
+
+
+SENDING = Note.SENDING
+NOT_RUN = Note.NOT_RUN
 
 
 @dataclass(frozen=True, slots=True)

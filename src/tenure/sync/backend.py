@@ -51,7 +51,7 @@ from tenure._redis import (
 )
 from tenure.sync.route import Route
 from tenure.core.context import Context
-from tenure.core.effects import Call, Command
+from tenure.core.effects import NOT_RUN, SENDING, Call, Command
 from tenure.core.options import check_replicas, replica_wait
 from tenure.scripts import sharded
 
@@ -117,9 +117,9 @@ class Backend:
         """Runs the flow a `Call.settle` returns (the runner sets it; None: no settling)."""
         self._settling = Spawner("tenure-settle")
         self._handed: dict[int, Any] = {}
-        """id(connection) -> the reply (`_UNREAD`: none yet) of a call with ``settle`` while
-        it is in flight: a caller that stops waiting meanwhile leaves the connection to
-        `_settle_later()` instead of dropping it with its reply."""
+        """id(connection) -> the reply (`_UNREAD`: none yet; `NOT_RUN`: not sent) of a call
+        with ``settle`` while it is in flight: a caller that stops waiting meanwhile leaves
+        the connection to `_settle_later()` instead of dropping it with its reply."""
 
     def _failed(self) -> None:
         self.suspect = True
@@ -394,14 +394,19 @@ class Backend:
         if reply is _UNREAD:
             try:
                 reply = conn.read_response(disconnect_on_error=False)
-            except NoScriptError as error:  # EVALSHA did not run: nothing to undo
-                reply = error
+            except NoScriptError:  # EVALSHA did not run: nothing to undo
+                reply = NOT_RUN
                 self._done(pool, conn)
             except BaseException as error:  # no reply (or not the whole script was sent)
                 reply = error
                 self._drop(pool, conn)
             else:
                 self._done(pool, conn)
+        elif reply is NOT_RUN:  # nothing sent (a connect perhaps cut short): no failure
+            try:
+                conn.disconnect()
+            finally:
+                pool.release(conn)
         else:  # the reply was read; a WAIT for replicas may still be unread
             self._drop(pool, conn)
         assert call.settle is not None
@@ -445,16 +450,31 @@ class Backend:
         and noted in `_handed` before it is taken off and ``call.settle(reply, False)``
         records it for the flow, with no call in between where a signal handler could
         run: so whatever the moment of an interrupt, exactly one of the flow and
-        `_settle_later()` undoes what the script did."""
+        `_settle_later()` undoes what the script did.
+
+        Each send is noted first (`Call.settle`: ``SENDING``, after the connection is up;
+        ``NOT_RUN`` after a NOSCRIPT reply), with `_handed` saying `NOT_RUN` until the
+        note is made: whatever the moment of an interrupt, the flow and `_settle_later()`
+        agree on whether the script may have been sent, and nothing is read for a script
+        that was not."""
         keys, handed, at = call.keys, self._handed, id(conn)
         assert call.settle is not None
-        handed[at] = _UNREAD
+        handed[at] = NOT_RUN
         try:
             try:
-                send_kept(conn, "EVALSHA", script.sha, len(keys), *keys, *call.args)
+                command = ("EVALSHA", script.sha, len(keys), *keys, *call.args)
+                conn.connect()  # a torn connection connects anew: nothing sent yet
+                call.settle(SENDING, False)
+                handed[at] = _UNREAD  # no call before the send: it may run from here on
+                send_kept(conn, *command)
                 kept = read_kept(conn)
             except NoScriptError:
-                send_kept(conn, "EVAL", script.source, len(keys), *keys, *call.args)
+                handed[at] = NOT_RUN  # the EVALSHA did not run, and the EVAL is not sent
+                command = ("EVAL", script.source, len(keys), *keys, *call.args)
+                call.settle(NOT_RUN, False)
+                call.settle(SENDING, False)
+                handed[at] = _UNREAD
+                send_kept(conn, *command)
                 kept = read_kept(conn)
         except RedisError:  # an error reply or a socket error: the flow gets it, as ever
             handed.pop(at, None)
