@@ -27,6 +27,10 @@ Rules (docs/internals.md, "Semaphores and latches"):
   script in flight when its caller is cancelled, tenure/_settle.py); a reply that never
   came (a timeout, a sync caller interrupted in flight) leaves the outcome unknown and
   nothing is given back (docs/primitives/semaphore.md).
+- A release cut short by an interrupt (cancelled, a signal handler's exception) is finished
+  in the background: an expirable permit's always (releasing an id is idempotent); a plain
+  Semaphore's only when its script surely was not sent (`SemaphoreCore._release`: a
+  release sent twice would add a permit never taken). The caller still gets the interrupt.
 """
 
 from __future__ import annotations
@@ -38,13 +42,15 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from tenure import keys, observe, scripts
 from tenure.core.args import check_lease, check_name, check_wait, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import (
     CLEAN_UP_TRIES,
+    NOT_RUN,
+    SENDING,
     WATCH_HOLDS,
     Background,
     Call,
@@ -57,7 +63,14 @@ from tenure.core.effects import (
 from tenure.core.holds import LossScope
 from tenure.core.parking import WAKE_ANY, WAKE_COUNT
 from tenure.core.waiting import subscribed
-from tenure.errors import BackendError, LockLostError, NotOwnedError, ReplicationError, ServerError
+from tenure.errors import (
+    BackendError,
+    LockError,
+    LockLostError,
+    NotOwnedError,
+    ReplicationError,
+    ServerError,
+)
 
 log = logging.getLogger("tenure")
 
@@ -262,7 +275,83 @@ class SemaphoreCore:
     def release(self, permits: object) -> Flow[None]:
         """Give ``permits`` permits back (anyone may: a Semaphore has no owner)."""
         n = check_count(permits, "permits", 1)
-        return self._none(Call(self.release_script, self.count_keys(), [n], changes=True))
+        return self._release(n)
+
+    def _release(self, permits: int) -> Flow[None]:
+        # A release cut short by an interrupt (asyncio cancellation, a signal handler's
+        # exception) must not lose the permits: nobody else would give them back (reviewer
+        # R5, S1). But the count has no owner to reconcile by, and a release sent twice
+        # adds permits that were never taken, which would let more callers in than the
+        # semaphore allows. So it is finished only by whoever knows it was not sent: the
+        # driver notes each send on the call (`Call.settle`: SENDING just before the
+        # script's bytes may go out, NOT_RUN after a NOSCRIPT reply). Interrupted before
+        # that note (in the flow, the runner, while a connection is made or reconnected):
+        # nothing went, and the flow sends it again in the background. Interrupted after
+        # it: the driver reads the reply in the background and the hook below sends it
+        # again only if that reply was NOSCRIPT (the EVAL fallback never went); no reply
+        # at all (a timeout, a dropped connection, the script's bytes perhaps cut short)
+        # leaves the outcome unknown, and then the permits are rather lost than doubled
+        # (logged at WARNING). tenure's own errors (BackendError...) are the caller's.
+        state = [NOT_RUN]  # NOT_RUN, then SENDING, then the reply: frozen once interrupted
+
+        def settle(reply: Any, left: bool) -> Flow[None] | None:
+            if not left:
+                state[0] = reply
+                return None
+            if state[0] is not SENDING:
+                return None  # not sent (the flow sends it again), or it ran
+            if reply is NOT_RUN:  # a NOSCRIPT read in the background: the EVAL never went
+                return self._finish_release(permits)
+            if isinstance(reply, BaseException):
+                log.warning(
+                    "semaphore %r: a release of %d permit(s) was interrupted and its reply "
+                    "never came (%s): it may not have run; not sent again (a release sent "
+                    "twice would add permits that were never taken)",
+                    self.name, permits, reply,
+                )
+            return None
+
+        try:
+            # (Every step in the try: an interrupt after any of them is seen below.)
+            yield Call(
+                self.release_script, self.count_keys(), [permits], changes=True, settle=settle
+            )
+        except (GeneratorExit, LockError):
+            raise  # tenure's own errors: the server answered, or the caller's to handle
+        except BaseException as error:
+            if state[0] is not NOT_RUN:
+                raise  # it may have been sent: the hook above decides, in the background
+            # Nothing was sent: send it in the background, once. A second interrupt must
+            # not stop it, wherever it lands: no call before the ``try`` (a signal handler
+            # runs after a call returns), the same flow yielded again (it runs once).
+            tries, back, late = 0, None, None
+            while tries < CLEAN_UP_TRIES:
+                try:
+                    tries += 1
+                    back = back or self._finish_release(permits)
+                    yield Background(back)
+                    break
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
+            raise
+
+    def _finish_release(self, permits: int) -> Flow[None]:
+        """Send a release its caller left before it went (errors are logged: it runs in the
+        background)."""
+        try:
+            yield Call(self.release_script, self.count_keys(), [permits], changes=True)
+        except ReplicationError:  # released on the primary
+            pass
+        except (BackendError, ServerError) as error:
+            log.warning(
+                "semaphore %r: finishing an interrupted release of %d permit(s) failed "
+                "(%s): they stay out",
+                self.name, permits, error,
+            )
 
 
 LostCallback = Callable[[str], None]
@@ -439,27 +528,65 @@ class PermitCore(SemaphoreCore):
                 error,
             )
 
+    def _finish_release_permit(self, permit: str) -> Flow[None]:
+        try:
+            yield self._release_call(permit)
+        except (BackendError, ServerError) as error:
+            log.warning(
+                "semaphore %r: finishing an interrupted release of permit %s failed (%s); "
+                "it expires with its lease",
+                self.name, permit, error,
+            )
+
     def _release_call(self, permit: str) -> Call:
         return Call(scripts.get("permit_release"), self.count_keys(), [permit], changes=True)
 
     def release_permit(self, permit_id: object) -> Flow[None]:
         """Give back ``permit_id``; raises NotOwnedError/LockLostError if it is not out."""
         permit = check_permit_id(permit_id)
-        return self._release_strict(permit)
-
-    def _release_strict(self, permit: str) -> Flow[None]:
-        yield from self._release_permit(permit, strict=True)
+        # The flow itself, in no generator of its own: an interrupt lands in its ``try``.
+        return cast("Flow[None]", self._release_permit(permit, strict=True))
 
     def try_release_permit(self, permit_id: object) -> Flow[bool]:
         permit = check_permit_id(permit_id)
-        return self._release_permit(permit, strict=False)
+        return cast("Flow[bool]", self._release_permit(permit, strict=False))
 
-    def _release_permit(self, permit: str, strict: bool) -> Flow[bool]:
-        # Forget it first: the watchdog must not renew it nor take its removal for a loss.
-        hold = self.ctx.holds.discard(self.timeout_key, permit)
-        reply = yield self._release_call(permit)
+    def _release_permit(self, permit: str, strict: bool) -> Flow[bool | None]:
+        """Give back ``permit``: True if released (None when ``strict``); False if it was
+        not out, or ``strict``: NotOwnedError, LockLostError."""
+        hold = None
+        try:
+            # (Every step in the try: an interrupt after any of them is seen below.)
+            # Forget it first: the watchdog must not renew it nor take its removal for a loss.
+            hold = self.ctx.holds.discard(self.timeout_key, permit)
+            reply = yield self._release_call(permit)
+        except (GeneratorExit, LockError):
+            raise  # tenure's own errors: the server answered, or the caller's to handle
+        except BaseException as error:
+            # Cancelled, or a signal handler raised, before the script went or while its
+            # reply was awaited: the caller meant to give the permit back, and nobody
+            # renews it any more. Finish it in the background rather than leave it out to
+            # its lease end (reviewer R5, S1): releasing a permit by id is idempotent, so
+            # sending it again is safe whether or not it ran. The caller still gets its
+            # interrupt. A second interrupt runs the clean-up again from the top (each
+            # step idempotent, no call before the ``try``).
+            tries, back, late = 0, None, None
+            while tries < CLEAN_UP_TRIES:
+                try:
+                    tries += 1
+                    self.ctx.holds.discard(self.timeout_key, permit)
+                    back = back or self._finish_release_permit(permit)
+                    yield Background(back)
+                    break
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
+            raise
         if int(reply) == 1:
-            return True
+            return None if strict else True
         if hold is not None:
             self.hold_lost(permit)
         if strict:
