@@ -15,11 +15,13 @@ start of the release's flow (the core flow, the runner's loop, the backend, the 
 helpers), one run per place; the caller must get the ``Alarm``; 2 s later the permit must
 be back and the count exactly the permits set. The places before the flow starts (the
 argument check, the front, the observer) are the caller's: nothing was done yet, as for an
-interrupt just before the call."""
+interrupt just before the call. A second interrupt at each place of the clean-up (the first
+thrown in by the runner as it is handed the script) must not stop it."""
 
 from __future__ import annotations
 
 import dis
+import functools
 import inspect
 import sys
 import types
@@ -37,6 +39,7 @@ import tenure.sync.backend
 import tenure.sync.runner
 from support.signals import raising_at_place
 from support.twins import wait_until
+from tenure.core.effects import Call
 
 
 class Alarm(Exception):
@@ -184,3 +187,73 @@ def test_a_signal_anywhere_in_a_permit_release_gives_the_permit_back(
         n += 1
     assert n >= 20, n
     assert kept == [], kept
+
+
+CLEAN_UP = {
+    "semaphore": ("_release", "_finish_release"),
+    "permit": ("_release_permit", "_finish_release_permit"),
+}
+
+
+@pytest.mark.parametrize("kind", ["semaphore", "permit"])
+def test_a_second_signal_in_the_release_clean_up_does_not_skip_it(
+    make_client: Callable[..., tenure.Client], r: redis.Redis, kind: str
+) -> None:
+    # The first interrupt lands as the runner is handed the release's script (not sent);
+    # a second one at each place of the clean-up that follows must not stop it (the
+    # permit must come back, once) and is the one the caller gets.
+    core = tenure.core.semaphore.SemaphoreCore if kind == "semaphore" else (
+        tenure.core.semaphore.PermitCore
+    )
+    codes = {f.__code__ for f in (getattr(core, name, None) for name in CLEAN_UP[kind]) if f}
+    kept: list[str] = []
+    n = 0
+    while True:
+        client = make_client()
+        name = f"release-cleanup-{kind}-{n}"
+        if kind == "semaphore":
+            sem: Any = client.semaphore(name)
+            assert sem.try_set_permits(1)
+            assert sem.acquire()
+            release = sem.release
+        else:
+            sem = client.permit_expirable_semaphore(name)
+            assert sem.try_set_permits(1)
+            permit = sem.acquire()
+            release = functools.partial(sem.release, permit)
+        runner = client._runner
+        perform = type(runner).perform
+        armed = [False]
+
+        def interrupted(
+            effect: Any, runner: Any = runner, armed: list[bool] = armed, perform: Any = perform
+        ) -> Any:
+            if not armed[0] and isinstance(effect, Call) and effect.script is not None:
+                armed[0] = True
+                raise Alarm("first")
+            return perform(runner, effect)
+
+        runner.perform = interrupted  # type: ignore[method-assign]
+
+        def alarm(frame: FrameType, where: str) -> Alarm:
+            return Alarm(f"second, at {frame.f_code.co_name}:{frame.f_lineno} {where}")
+
+        tracer, seen = raising_at_place(n, codes, AFTER, alarm, armed=armed)
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(Alarm) as raised:
+                release()
+        finally:
+            sys.settrace(None)
+        assert armed[0], "the first interrupt never came"
+        if seen[0] > n:
+            assert raised.value.args[0].startswith("second"), raised.value
+        if not wait_until(lambda key=name: r.get(key) == b"1", 2.0):
+            kept.append(f"place {n}: count {r.get(name)!r}")
+        client.close()
+        assert r.get(name) in (b"0", b"1"), r.get(name)
+        if seen[0] <= n:  # no place left: this run had no second interrupt
+            break
+        n += 1
+    assert kept == [], kept
+    assert n >= 2, n  # the clean-up was traced
