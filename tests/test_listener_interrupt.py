@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from redis._parsers.socket import SocketBuffer
 
 import tenure
 import tenure._redis as tenure_redis
@@ -183,6 +184,8 @@ def test_sync_reader_interrupted_at_every_place_of_its_read(
     assert threading.current_thread() is threading.main_thread()
     functions = [
         tenure_redis.read_push,
+        getattr(tenure_redis, "_take_in_whole_reply", None),  # absent before the fix
+        SocketBuffer._read_from_socket,  # redis-py's recv (not reached with the fix)
         Unlocked.__exit__,
         sync_listener.Listener._read_once,
         getattr(sync_listener.Listener, "_hand_in", None),  # absent before the fix
@@ -225,3 +228,83 @@ def test_sync_reader_interrupted_at_every_place_of_its_read(
     else:
         pytest.fail("more than 500 places")
     assert raised >= 40, raised
+
+
+def test_sync_confirmation_never_read_is_not_waited_for_again(
+    make_client: Callable[..., tenure.Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SUBSCRIBE confirmation lost all the same (here dropped on purpose, as read): its
+    waiter raises BackendError after the socket timeout; the connection is then made
+    again, and the channel's next waiter in that client is served (before, it raised the
+    same BackendError 5 s later, as did every later one)."""
+    c, other = make_client(), make_client()
+    name = f"lint-lost-{time.monotonic_ns()}"
+    assert other.lock(name).acquire()
+    real = sync_listener.read_push
+    dropped: list[Any] = []
+
+    def read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
+        came = real(conn, timeout, into)
+        if came and not dropped and confirmation(into[-1]):
+            dropped.append(into.pop())
+        return came
+
+    monkeypatch.setattr(sync_listener, "read_push", read_push)
+    start = time.monotonic()
+    with pytest.raises(tenure.BackendError, match="no confirmation of SUBSCRIBE"):
+        c.lock(name).acquire(timeout=8.0)
+    assert dropped
+    assert 4.5 < time.monotonic() - start < 7.0
+
+    def release() -> None:
+        time.sleep(0.2)
+        other.lock(name).force_release()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    start = time.monotonic()
+    try:
+        assert c.lock(name).acquire(timeout=3.0)
+    finally:
+        releaser.join()
+    took = time.monotonic() - start
+    assert took < 1.5, f"served {took:.2f} s after it began waiting (released at 0.2 s)"
+    c.lock(name).release()
+
+
+async def test_async_confirmation_never_read_is_not_waited_for_again(
+    async_make_client: Callable[..., tenure.AsyncClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The asyncio twin of `test_sync_confirmation_never_read_is_not_waited_for_again`."""
+    c, other = async_make_client(), async_make_client()
+    name = f"lint-lost-aio-{time.monotonic_ns()}"
+    assert await other.lock(name).acquire()
+    real = aio_listener.async_read_push
+    dropped: list[Any] = []
+
+    async def async_read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
+        came = await real(conn, timeout, into)
+        if came and not dropped and confirmation(into[-1]):
+            dropped.append(into.pop())
+        return came
+
+    monkeypatch.setattr(aio_listener, "async_read_push", async_read_push)
+    start = time.monotonic()
+    with pytest.raises(tenure.BackendError, match="no confirmation of SUBSCRIBE"):
+        await c.lock(name).acquire(timeout=8.0)
+    assert dropped
+    assert 4.5 < time.monotonic() - start < 7.0
+
+    async def release() -> None:
+        await asyncio.sleep(0.2)
+        await other.lock(name).force_release()
+
+    releaser = asyncio.ensure_future(release())
+    start = time.monotonic()
+    try:
+        assert await c.lock(name).acquire(timeout=3.0)
+    finally:
+        await releaser
+    took = time.monotonic() - start
+    assert took < 1.5, f"served {took:.2f} s after it began waiting (released at 0.2 s)"
+    await c.lock(name).release()

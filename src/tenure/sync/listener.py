@@ -163,7 +163,16 @@ class Listener:
                 self._hand_on(key)
             if not (entry.confirmed or self._table.closed):
                 self._leave(channel, key, pass_on=False)
-                raise BackendError(f"no confirmation of SUBSCRIBE {channel} in {self._timeout} s")
+                unconfirmed = BackendError(
+                    f"no confirmation of SUBSCRIBE {channel} in {self._timeout} s"
+                )
+                if self._table.connected:
+                    # A server that does not answer, or an answer lost: either way the
+                    # table would wait for it in vain, and the channel's later waiters
+                    # with it. The connection is made again, as after an unanswered PING
+                    # (the janitor subscribes every channel of the table anew).
+                    self._lost(unconfirmed)
+                raise unconfirmed
             if entry.refusal is not None:
                 self._leave(channel, key, pass_on=False)
                 raise BackendError(entry.refusal)
