@@ -344,10 +344,11 @@ class LockCore:
         return lease if lease is not None else self.ctx.watchdog_timeout
 
     def reconcile(self, owner: str, release: bool = False, sent: bool = True) -> Flow[None]:
-        """After an acquire whose outcome is unknown (or a ``release`` an interrupt cut
-        short): release holds of ``owner`` that the server has beyond the count its client
-        recorded (issue: orphan holds), atomically (`tenure.scripts.guarded()`), until the
-        server says there are none.
+        """After an acquire whose outcome is unknown (or a ``release`` that an interrupt or
+        a BackendError cut short): release holds of ``owner`` that the server has beyond the
+        count its client recorded (issue: orphan holds), atomically
+        (`tenure.scripts.guarded()`), until the server says there are none. A release that
+        waited for this flow in vain hands its hold over to it (`HANDOFF`).
 
         Runs in the background: retried with a growing pause (up to 0.25 s) while the server
         does not answer, until the client closes. Once the server answered "nothing to
