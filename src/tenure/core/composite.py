@@ -309,8 +309,10 @@ class CompositeCore:
             return dict(acq.members)
 
     def release_member(self, index: int, owner: str, quiet: bool = True) -> Flow[None]:
-        """Release one member hold; with ``quiet``, a failure is only logged (the hold
-        expires with its lease)."""
+        """Release one member hold; with ``quiet``, a failure is only logged (a member
+        whose server did not answer finishes the release in the background once it does,
+        `tenure.core.lock.LockCore.release()`; one that refused it keeps the hold to its
+        lease end)."""
         try:
             yield from self.cores[index].release(owner)
         except Exception as error:

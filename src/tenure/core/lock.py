@@ -811,12 +811,14 @@ class LockCore:
             # (Every step in the try: an interrupt after any of them is seen below.)
             recorded = self._recorded(owner)
             field = self.field(owner)
-            if self.ctx.reconciling and (self.key, field) in self.ctx.reconciling:
+            if recorded and self.ctx.reconciling and (self.key, field) in self.ctx.reconciling:
                 # An earlier release (or acquire) of this owner is being finished in the
                 # background, behind the guard: it counts on the holds recorded, and this
                 # release would change them under it (one hold taken off twice, and a
                 # false loss reported here). Wait for it; if the server stays away, hand
-                # this hold over to it (below) and raise its BackendError.
+                # this hold over to it (below) and raise its BackendError. (With none
+                # recorded there is nothing to hand over: a RedLock releasing a member whose
+                # acquire failed, its server down, must not wait out RECONCILE_WAIT.)
                 yield from self.after_reconcile(owner)
             # Forget the hold first: the watchdog must not renew it or take its deletion for
             # a loss. If the script then fails, the release is finished in the background.
