@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import io
 import re
 import select
 import signal
 import socket
-import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -749,11 +747,7 @@ def read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
             # redis-py's parser's read_response() in two steps, the reply stored between
             # them: it parses (a handler's exception rewinds the buffer to the reply's
             # start), then lets the bytes read go. redis-py returns the reply only after
-            # that, and a handler raising as it returns would lose it. It parses a whole
-            # reply taken in first: its own recv() loses the bytes to a handler raising as
-            # the call returns.
-            if not isinstance(sock, ssl.SSLSocket):  # TLS cannot peek: redis-py reads
-                _take_in_whole_reply(buffer, sock)
+            # that, and a handler raising as it returns would lose it.
             start = buffer.get_pos()
             try:
                 into.append(parser._read_response())
@@ -774,58 +768,6 @@ def read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
         _raise_handlers_own(error)
         raise PubSubLost(error) from error
     return True
-
-
-def _take_in_whole_reply(buffer: Any, sock: socket.socket) -> None:
-    """Bring the next reply from ``sock`` whole into redis-py's parser's ``buffer``, so
-    that parsing it reads nothing from the socket, with no place where a signal handler's
-    exception loses bytes: they are peeked at (left on the socket), put in a new buffer
-    holding the unread bytes and them (one store), and only then taken off the socket
-    (its recv returns at once: they are there). A handler that raises between two of
-    these steps leaves the bytes on the socket or in the buffer, never in neither.
-
-    Raises:
-        ConnectionError: the server closed the connection.
-        TimeoutError: the rest of a reply begun did not come within the socket's timeout.
-    """
-    while True:
-        raw = buffer._buffer
-        have = raw.getvalue()[raw.tell() :]
-        if _reply_end(have, 0) is not None:
-            return
-        if have and not select.select([sock], [], [], sock.gettimeout())[0]:
-            raise TimeoutError("a reply begun on the pub/sub connection did not end")
-        data = sock.recv(buffer.socket_read_size, socket.MSG_PEEK)
-        if not data:
-            raise RedisConnectionError("the server closed the pub/sub connection")
-        fresh = io.BytesIO(have + data)
-        buffer._buffer = fresh
-        sock.recv(len(data))  # queued already: taken whole at once
-
-
-def _reply_end(data: bytes, at: int) -> int | None:
-    """Where the RESP2 reply beginning at ``at`` in ``data`` ends, or None if it has not
-    all come yet (a malformed reply counts as whole: redis-py's parser raises for it)."""
-    line = data.find(b"\r\n", at)
-    if line < 0:
-        return None
-    kind = data[at : at + 1]
-    if kind not in (b"$", b"*"):
-        return line + 2
-    try:
-        count = int(data[at + 1 : line])
-    except ValueError:
-        return line + 2
-    end: int | None = line + 2
-    if kind == b"$":
-        if count >= 0:
-            end = line + 2 + count + 2
-        return end if end is not None and end <= len(data) else None
-    for _ in range(count):
-        if end is None:
-            return None
-        end = _reply_end(data, end)
-    return end
 
 
 def _raise_handlers_own(error: Exception) -> None:
