@@ -62,7 +62,7 @@ def test_sync_reader_interrupted_as_it_retakes_the_mutex(
     c, other = make_client(), make_client()
     name = f"lint-sync-{time.monotonic_ns()}"
     assert other.lock(name).acquire()
-    real = sync_listener.read_push
+    real = tenure_redis.read_push  # the listener's, patched below
     fired: list[Any] = []
     holding = threading.Event()
 
@@ -118,7 +118,7 @@ async def test_async_reader_cancelled_as_it_retakes_the_mutex(
     c, other = async_make_client(), async_make_client()
     name = f"lint-aio-{time.monotonic_ns()}"
     assert await other.lock(name).acquire()
-    real = aio_listener.async_read_push
+    real = tenure_redis.async_read_push  # the listener's, patched below
     fired: list[Any] = []
     holders: list[asyncio.Task[None]] = []
 
@@ -240,7 +240,7 @@ def test_sync_confirmation_never_read_is_not_waited_for_again(
     c, other = make_client(), make_client()
     name = f"lint-lost-{time.monotonic_ns()}"
     assert other.lock(name).acquire()
-    real = sync_listener.read_push
+    real = tenure_redis.read_push  # the listener's, patched below
     dropped: list[Any] = []
 
     def read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
@@ -279,7 +279,7 @@ async def test_async_confirmation_never_read_is_not_waited_for_again(
     c, other = async_make_client(), async_make_client()
     name = f"lint-lost-aio-{time.monotonic_ns()}"
     assert await other.lock(name).acquire()
-    real = aio_listener.async_read_push
+    real = tenure_redis.async_read_push  # the listener's, patched below
     dropped: list[Any] = []
 
     async def async_read_push(conn: Any, timeout: float, into: list[Any]) -> bool:

@@ -56,6 +56,7 @@ def test_a_release_cancelled_before_its_script_went_gives_the_permit_back(
         job = spawn(release)
         for _ in range(turns):
             sleep(0)
+        assert hasattr(job, "task")  # an asyncio job (the skip above)
         job.task.cancel()
         assert isinstance(job.outcome(5), asyncio.CancelledError)
         if not wait_until(lambda key=name: r.get(key) == b"1", 2.0):
@@ -78,6 +79,7 @@ def test_a_release_cancelled_while_its_reply_is_awaited_runs_once(
     job = spawn(release)
     sleep(0.1)
     assert not job.done()  # sent, its reply awaited
+    assert hasattr(job, "task")  # an asyncio job (the skip above)
     job.task.cancel()
     assert isinstance(job.outcome(5), asyncio.CancelledError)
     assert wait_until(lambda: r.get(name) == b"1", 3.0), r.get(name)
