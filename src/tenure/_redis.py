@@ -8,11 +8,15 @@ driver, by the same substitution as everything else (``tools/unasync.py``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
+import queue
 import re
 import select
 import signal
 import socket
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +98,76 @@ __all__ = [
 
 Redis = redis.Redis
 AsyncRedis = redis.asyncio.Redis
-BlockingPool = redis.BlockingConnectionPool
+
+
+class SignalSafeLifo:
+    """The queue of free connections of tenure's sync blocking pool (`BlockingPool`), in
+    place of redis-py's ``queue.LifoQueue``: a signal handler that raises in the thread using
+    it cannot leave its mutex held.
+
+    ``LifoQueue`` guards its list with ``threading.Condition`` objects whose ``__enter__`` and
+    ``__exit__`` are Python functions: a handler runs as one begins or as a call in it
+    returns (CPython's eval breaker), and one that raises as ``__exit__`` begins, or after
+    ``__enter__`` took the lock, leaves the mutex held. Every later ``get`` and
+    ``put_nowait`` of the pool then waits for it for ever: each command of the client, a
+    background clean-up's, and the caller's own (uninterruptible in any other thread). Here
+    the mutex is a bare lock taken and let go by the ``with`` statement's C calls, with no
+    Python frame at either edge. A wake-up a handler cut short (after the put, before the
+    notify) costs a waiting ``get`` at most 1 s: it looks again then.
+
+    redis-py reads ``queue`` (the free connections; None for one not made yet)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.queue: list[Any] = []
+        self._mutex = threading.Lock()
+        self._waiters: collections.deque[Any] = collections.deque()
+
+    def qsize(self) -> int:
+        return len(self.queue)
+
+    def put_nowait(self, item: Any) -> None:
+        with self._mutex:
+            if len(self.queue) >= self.maxsize:
+                raise queue.Full
+            self.queue.append(item)
+            if self._waiters:
+                self._waiters.popleft().release()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            waiter = threading.Lock()
+            waiter.acquire()
+            item: Any = waiter  # none yet
+            with self._mutex:
+                # Taken into a local, returned after the block: nothing of the return's
+                # unwinding (SWAP, the __exit__ call) runs between pop() and the block's end.
+                if self.queue:
+                    item = self.queue.pop()
+                elif not block:
+                    raise queue.Empty
+                else:
+                    self._waiters.append(waiter)
+            if item is not waiter:
+                return item
+            left = 1.0 if end is None else min(1.0, end - time.monotonic())
+            if left <= 0 or not waiter.acquire(timeout=left):
+                with self._mutex:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+                if end is not None and time.monotonic() >= end:
+                    raise queue.Empty
+
+
+class BlockingPool(redis.BlockingConnectionPool):
+    """redis-py's blocking pool, its free connections in a `SignalSafeLifo`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("queue_class", SignalSafeLifo)
+        super().__init__(*args, **kwargs)
+
+
 AsyncBlockingPool = redis.asyncio.BlockingConnectionPool
 RedisCluster = redis.cluster.RedisCluster
 AsyncRedisCluster = redis.asyncio.cluster.RedisCluster
