@@ -22,21 +22,36 @@ MESSAGE_KINDS = {b"message", b"pmessage", b"smessage", "message", "pmessage", "s
 
 
 def _count_messages() -> list[int]:
-    """Count the pub/sub messages this process reads (every library here reads them through
-    redis-py's ``AbstractConnection.read_response``): [count], updated in place."""
-    from redis.connection import AbstractConnection
+    """Count the pub/sub messages this process reads: [count], updated in place. Counted where
+    redis-py's own parsers (RESP2, RESP3) parse a whole reply, which every library here goes
+    through: the peers by ``Connection.read_response``, tenure's pub/sub reader by the
+    parser itself (tenure._redis.read_push: it keeps the reply before the parser's buffer
+    lets the bytes go). Only the outermost reply of a parse counts (the parse recurses into
+    an array's elements); per thread."""
+    import threading
+
+    from redis._parsers import _RESP2Parser, _RESP3Parser
 
     count = [0]
-    original = AbstractConnection.read_response
+    depth = threading.local()
 
-    def read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
-        reply = original(self, *args, **kwargs)
-        # (an EXEC reply's first element may be a list: not hashable, never a message)
-        if isinstance(reply, list) and reply and isinstance(reply[0], (bytes, str)):
-            count[0] += reply[0] in MESSAGE_KINDS
-        return reply
+    def counting(original: Any) -> Any:
+        def _read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
+            level = getattr(depth, "level", 0)
+            depth.level = level + 1
+            try:
+                reply = original(self, *args, **kwargs)
+            finally:
+                depth.level = level
+            # (an EXEC reply's first element may be a list: not hashable, never a message)
+            if level == 0 and isinstance(reply, list) and reply:
+                count[0] += isinstance(reply[0], (bytes, str)) and reply[0] in MESSAGE_KINDS
+            return reply
 
-    AbstractConnection.read_response = read_response  # type: ignore[method-assign]
+        return _read_response
+
+    for parser in (_RESP2Parser, _RESP3Parser):
+        parser._read_response = counting(parser._read_response)  # type: ignore[method-assign]
     return count
 
 
