@@ -13,6 +13,7 @@ from tenure.core.effects import (
     WATCH_HOLDS,
     Background,
     Call,
+    Command,
     Sleep,
     Subscribe,
     Unsubscribe,
@@ -668,7 +669,7 @@ def test_only_one_reconcile_per_owner_at_a_time(ctx: Context, owner: str) -> Non
     # Another lock object of this client, same owner: its acquire waits for the reconcile
     # (a grant landing meanwhile would be undone by it) and sends nothing; nor does it
     # start a second reconcile.
-    second = fails(LockCore(ctx, "l").acquire(owner, False, None, None), [])
+    second = fails(LockCore(ctx, "l").acquire(owner, False, None, None), [(Command, 0)])
     assert isinstance(second.error, BackendError)
     assert "reconciled" in str(second.error)
     assert second.extra == []
@@ -676,6 +677,22 @@ def test_only_one_reconcile_per_owner_at_a_time(ctx: Context, owner: str) -> Non
     assert sum(isinstance(e, Sleep) for e in second.effects) >= 100  # ~1.5 s of looks
     ctx.reconciling.clear()  # the reconcile ended: acquires go through again
     assert drive(LockCore(ctx, "l").acquire(owner, False, None, None), [(ACQ, None)]).result
+
+
+def test_a_server_still_away_fails_the_wait_for_a_reconcile_at_once(
+    ctx: Context, owner: str
+) -> None:
+    """An acquire behind a pending reconcile looks at the server first: a server still
+    away fails that look within the socket timeout, and the caller gets its error at once
+    instead of after RECONCILE_WAIT (1.5 s past a 1 s socket timeout: tests/process/
+    test_faults.py)."""
+    lock = LockCore(ctx, "l")
+    fails(lock.acquire(owner, False, None, None), [(ACQ, BackendError("timeout"))])
+    refused = BackendError("Connection refused")
+    second = fails(LockCore(ctx, "l").acquire(owner, False, None, None), [(Command, refused)])
+    assert second.error is refused
+    assert second.of(Sleep) == []
+    assert second.calls(ACQ) == []
 
 
 def test_unreplicated_grant_asks_for_no_renewal(ctx: Context, owner: str) -> None:

@@ -562,7 +562,8 @@ def test_a_release_waits_for_the_background_finishing_an_earlier_one(
     undo = next(reconcile)
     assert undo.args[-2:] == [owner, 1]
     second = lock.release(owner)
-    assert isinstance(next(second), Sleep)  # waits, sends nothing
+    assert isinstance(next(second), Command)  # a look: the server answers
+    assert isinstance(second.send(0), Sleep)  # waits, sends nothing
     assert isinstance(reconcile.send(0), Call)  # the first release's hold taken off
     assert isinstance(second.send(None), Sleep)
     assert isinstance(reconcile.send(None), Sleep)  # nothing beyond 1: the recheck
@@ -596,7 +597,7 @@ def test_a_release_whose_wait_for_the_background_runs_out_hands_its_hold_over(
     assert isinstance(reconcile.send(None), Sleep)  # the server at 1 already: recheck
     last = reconcile.send(None)
     assert last.args[-2:] == [owner, 1]  # its last look, on its way
-    second = fails(lock.release(owner), [])
+    second = fails(lock.release(owner), [(Command, 0)])  # the server answers the look
     assert isinstance(second.error, BackendError)
     assert "reconciled" in str(second.error)
     assert second.calls() == []

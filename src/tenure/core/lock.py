@@ -310,9 +310,15 @@ class LockCore:
         beyond the count recorded here; a new grant landing between its read of that count
         and its script would be taken for an orphan and undone under its holder.
 
-        Raises BackendError when it has not ended after `RECONCILE_WAIT` seconds (the
-        server has not answered since the failed attempt)."""
+        One look at the server first (``EXISTS``): a server still away fails it at once,
+        and the caller gets that error within its socket timeout, not after the wait.
+
+        Raises BackendError: the look failed (its own error), or the reconcile has not
+        ended after `RECONCILE_WAIT` seconds (the server has not answered it since)."""
         pending = (self.key, self.field(owner))
+        if pending not in self.ctx.reconciling:
+            return
+        yield Command(("EXISTS", self.key))
         waited, deadline = 0.0, time.monotonic() + RECONCILE_WAIT
         while pending in self.ctx.reconciling:
             # (Both: on a loaded machine the looks take longer than their pause.)
