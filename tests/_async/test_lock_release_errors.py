@@ -124,19 +124,29 @@ async def test_a_release_whose_connection_dropped_takes_off_exactly_one_hold(
     await waiter.release()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-async def test_a_reentrant_release_that_timed_out_takes_off_one_hold(async_make_client, r, kind):
-    """Count 2, the server paused past the socket timeout (the client drops the connection,
-    the paused script never runs): once the pause ends, one hold goes and the owner still
-    holds the lock with count 1, renewed."""
+async def held_twice_first_release_failed(async_make_client, r, kind: str, name: str):
+    """A lock ``name`` of ``kind`` held with count 2 by a client with a 0.3 s socket timeout,
+    whose release then raised BackendError on a server paused for 0.8 s (longer: the paused
+    script never runs). Returns the lock and the pause's end (time.monotonic())."""
     holder = async_make_client(socket_timeout=0.3)
-    lock = make_lock(holder, kind, "timed-out-twice")
+    lock = make_lock(holder, kind, name)
     assert await lock.acquire()
     assert await lock.acquire()
     r.execute_command("CLIENT", "PAUSE", 800, "ALL")
     pause_end = time.monotonic() + 0.8
     with pytest.raises(tenure.BackendError):
         await lock.release()
+    return lock, pause_end
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_reentrant_release_that_timed_out_takes_off_one_hold(async_make_client, r, kind):
+    """Count 2, the server paused past the socket timeout (the client drops the connection,
+    the paused script never runs): once the pause ends, one hold goes and the owner still
+    holds the lock with count 1, renewed."""
+    lock, pause_end = await held_twice_first_release_failed(
+        async_make_client, r, kind, "timed-out-twice"
+    )
     assert await async_wait_until(lambda: counts(r, "timed-out-twice") == [1], 3.0), counts(
         r, "timed-out-twice"
     )
@@ -195,14 +205,9 @@ async def test_the_owners_next_release_waits_for_the_failed_one_to_be_finished(
     the server times out too (the caller's error within its socket timeout), it hands its
     hold over, and once the server answers both holds go: the lock free, no loss reported.
     (With the server back, the release waits for the background instead: the core tests.)"""
-    holder = async_make_client(socket_timeout=0.3)
-    lock = make_lock(holder, kind, "released-twice")
-    assert await lock.acquire()
-    assert await lock.acquire()
-    r.execute_command("CLIENT", "PAUSE", 800, "ALL")
-    pause_end = time.monotonic() + 0.8
-    with pytest.raises(tenure.BackendError):
-        await lock.release()
+    lock, pause_end = await held_twice_first_release_failed(
+        async_make_client, r, kind, "released-twice"
+    )
     start = time.monotonic()
     with pytest.raises(tenure.BackendError):
         await lock.release()  # during the pause: its look times out

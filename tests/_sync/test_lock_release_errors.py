@@ -124,19 +124,29 @@ def test_a_release_whose_connection_dropped_takes_off_exactly_one_hold(
     waiter.release()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_reentrant_release_that_timed_out_takes_off_one_hold(make_client, r, kind):
-    """Count 2, the server paused past the socket timeout (the client drops the connection,
-    the paused script never runs): once the pause ends, one hold goes and the owner still
-    holds the lock with count 1, renewed."""
+def held_twice_first_release_failed(make_client, r, kind: str, name: str):
+    """A lock ``name`` of ``kind`` held with count 2 by a client with a 0.3 s socket timeout,
+    whose release then raised BackendError on a server paused for 0.8 s (longer: the paused
+    script never runs). Returns the lock and the pause's end (time.monotonic())."""
     holder = make_client(socket_timeout=0.3)
-    lock = make_lock(holder, kind, "timed-out-twice")
+    lock = make_lock(holder, kind, name)
     assert lock.acquire()
     assert lock.acquire()
     r.execute_command("CLIENT", "PAUSE", 800, "ALL")
     pause_end = time.monotonic() + 0.8
     with pytest.raises(tenure.BackendError):
         lock.release()
+    return lock, pause_end
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_reentrant_release_that_timed_out_takes_off_one_hold(make_client, r, kind):
+    """Count 2, the server paused past the socket timeout (the client drops the connection,
+    the paused script never runs): once the pause ends, one hold goes and the owner still
+    holds the lock with count 1, renewed."""
+    lock, pause_end = held_twice_first_release_failed(
+        make_client, r, kind, "timed-out-twice"
+    )
     assert wait_until(lambda: counts(r, "timed-out-twice") == [1], 3.0), counts(
         r, "timed-out-twice"
     )
@@ -195,14 +205,9 @@ def test_the_owners_next_release_waits_for_the_failed_one_to_be_finished(
     the server times out too (the caller's error within its socket timeout), it hands its
     hold over, and once the server answers both holds go: the lock free, no loss reported.
     (With the server back, the release waits for the background instead: the core tests.)"""
-    holder = make_client(socket_timeout=0.3)
-    lock = make_lock(holder, kind, "released-twice")
-    assert lock.acquire()
-    assert lock.acquire()
-    r.execute_command("CLIENT", "PAUSE", 800, "ALL")
-    pause_end = time.monotonic() + 0.8
-    with pytest.raises(tenure.BackendError):
-        lock.release()
+    lock, pause_end = held_twice_first_release_failed(
+        make_client, r, kind, "released-twice"
+    )
     start = time.monotonic()
     with pytest.raises(tenure.BackendError):
         lock.release()  # during the pause: its look times out
