@@ -50,6 +50,27 @@ def kill_the_waiting_script(r) -> bool:
     return bool(r.client_kill_filter(_id=victim))
 
 
+def release_fails_in_a_pause(r, lock, seconds: float) -> float:
+    """Pause the server (CLIENT PAUSE ALL) for ``seconds`` and release ``lock``, which must
+    raise BackendError. Returns the pause's end (time.monotonic())."""
+    r.execute_command("CLIENT", "PAUSE", round(seconds * 1000), "ALL")
+    pause_end = time.monotonic() + seconds
+    with pytest.raises(tenure.BackendError):
+        lock.release()
+    return pause_end
+
+
+def acquires_within_a_moment(waiter, r, name: str, since: float, kind: str, after: str):
+    """``waiter`` acquires ``name`` less than 1 s after ``since`` (time.monotonic(), the
+    moment ``after`` names), not at the lease's end; then releases it."""
+    acquired = waiter.acquire(timeout=5)
+    waited = time.monotonic() - since
+    print(f"{kind}: acquired {waited:.3f} s after {after}")
+    assert acquired, f"still held, pttl {r.pttl(name)} ms"
+    assert waited < 1.0
+    waiter.release()
+
+
 @pytest.mark.parametrize("kind", [*KINDS, "fenced_lock", "write_lock", "read_lock"])
 def test_a_release_that_timed_out_lets_the_lock_go_once_the_server_answers(
     make_client, r, kind
@@ -64,17 +85,11 @@ def test_a_release_that_timed_out_lets_the_lock_go_once_the_server_answers(
     waiter = make_lock(other, "write_lock" if kind == "read_lock" else kind, "timed-out-release")
     assert lock.acquire()
     assert not waiter.acquire(blocking=False)  # its connection made
-    r.execute_command("CLIENT", "PAUSE", 1000, "ALL")
-    pause_end = time.monotonic() + 1.0
-    with pytest.raises(tenure.BackendError):
-        lock.release()
+    pause_end = release_fails_in_a_pause(r, lock, 1.0)
     assert time.monotonic() < pause_end  # it failed while the server was paused
-    acquired = waiter.acquire(timeout=5)
-    waited = time.monotonic() - pause_end
-    print(f"{kind}: acquired {waited:.3f} s after the pause ended")
-    assert acquired, f"still held, pttl {r.pttl('timed-out-release')} ms"
-    assert waited < 1.0
-    waiter.release()
+    acquires_within_a_moment(
+        waiter, r, "timed-out-release", pause_end, kind, "the pause ended"
+    )
     assert not r.exists("timed-out-release")
 
 
@@ -104,12 +119,9 @@ def test_a_release_whose_connection_dropped_takes_off_exactly_one_hold(
         r.execute_command("CLIENT", "UNPAUSE")
     unpaused = time.monotonic()
     if holds == 1:
-        acquired = waiter.acquire(timeout=5)
-        waited = time.monotonic() - unpaused
-        print(f"{kind}: acquired {waited:.3f} s after the server answered again")
-        assert acquired, f"still held, pttl {r.pttl('dropped-release')} ms"
-        assert waited < 1.0
-        waiter.release()
+        acquires_within_a_moment(
+            waiter, r, "dropped-release", unpaused, kind, "the server answered again"
+        )
         return
     assert wait_until(lambda: counts(r, "dropped-release") == [1], 2.0), counts(
         r, "dropped-release"
@@ -132,11 +144,7 @@ def held_twice_first_release_failed(make_client, r, kind: str, name: str):
     lock = make_lock(holder, kind, name)
     assert lock.acquire()
     assert lock.acquire()
-    r.execute_command("CLIENT", "PAUSE", 800, "ALL")
-    pause_end = time.monotonic() + 0.8
-    with pytest.raises(tenure.BackendError):
-        lock.release()
-    return lock, pause_end
+    return lock, release_fails_in_a_pause(r, lock, 0.8)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -231,16 +239,8 @@ def test_a_release_that_waits_in_vain_for_the_failed_one_hands_its_hold_over(
     assert lock.acquire()
     assert lock.acquire()
     assert not waiter.acquire(blocking=False)  # its connection made
-    r.execute_command("CLIENT", "PAUSE", 3000, "ALL")
-    pause_end = time.monotonic() + 3.0
-    with pytest.raises(tenure.BackendError):
-        lock.release()
+    pause_end = release_fails_in_a_pause(r, lock, 3.0)
     with pytest.raises(tenure.BackendError):
         lock.release()
     assert time.monotonic() < pause_end
-    acquired = waiter.acquire(timeout=5)
-    waited = time.monotonic() - pause_end
-    print(f"{kind}: acquired {waited:.3f} s after the pause ended")
-    assert acquired, f"still held, pttl {r.pttl('handed-over')} ms"
-    assert waited < 1.0
-    waiter.release()
+    acquires_within_a_moment(waiter, r, "handed-over", pause_end, kind, "the pause ended")
