@@ -54,14 +54,106 @@ def listener_of(client: Any, conn: Any) -> Any:
     raise AssertionError("no listener for that connection")
 
 
+def one_held(
+    make_client: Callable[..., tenure.Client], prefix: str
+) -> tuple[tenure.Client, tenure.Client, str]:
+    """Two clients and a lock name new to this run (``prefix`` and a time), held by the
+    second client."""
+    c, other = make_client(), make_client()
+    name = f"{prefix}-{time.monotonic_ns()}"
+    assert other.lock(name).acquire()
+    return c, other, name
+
+
+async def async_one_held(
+    async_make_client: Callable[..., tenure.AsyncClient], prefix: str
+) -> tuple[tenure.AsyncClient, tenure.AsyncClient, str]:
+    """The asyncio twin of `one_held`."""
+    c, other = async_make_client(), async_make_client()
+    name = f"{prefix}-{time.monotonic_ns()}"
+    assert await other.lock(name).acquire()
+    return c, other, name
+
+
+def dropping_a_confirmation(monkeypatch: pytest.MonkeyPatch, side: str) -> list[Any]:
+    """Patch the listener's ``read_push`` of ``side`` ("sync" or "asyncio") to drop the
+    first SUBSCRIBE confirmation it reads, as read. Returns the list the dropped reply is
+    appended to."""
+    dropped: list[Any] = []
+
+    def drop(came: bool, into: list[Any]) -> None:
+        if came and not dropped and confirmation(into[-1]):
+            dropped.append(into.pop())
+
+    if side == "asyncio":
+        async_real = tenure_redis.async_read_push
+
+        async def async_read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
+            came = await async_real(conn, timeout, into)
+            drop(came, into)
+            return came
+
+        monkeypatch.setattr(aio_listener, "async_read_push", async_read_push)
+    else:
+        real = tenure_redis.read_push
+
+        def read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
+            came = real(conn, timeout, into)
+            drop(came, into)
+            return came
+
+        monkeypatch.setattr(sync_listener, "read_push", read_push)
+    return dropped
+
+
+def served_once_released(
+    c: tenure.Client, other: tenure.Client, name: str, delay: float, what: str = ""
+) -> None:
+    """``other`` force-releases ``name`` after ``delay`` seconds (another thread): ``c``'s
+    waiter on it is served within 1.5 s of beginning to wait, then releases."""
+
+    def release() -> None:
+        time.sleep(delay)
+        other.lock(name).force_release()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    start = time.monotonic()
+    try:
+        assert c.lock(name).acquire(timeout=3.0), what
+    finally:
+        releaser.join()
+    took = time.monotonic() - start
+    assert took < 1.5, f"{what}served {took:.2f} s after it began waiting (released at {delay} s)"
+    c.lock(name).release()
+
+
+async def async_served_once_released(
+    c: tenure.AsyncClient, other: tenure.AsyncClient, name: str, delay: float
+) -> None:
+    """The asyncio twin of `served_once_released` (the releaser a task)."""
+
+    async def release() -> None:
+        await asyncio.sleep(delay)
+        await other.lock(name).force_release()
+
+    releaser = asyncio.ensure_future(release())
+    start = time.monotonic()
+    try:
+        assert await c.lock(name).acquire(timeout=3.0)
+    finally:
+        await releaser
+    took = time.monotonic() - start
+    assert took < 1.5, f"served {took:.2f} s after it began waiting (released at {delay} s)"
+    await c.lock(name).release()
+
+
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
 def test_sync_reader_interrupted_as_it_retakes_the_mutex(
     make_client: Callable[..., tenure.Client], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert threading.current_thread() is threading.main_thread()
-    c, other = make_client(), make_client()
-    name = f"lint-sync-{time.monotonic_ns()}"
-    assert other.lock(name).acquire()
+    c, other, name = one_held(make_client, "lint-sync")
     real = tenure_redis.read_push  # the listener's, patched below
     fired: list[Any] = []
     holding = threading.Event()
@@ -96,28 +188,13 @@ def test_sync_reader_interrupted_as_it_retakes_the_mutex(
     assert fired
 
     # A later waiter of that client on that channel: served once the lock is free.
-    def release() -> None:
-        time.sleep(0.1)
-        other.lock(name).force_release()
-
-    releaser = threading.Thread(target=release)
-    releaser.start()
-    start = time.monotonic()
-    try:
-        assert c.lock(name).acquire(timeout=3.0)
-    finally:
-        releaser.join()
-    took = time.monotonic() - start
-    assert took < 1.5, f"served {took:.2f} s after it began waiting (released at 0.1 s)"
-    c.lock(name).release()
+    served_once_released(c, other, name, 0.1)
 
 
 async def test_async_reader_cancelled_as_it_retakes_the_mutex(
     async_make_client: Callable[..., tenure.AsyncClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    c, other = async_make_client(), async_make_client()
-    name = f"lint-aio-{time.monotonic_ns()}"
-    assert await other.lock(name).acquire()
+    c, other, name = await async_one_held(async_make_client, "lint-aio")
     real = tenure_redis.async_read_push  # the listener's, patched below
     fired: list[Any] = []
     holders: list[asyncio.Task[None]] = []
@@ -147,20 +224,7 @@ async def test_async_reader_cancelled_as_it_retakes_the_mutex(
         await asyncio.wait_for(waiter, 5.0)
     assert fired
     await asyncio.gather(*holders)
-
-    async def release() -> None:
-        await asyncio.sleep(0.1)
-        await other.lock(name).force_release()
-
-    releaser = asyncio.ensure_future(release())
-    start = time.monotonic()
-    try:
-        assert await c.lock(name).acquire(timeout=3.0)
-    finally:
-        await releaser
-    took = time.monotonic() - start
-    assert took < 1.5, f"served {took:.2f} s after it began waiting (released at 0.1 s)"
-    await c.lock(name).release()
+    await async_served_once_released(c, other, name, 0.1)
 
 
 AFTER = {"CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
@@ -210,21 +274,7 @@ def test_sync_reader_interrupted_at_every_place_of_its_read(
             assert got is False
             other.lock(name).force_release()
             break
-
-        def release(name: str = name) -> None:
-            time.sleep(0.05)
-            other.lock(name).force_release()
-
-        releaser = threading.Thread(target=release)
-        releaser.start()
-        start = time.monotonic()
-        try:
-            assert c.lock(name).acquire(timeout=3.0), f"place {n}"
-        finally:
-            releaser.join()
-        took = time.monotonic() - start
-        assert took < 1.5, f"place {n}: served {took:.2f} s after it began waiting"
-        c.lock(name).release()
+        served_once_released(c, other, name, 0.05, f"place {n}: ")
     else:
         pytest.fail("more than 500 places")
     assert raised >= 40, raised
@@ -237,74 +287,25 @@ def test_sync_confirmation_never_read_is_not_waited_for_again(
     waiter raises BackendError after the socket timeout; the connection is then made
     again, and the channel's next waiter in that client is served (before, it raised the
     same BackendError 5 s later, as did every later one)."""
-    c, other = make_client(), make_client()
-    name = f"lint-lost-{time.monotonic_ns()}"
-    assert other.lock(name).acquire()
-    real = tenure_redis.read_push  # the listener's, patched below
-    dropped: list[Any] = []
-
-    def read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
-        came = real(conn, timeout, into)
-        if came and not dropped and confirmation(into[-1]):
-            dropped.append(into.pop())
-        return came
-
-    monkeypatch.setattr(sync_listener, "read_push", read_push)
+    c, other, name = one_held(make_client, "lint-lost")
+    dropped = dropping_a_confirmation(monkeypatch, "sync")
     start = time.monotonic()
     with pytest.raises(tenure.BackendError, match="no confirmation of SUBSCRIBE"):
         c.lock(name).acquire(timeout=8.0)
     assert dropped
     assert 4.5 < time.monotonic() - start < 7.0
-
-    def release() -> None:
-        time.sleep(0.2)
-        other.lock(name).force_release()
-
-    releaser = threading.Thread(target=release)
-    releaser.start()
-    start = time.monotonic()
-    try:
-        assert c.lock(name).acquire(timeout=3.0)
-    finally:
-        releaser.join()
-    took = time.monotonic() - start
-    assert took < 1.5, f"served {took:.2f} s after it began waiting (released at 0.2 s)"
-    c.lock(name).release()
+    served_once_released(c, other, name, 0.2)
 
 
 async def test_async_confirmation_never_read_is_not_waited_for_again(
     async_make_client: Callable[..., tenure.AsyncClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The asyncio twin of `test_sync_confirmation_never_read_is_not_waited_for_again`."""
-    c, other = async_make_client(), async_make_client()
-    name = f"lint-lost-aio-{time.monotonic_ns()}"
-    assert await other.lock(name).acquire()
-    real = tenure_redis.async_read_push  # the listener's, patched below
-    dropped: list[Any] = []
-
-    async def async_read_push(conn: Any, timeout: float, into: list[Any]) -> bool:
-        came = await real(conn, timeout, into)
-        if came and not dropped and confirmation(into[-1]):
-            dropped.append(into.pop())
-        return came
-
-    monkeypatch.setattr(aio_listener, "async_read_push", async_read_push)
+    c, other, name = await async_one_held(async_make_client, "lint-lost-aio")
+    dropped = dropping_a_confirmation(monkeypatch, "asyncio")
     start = time.monotonic()
     with pytest.raises(tenure.BackendError, match="no confirmation of SUBSCRIBE"):
         await c.lock(name).acquire(timeout=8.0)
     assert dropped
     assert 4.5 < time.monotonic() - start < 7.0
-
-    async def release() -> None:
-        await asyncio.sleep(0.2)
-        await other.lock(name).force_release()
-
-    releaser = asyncio.ensure_future(release())
-    start = time.monotonic()
-    try:
-        assert await c.lock(name).acquire(timeout=3.0)
-    finally:
-        await releaser
-    took = time.monotonic() - start
-    assert took < 1.5, f"served {took:.2f} s after it began waiting (released at 0.2 s)"
-    await c.lock(name).release()
+    await async_served_once_released(c, other, name, 0.2)
