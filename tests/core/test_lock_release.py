@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from redis.backoff import NoBackoff
@@ -227,6 +229,19 @@ def test_release_failing_with_a_backend_error_leaves_the_hold_forgotten(
 GUARDED = "lock_release+guard"
 
 
+def failed_release(
+    ctx: Context, owner: str, holds: int
+) -> tuple[LockCore, Generator[Any, Any, Any]]:
+    """Lock "l" taken ``holds`` times by ``owner``, then released with a BackendError (the
+    reply lost): the lock and the flow of the one background finishing that release."""
+    lock = LockCore(ctx, "l")
+    for _ in range(holds):
+        take(lock, owner)
+    run = fails(lock.release(owner), [(REL, BackendError("timeout"))])
+    (background,) = run.extra
+    return lock, background.flow
+
+
 def test_a_release_failing_with_a_backend_error_is_finished_in_the_background(
     ctx: Context, owner: str
 ) -> None:
@@ -259,12 +274,8 @@ def test_a_reentrant_release_failing_with_a_backend_error_takes_off_no_second_ho
 ) -> None:
     """Two holds, the release's reply lost (it ran): the guard finds the server at the one
     hold recorded, and the background takes off nothing more."""
-    lock = LockCore(ctx, "l")
-    take(lock, owner)
-    take(lock, owner)
-    run = fails(lock.release(owner), [(REL, BackendError("timeout"))])
-    (background,) = run.extra
-    finish = drive(background.flow, [(GUARDED, None), (GUARDED, None)])
+    _, reconcile = failed_release(ctx, owner, 2)
+    finish = drive(reconcile, [(GUARDED, None), (GUARDED, None)])
     assert finish.effects[0].args[-2:] == [owner, 1]
     hold = ctx.holds.get("l", owner)
     assert hold is not None
@@ -553,12 +564,7 @@ def test_a_release_waits_for_the_background_finishing_an_earlier_one(
     (the table at 0), the background's next guarded release would take off that hold
     too, and the second release, refused, would raise LockLostError and report a loss. It
     sends nothing until the background ends, then its own release."""
-    lock = LockCore(ctx, "l")
-    take(lock, owner)
-    take(lock, owner)
-    first = fails(lock.release(owner), [(REL, BackendError("timeout"))])
-    (background,) = first.extra
-    reconcile = background.flow
+    lock, reconcile = failed_release(ctx, owner, 2)
     undo = next(reconcile)
     assert undo.args[-2:] == [owner, 1]
     second = lock.release(owner)
@@ -587,12 +593,7 @@ def test_a_release_whose_wait_for_the_background_runs_out_hands_its_hold_over(
     """The server stays away: the second release raises BackendError after its wait, with
     its hold off the table, and the pending background takes it off too, even when the
     hand-over comes after the background's last guarded release was sent."""
-    lock = LockCore(ctx, "l")
-    take(lock, owner)
-    take(lock, owner)
-    first = fails(lock.release(owner), [(REL, BackendError("timeout"))])
-    (background,) = first.extra
-    reconcile = background.flow
+    lock, reconcile = failed_release(ctx, owner, 2)
     assert next(reconcile).args[-2:] == [owner, 1]
     assert isinstance(reconcile.send(None), Sleep)  # the server at 1 already: recheck
     last = reconcile.send(None)
