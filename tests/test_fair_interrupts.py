@@ -71,6 +71,66 @@ def sleeping(client: Any, core: Any, thread: threading.Thread) -> bool:
     return False
 
 
+def held_and_a_waiter(
+    make_client: Callable[..., tenure.Client], **options: Any
+) -> tuple[tenure.FairLock, tenure.Client, tenure.FairLock, FairLockCore]:
+    """The FairLock "twice" held (lease 60 s) by one client, and another client (made with
+    ``options``) with its not yet waiting FairLock "twice" and that lock's core."""
+    holder = make_client().fair_lock("twice")
+    assert holder.acquire(lease_time=60)
+    client = make_client(**options)
+    waiter = client.fair_lock("twice")
+    core = waiter.core
+    assert isinstance(core, FairLockCore)
+    return holder, client, waiter, core
+
+
+async def async_held_and_a_waiter(
+    async_make_client: Callable[..., tenure.AsyncClient], **options: Any
+) -> tuple[tenure.AsyncFairLock, tenure.AsyncClient, tenure.AsyncFairLock, FairLockCore]:
+    """The asyncio twin of `held_and_a_waiter`."""
+    holder = async_make_client().fair_lock("twice")
+    assert await holder.acquire(lease_time=60)
+    client = async_make_client(**options)
+    waiter = client.fair_lock("twice")
+    core = waiter.core
+    assert isinstance(core, FairLockCore)
+    return holder, client, waiter, core
+
+
+def acquire_interrupted(
+    waiter: tenure.FairLock,
+    got: list[str],
+    interrupt: Callable[[], None],
+    tracer: Any = None,
+) -> float:
+    """``waiter.acquire(timeout=30)`` in the main thread, each SIGALRM appending "alarm" to
+    ``got`` and raising Alarm, ``tracer`` set if given, and ``interrupt`` run in another
+    thread: the acquire must raise Alarm. The handler, tracer and timer are restored after.
+    Returns the monotonic time the acquire had raised by."""
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append("alarm")
+        raise Alarm("alarm")
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    if tracer is not None:
+        sys.settrace(tracer)
+    try:
+        interrupter = threading.Thread(target=interrupt)
+        interrupter.start()
+        with pytest.raises(Alarm):
+            waiter.acquire(timeout=30)
+        raised = time.monotonic()
+        interrupter.join(5)
+    finally:
+        if tracer is not None:
+            sys.settrace(None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return raised
+
+
 def entry_left(r: redis.Redis, core: Any) -> bool:
     """True while the queue or the timeout ZSET has an entry (the holder is not queued)."""
     return bool(r.llen(core.queue_key) or r.zcard(core.timeout_key))
@@ -87,12 +147,9 @@ def gone_after(r: redis.Redis, core: Any, answered: float) -> float:
 async def test_a_second_cancellation_during_the_give_up_still_leaves_the_queue(
     async_make_client: Callable[..., tenure.AsyncClient], r: redis.Redis
 ) -> None:
-    holder = async_make_client().fair_lock("twice")
-    assert await holder.acquire(lease_time=60)
-    client = async_make_client(socket_timeout=0.5)
-    waiter = client.fair_lock("twice")
-    core = waiter.core
-    assert isinstance(core, FairLockCore)
+    holder, client, waiter, core = await async_held_and_a_waiter(
+        async_make_client, socket_timeout=0.5
+    )
     task = asyncio.ensure_future(waiter.acquire(timeout=30))
     assert await async_wait_until(lambda: waiting(client, core, task), 5, 0.005)
     answered = pause(r)
@@ -120,18 +177,9 @@ async def test_a_second_cancellation_during_the_give_up_still_leaves_the_queue(
 def test_a_second_signal_during_the_give_up_still_leaves_the_queue(
     make_client: Callable[..., tenure.Client], r: redis.Redis
 ) -> None:
-    holder = make_client().fair_lock("twice")
-    assert holder.acquire(lease_time=60)
-    client = make_client(socket_timeout=0.5)
-    waiter = client.fair_lock("twice")
-    core = waiter.core
-    assert isinstance(core, FairLockCore)
+    holder, client, waiter, core = held_and_a_waiter(make_client, socket_timeout=0.5)
     got: list[str] = []
     timing: dict[str, float] = {}
-
-    def handler(signum: int, frame: Any) -> None:
-        got.append("alarm")
-        raise Alarm("alarm")
 
     def interrupt_twice() -> None:
         main = threading.main_thread().ident or 0
@@ -143,15 +191,7 @@ def test_a_second_signal_during_the_give_up_still_leaves_the_queue(
         timing["second"] = time.monotonic()
         signal.pthread_kill(main, signal.SIGALRM)
 
-    previous = signal.signal(signal.SIGALRM, handler)
-    try:
-        interrupter = threading.Thread(target=interrupt_twice)
-        interrupter.start()
-        with pytest.raises(Alarm):
-            waiter.acquire(timeout=30)
-        interrupter.join(5)
-    finally:
-        signal.signal(signal.SIGALRM, previous)
+    acquire_interrupted(waiter, got, interrupt_twice)
     assert got == ["alarm", "alarm"]  # both landed
     answered = timing["answered"]
     assert timing["second"] < answered - 0.5, "the second signal came too late"
@@ -175,12 +215,7 @@ async def test_a_second_cancellation_while_leaving_the_channel_still_leaves_the_
 ) -> None:
     # The second cancellation lands earlier: on the clean-up's Unsubscribe, which waits
     # for the listener's mutex (another task holds it). The give-up still follows.
-    holder = async_make_client().fair_lock("twice")
-    assert await holder.acquire(lease_time=60)
-    client = async_make_client()
-    waiter = client.fair_lock("twice")
-    core = waiter.core
-    assert isinstance(core, FairLockCore)
+    holder, client, waiter, core = await async_held_and_a_waiter(async_make_client)
     task = asyncio.ensure_future(waiter.acquire(timeout=30))
     assert await async_wait_until(lambda: waiting(client, core, task), 5, 0.005)
     channel = core.wait_channel(next(iter(core._queued)))
@@ -200,18 +235,9 @@ def test_a_second_signal_while_leaving_the_channel_still_leaves_the_queue(
     # The sync twin: a first SIGALRM interrupts the waiter; when its clean-up calls the
     # listener's unsubscribe, another thread holds the listener's mutex, and a second
     # SIGALRM lands while the main thread waits for it.
-    holder = make_client().fair_lock("twice")
-    assert holder.acquire(lease_time=60)
-    client = make_client()
-    waiter = client.fair_lock("twice")
-    core = waiter.core
-    assert isinstance(core, FairLockCore)
+    holder, client, waiter, core = held_and_a_waiter(make_client)
     got: list[str] = []
     armed = threading.Event()
-
-    def handler(signum: int, frame: Any) -> None:
-        got.append("alarm")
-        raise Alarm("alarm")
 
     tracer = alarm_when_leaving(armed)  # the second signal, on the clean-up's unsubscribe
 
@@ -220,17 +246,7 @@ def test_a_second_signal_while_leaving_the_channel_still_leaves_the_queue(
         armed.set()
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
 
-    previous = signal.signal(signal.SIGALRM, handler)
-    sys.settrace(tracer)
-    try:
-        threading.Thread(target=interrupt_when_parked).start()
-        with pytest.raises(Alarm):
-            waiter.acquire(timeout=30)
-    finally:
-        sys.settrace(None)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    left = time.monotonic()
+    left = acquire_interrupted(waiter, got, interrupt_when_parked, tracer)
     assert got == ["alarm", "alarm"]  # both landed
     took = gone_after(r, core, left)
     assert took < 0.5, f"the entry left {took:.2f} s after the caller's exception"
@@ -248,22 +264,13 @@ def test_a_second_signal_as_the_give_up_begins_or_goes_to_the_background_still_l
     # give-up is sent), and, the give-up timing out on a paused server, as the runner
     # starts the background flow that leaves the queue. The clean-up, run again from the
     # top, must still leave the queue: the entry goes within 0.5 s of the server answering.
-    holder = make_client().fair_lock("twice")
-    assert holder.acquire(lease_time=60)
-    client = make_client(socket_timeout=0.5)
-    waiter = client.fair_lock("twice")
-    core = waiter.core
-    assert isinstance(core, FairLockCore)
+    holder, client, waiter, core = held_and_a_waiter(make_client, socket_timeout=0.5)
     main = threading.main_thread().ident or 0
     got: list[str] = []
     answered: list[float] = []
     dequeued = FairLockCore._dequeued.__code__
     spawn = Spawner.spawn.__code__
     leaving = FairLockCore._give_up_later.__code__
-
-    def handler(signum: int, frame: Any) -> None:
-        got.append("alarm")
-        raise Alarm("alarm")
 
     def second_at_dequeue(frame: Any, event: str, arg: Any) -> Any:
         if event == "return" and arg is True and got == ["alarm"]:
@@ -291,17 +298,7 @@ def test_a_second_signal_as_the_give_up_begins_or_goes_to_the_background_still_l
             answered.append(pause(r))  # the give-up hangs to the socket timeout, 0.5 s
         signal.pthread_kill(main, signal.SIGALRM)
 
-    previous = signal.signal(signal.SIGALRM, handler)
-    sys.settrace(tracer)
-    try:
-        interrupter = threading.Thread(target=interrupt_when_parked)
-        interrupter.start()
-        with pytest.raises(Alarm):
-            waiter.acquire(timeout=30)
-        interrupter.join(5)
-    finally:
-        sys.settrace(None)
-        signal.signal(signal.SIGALRM, previous)
+    acquire_interrupted(waiter, got, interrupt_when_parked, tracer)
     assert got == ["alarm", "sent", "alarm"]  # both landed, the second where meant
     start = answered[0] if answered else time.monotonic()
     time.sleep(max(0.0, start - time.monotonic()))
