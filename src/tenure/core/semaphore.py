@@ -28,9 +28,10 @@ Rules (docs/internals.md, "Semaphores and latches"):
   came (a timeout, a sync caller interrupted in flight) leaves the outcome unknown and
   nothing is given back (docs/primitives/semaphore.md).
 - A release cut short by an interrupt (cancelled, a signal handler's exception) is finished
-  in the background: an expirable permit's always (releasing an id is idempotent); a plain
-  Semaphore's only when its script surely was not sent (`SemaphoreCore._release`: a
-  release sent twice would add a permit never taken). The caller still gets the interrupt.
+  in the background: an expirable permit's always (releasing an id is idempotent), as is one
+  that failed with a BackendError (retried until the server answers, at most its lease); a
+  plain Semaphore's only when its script surely was not sent (`SemaphoreCore._release`: a
+  release sent twice would add a permit never taken). The caller still gets its error.
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ from tenure.core.effects import (
     Call,
     Deadline,
     Flow,
+    Sleep,
     Subscribe,
     Wait,
     wait_for,
 )
 from tenure.core.holds import LossScope
+from tenure.core.lock import RECONCILE_PAUSE
 from tenure.core.parking import WAKE_ANY, WAKE_COUNT
 from tenure.core.waiting import subscribed
 from tenure.errors import (
@@ -528,15 +531,44 @@ class PermitCore(SemaphoreCore):
                 error,
             )
 
-    def _finish_release_permit(self, permit: str) -> Flow[None]:
-        try:
-            yield self._release_call(permit)
-        except (BackendError, ServerError) as error:
-            log.warning(
-                "semaphore %r: finishing an interrupted release of permit %s failed (%s); "
-                "it expires with its lease",
-                self.name, permit, error,
+    def _finish_release_permit(self, permit: str, lease: float | None) -> Flow[None]:
+        """Send again a release of ``permit`` that an interrupt or a BackendError cut short
+        (releasing an id is idempotent). While the server does not answer it is retried with
+        a growing pause (`RECONCILE_PAUSE`, as a lock's reconcile), for at most ``lease``
+        seconds from now (the permit's lease as last applied; the watchdog's when unknown):
+        by then the permit has expired by itself. Errors are logged: it runs in the
+        background."""
+        end = time.monotonic() + (lease if lease is not None else self.ctx.watchdog_timeout)
+        pause = RECONCILE_PAUSE[0]
+        while True:
+            try:
+                reply = yield self._release_call(permit)
+            except ReplicationError:  # released on the primary
+                return
+            except BackendError as error:
+                left = end - time.monotonic()
+                if left > 0:
+                    yield Sleep(min(pause, left))
+                    pause = min(2 * pause, RECONCILE_PAUSE[1])
+                    continue
+                log.warning(
+                    "semaphore %r: finishing a release of permit %s cut short failed (%s); "
+                    "it expires with its lease",
+                    self.name, permit, error,
+                )
+                return
+            except ServerError as error:
+                log.warning(
+                    "semaphore %r: finishing a release of permit %s cut short failed (%s); "
+                    "it expires with its lease",
+                    self.name, permit, error,
+                )
+                return
+            log.info(
+                "semaphore %r: finished a release of permit %s cut short (%s)",
+                self.name, permit, "released" if int(reply) == 1 else "it was back already",
             )
+            return
 
     def _release_call(self, permit: str) -> Call:
         return Call(scripts.get("permit_release"), self.count_keys(), [permit], changes=True)
@@ -555,27 +587,37 @@ class PermitCore(SemaphoreCore):
         """Give back ``permit``: True if released (None when ``strict``); False if it was
         not out, or ``strict``: NotOwnedError, LockLostError."""
         hold = None
+        failure: BaseException | None = None
         try:
             # (Every step in the try: an interrupt after any of them is seen below.)
             # Forget it first: the watchdog must not renew it nor take its removal for a loss.
             hold = self.ctx.holds.discard(self.timeout_key, permit)
             reply = yield self._release_call(permit)
-        except (GeneratorExit, LockError):
+        except (GeneratorExit, ReplicationError):
+            raise  # a ReplicationError: it took effect on the primary
+        except BackendError as error:
+            failure = error  # a timeout, a dropped connection, the server away: see below
+        except LockError:
             raise  # tenure's own errors: the server answered, or the caller's to handle
         except BaseException as error:
+            failure = error  # cancelled, or a signal handler raised
+        if failure is not None:
             # Cancelled, or a signal handler raised, before the script went or while its
-            # reply was awaited: the caller meant to give the permit back, and nobody
-            # renews it any more. Finish it in the background rather than leave it out to
-            # its lease end (reviewer R5, S1): releasing a permit by id is idempotent, so
-            # sending it again is safe whether or not it ran. The caller still gets its
-            # interrupt. A second interrupt runs the clean-up again from the top (each
-            # step idempotent, no call before the ``try``).
+            # reply was awaited; or a BackendError (its script may have run, or may yet,
+            # or never went): the caller meant to give the permit back, and nobody renews
+            # it any more. Finish it in the background, once the server answers, rather
+            # than leave it out to its lease end (reviewer R5, S1), as a lock's release is
+            # (`tenure.core.lock.LockCore.release`): releasing a permit by id is idempotent,
+            # so sending it again is safe whether or not it ran. The caller still gets its
+            # error. A second interrupt runs the clean-up again from the top (each step
+            # idempotent, no call before the ``try``: the except clauses above call none).
             tries, back, late = 0, None, None
             while tries < CLEAN_UP_TRIES:
                 try:
                     tries += 1
-                    self.ctx.holds.discard(self.timeout_key, permit)
-                    back = back or self._finish_release_permit(permit)
+                    hold = self.ctx.holds.discard(self.timeout_key, permit) or hold
+                    lease = hold.lease if hold is not None else None
+                    back = back or self._finish_release_permit(permit, lease)
                     yield Background(back)
                     break
                 except GeneratorExit:
@@ -583,8 +625,8 @@ class PermitCore(SemaphoreCore):
                 except BaseException as interrupt:
                     late = interrupt
             if late is not None:
-                raise late from error
-            raise
+                raise late from failure
+            raise failure
         if int(reply) == 1:
             return None if strict else True
         if hold is not None:

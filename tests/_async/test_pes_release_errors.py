@@ -1,0 +1,170 @@
+# Permit releases with a BackendError (asyncio source of tests/_sync/test_pes_release_errors.py).
+"""A PermitExpirableSemaphore release that fails with a BackendError (a timeout, a dropped
+connection, the server paused) on a real server: the caller gets the error, and the release
+is finished in the background once the server answers (releasing a permit id is
+idempotent: sent again, it frees nothing more), as a lock's release is (docs/internals.md,
+"Cancellation and interruption").
+
+Before, the permit had left the client's table (nobody renewed it) and stayed out on the
+server to its lease end (30 s): every other waiter waited that long. The caller is a task
+here and a thread in the generated sync twin (tests/_sync)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+import tenure
+from support.proxy import Proxy
+from support.twins import async_spawn, async_wait_until
+from tenure import keys
+
+SCRIPT_COMMANDS = {"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"}
+NAME = "pes-release-errors"
+
+
+def permits_out(r, name: str) -> int:
+    """Permits out on the server (the semaphore's timeout ZSET)."""
+    return int(r.zcard(keys.permit_timeout_key(name)))
+
+
+def script_waiting(r) -> int | None:
+    """The id of a connection whose script waits on the paused server (flag ``b``)."""
+    for entry in r.client_list():
+        if entry.get("cmd") in SCRIPT_COMMANDS and "b" in entry["flags"]:
+            return int(entry["id"])
+    return None
+
+
+async def kill_the_waiting_script(r) -> bool:
+    """Kill the connection whose script waits on the paused server (CLIENT KILL)."""
+    assert await async_wait_until(lambda: script_waiting(r) is not None, 2.0)
+    victim = script_waiting(r)
+    assert victim is not None
+    return bool(r.client_kill_filter(_id=victim))
+
+
+async def taken(client, name: str):
+    """A PermitExpirableSemaphore ``name`` of one permit, taken by ``client`` (renewed by
+    its watchdog, lease 30 s): the semaphore and the permit id."""
+    sem = client.permit_expirable_semaphore(name)
+    assert await sem.try_set_permits(1)
+    permit = await sem.acquire()
+    assert permit is not None
+    return sem, permit
+
+
+async def release(sem, permit: str, strict: bool) -> None:
+    if strict:
+        await sem.release(permit)
+    else:
+        await sem.try_release(permit)
+
+
+@pytest.mark.parametrize("mode", ["ALL", "WRITE"])
+@pytest.mark.parametrize("strict", [True, False], ids=["release", "try_release"])
+async def test_a_permit_release_that_timed_out_gives_the_permit_back_once_the_server_answers(
+    async_make_client, r, mode, strict
+):
+    """The server paused longer than the holder's socket timeout: the release raises
+    BackendError, and another client gets the permit within a moment of the pause's end,
+    not at the lease's end (30 s)."""
+    holder = async_make_client(socket_timeout=0.3)
+    other = async_make_client()
+    sem, permit = await taken(holder, NAME)
+    waiter = other.permit_expirable_semaphore(NAME)
+    assert await waiter.acquire(blocking=False) is None  # its connection made
+    r.execute_command("CLIENT", "PAUSE", 1000, mode)
+    pause_end = time.monotonic() + 1.0
+    with pytest.raises(tenure.BackendError):
+        await release(sem, permit, strict)
+    assert time.monotonic() < pause_end  # it failed while the server was paused
+    assert sem.valid_for(permit) == 0.0  # out of the hold table: never renewed again
+    got = await waiter.acquire(timeout=5)
+    waited = time.monotonic() - pause_end
+    print(f"{mode}: the permit came back {waited:.3f} s after the pause ended")
+    assert got is not None, f"still out: {permits_out(r, NAME)} permit(s)"
+    assert waited < 1.0
+    await waiter.release(got)
+    assert await waiter.available_permits() == 1  # never one more than set
+
+
+async def test_a_permit_release_whose_connection_dropped_is_finished_once_the_server_answers(
+    async_make_client, r
+):
+    """The release's script waits on a server paused for writes and its connection is
+    killed (CLIENT KILL): the script never ran, release raises BackendError, and the
+    background sends it again once the server answers."""
+    holder = async_make_client()
+    other = async_make_client()
+    sem, permit = await taken(holder, NAME)
+    waiter = other.permit_expirable_semaphore(NAME)
+    assert await waiter.acquire(blocking=False) is None
+    r.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
+    try:
+        killer = async_spawn(kill_the_waiting_script, r)
+        with pytest.raises(tenure.BackendError):
+            await sem.release(permit)
+        assert await killer.result(5)
+        assert permits_out(r, NAME) == 1  # it never ran
+    finally:
+        r.execute_command("CLIENT", "UNPAUSE")
+    unpaused = time.monotonic()
+    got = await waiter.acquire(timeout=5)
+    waited = time.monotonic() - unpaused
+    print(f"the permit came back {waited:.3f} s after the server answered again")
+    assert got is not None, f"still out: {permits_out(r, NAME)} permit(s)"
+    assert waited < 1.0
+    await waiter.release(got)
+    assert await waiter.available_permits() == 1
+
+
+@pytest.fixture
+def proxy(server):
+    p = Proxy(server.port)
+    yield p
+    p.close()
+
+
+async def test_a_permit_release_whose_reply_was_lost_frees_nothing_more(
+    async_make_client, proxy, r, caplog
+):
+    """The release's script runs but its reply is held (a TCP proxy) past the socket
+    timeout: BackendError, the permit already back. The background sends it again: a no-op
+    (the id is no longer out), never a permit more than set, and a permit taken meanwhile
+    by another client stays out."""
+    caplog.set_level(logging.INFO, logger="tenure")
+    holder = tenure.AsyncClient(proxy.url, socket_timeout=0.3)
+    other = async_make_client()
+    try:
+        sem, permit = await taken(holder, NAME)
+        await sem.release(permit)  # the release script now cached: no NOSCRIPT round trip
+        permit = await sem.acquire()
+        assert permit is not None
+        proxy.hold_replies()
+        with pytest.raises(tenure.BackendError):
+            await sem.release(permit)
+        assert permits_out(r, NAME) == 0  # the script ran
+        waiter = other.permit_expirable_semaphore(NAME)
+        got = await waiter.acquire(timeout=2)
+        assert got is not None
+        proxy.thaw()
+        # The background's release of the old id answers "not out" and frees nothing.
+        assert await async_wait_until(lambda: finished(caplog, permit), 3.0), caplog.text
+        assert permits_out(r, NAME) == 1
+        assert await waiter.available_permits() == 0
+        await waiter.release(got)
+        assert await waiter.available_permits() == 1
+    finally:
+        proxy.thaw()
+        await holder.close()
+
+
+def finished(caplog, permit: str) -> bool:
+    """The background finished the release of ``permit`` (logged at INFO)."""
+    return any(
+        permit in record.getMessage() and "cut short" in record.getMessage()
+        for record in caplog.records
+    )
