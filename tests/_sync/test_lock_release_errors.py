@@ -17,9 +17,9 @@ import pytest
 import tenure
 from support.proxy import Proxy
 from support.twins import spawn, wait_until
+from support.wire import kill_the_waiting_script
 
 KINDS = ["lock", "fair_lock"]
-SCRIPT_COMMANDS = {"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"}
 
 
 def make_lock(client, kind: str, name: str):
@@ -31,23 +31,6 @@ def make_lock(client, kind: str, name: str):
 def counts(r, name: str) -> list[int]:
     """The hold counts of the lock hash ``name`` (one field per owner)."""
     return [int(value) for value in r.hgetall(name).values()]
-
-
-def script_waiting(r) -> int | None:
-    """The id of a connection whose script waits on the paused server (flag ``b``: its
-    command postponed), if one does."""
-    for entry in r.client_list():
-        if entry.get("cmd") in SCRIPT_COMMANDS and "b" in entry["flags"]:
-            return int(entry["id"])
-    return None
-
-
-def kill_the_waiting_script(r) -> bool:
-    """Kill the connection whose script waits on the paused server (CLIENT KILL)."""
-    assert wait_until(lambda: script_waiting(r) is not None, 2.0)
-    victim = script_waiting(r)
-    assert victim is not None
-    return bool(r.client_kill_filter(_id=victim))
 
 
 def release_fails_in_a_pause(r, lock, seconds: float) -> float:

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import redis
 
+from support.twins import async_wait_until, wait_until
 from tenure import keys
 
 
@@ -116,3 +117,34 @@ class Messages:
 
     def close(self) -> None:
         self.pubsub.close()
+
+
+SCRIPT_COMMANDS = {"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"}
+"""The commands a tenure script is sent with (as CLIENT LIST names them)."""
+
+
+def script_waiting(r: redis.Redis) -> int | None:
+    """The id of a connection whose script waits on the paused server (CLIENT LIST flag
+    ``b``: its command postponed), if one does."""
+    for entry in r.client_list():
+        if entry.get("cmd") in SCRIPT_COMMANDS and "b" in entry["flags"]:
+            return int(entry["id"])
+    return None
+
+
+async def async_kill_the_waiting_script(r: redis.Redis) -> bool:
+    """Kill the connection whose script waits on the paused server (CLIENT KILL), once one
+    does (2 s at most: asserted). True when the server killed it. A coroutine for the tests
+    in ``tests/_async``; `kill_the_waiting_script` is its twin for the generated sync ones."""
+    assert await async_wait_until(lambda: script_waiting(r) is not None, 2.0)
+    victim = script_waiting(r)
+    assert victim is not None
+    return bool(r.client_kill_filter(_id=str(victim)))
+
+
+def kill_the_waiting_script(r: redis.Redis) -> bool:
+    """The sync twin of `async_kill_the_waiting_script`."""
+    assert wait_until(lambda: script_waiting(r) is not None, 2.0)
+    victim = script_waiting(r)
+    assert victim is not None
+    return bool(r.client_kill_filter(_id=str(victim)))
