@@ -157,9 +157,7 @@ def proxy(server):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_reentrant_release_whose_reply_was_lost_takes_off_no_second_hold(
-    proxy, r, kind
-):
+def test_a_reentrant_release_whose_reply_was_lost_takes_off_no_second_hold(proxy, r, kind):
     """Count 2, the release's script runs but its reply is held (a TCP proxy) past the
     socket timeout: BackendError, with the server already at the count the owner has (1).
     The background finds that out (`_reconcile_guard.lua`) and takes off nothing more: the
