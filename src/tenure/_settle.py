@@ -27,6 +27,7 @@ import functools
 from collections.abc import Callable, Generator
 from typing import Any
 
+from tenure.core.context import Context
 from tenure.core.effects import Background, Call, Unsubscribe
 
 Flow = Generator[Any, Any, Any]
@@ -34,6 +35,20 @@ CLEAN_UP = (Background, Unsubscribe)
 
 _running: set[asyncio.Future[Any]] = set()
 """Tasks left to finish after their caller was cancelled (kept referenced until done)."""
+
+
+def settle_read_bound(ctx: Context) -> float:
+    """Seconds a reply nobody waits for any more is waited for when the client has no socket
+    timeout (``socket_timeout=None``), by the backend's background reader
+    (`tenure.aio.backend.AsyncBackend._settle_later`) and, in asyncio, by an acquire task
+    whose caller left while its script was in flight (`async_acquire_settled`): the
+    watchdog lease (``watchdog_timeout``). A server silent that long is one the client
+    already counts as gone: its renewals failed for a whole lease, so the holds it granted
+    count as lost (docs/primitives/lock.md, "server paused"); and a reply that never comes
+    leaves the outcome unknown, as a socket timeout does (docs/primitives/semaphore.md).
+    Without a bound, a server that never answers kept a thread or task and a connection
+    out of the pool for ever."""
+    return ctx.watchdog_timeout
 
 
 class Tracked:
@@ -50,6 +65,8 @@ class Tracked:
         self._flow = flow
         self._give_back = give_back
         self.in_call = False
+        self.calls = 0
+        """Script calls made so far (the one in flight, if ``in_call``, included)."""
         self.left = False
         self._stopped = False
 
@@ -69,6 +86,8 @@ class Tracked:
                 value, error = None, asyncio.CancelledError()
                 continue
             self.in_call = isinstance(effect, Call)
+            if self.in_call:
+                self.calls += 1
             try:
                 value, error = (yield effect), None
             except BaseException as failure:
@@ -98,6 +117,14 @@ async def async_acquire_settled(
             tracked.left = True
             if not tracked.in_call:
                 task.cancel()
+            else:
+                # A server that never answers (no socket timeout) must not keep the task
+                # and its connection for ever: past the bound, the call still in flight is
+                # cancelled, and the backend reads its reply in the background, bounded
+                # too (`settle_read_bound`); a grant in it is still given back.
+                loop.call_later(
+                    settle_read_bound(runner.ctx), _cut, task, tracked, tracked.calls
+                )
             _running.add(task)
             task.add_done_callback(_finished)
         elif not task.cancelled() and task.exception() is None and task.result() is True:
@@ -135,6 +162,11 @@ def _noted(flow: Flow, outcome: list[Any]) -> Flow:
 
 def _in_background(give_back: Callable[[], Flow]) -> Flow:
     yield Background(give_back())
+
+
+def _cut(task: asyncio.Future[Any], tracked: Tracked, calls: int) -> None:
+    if not task.done() and tracked.in_call and tracked.calls == calls:  # the same call
+        task.cancel()
 
 
 def _wake(done: asyncio.Future[None], task: asyncio.Future[Any]) -> None:

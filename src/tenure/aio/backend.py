@@ -25,6 +25,7 @@ On one plain server nothing can move, so a refused connection raises at once.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
@@ -49,9 +50,10 @@ from tenure._redis import (
     check_one_slot,
     unsent,
 )
+from tenure._settle import settle_read_bound
 from tenure.aio.route import AsyncRoute
 from tenure.core.context import Context
-from tenure.core.effects import NOT_RUN, SENDING, Call, Command
+from tenure.core.effects import CLEAN_UP_TRIES, NOT_RUN, SENDING, Call, Command
 from tenure.core.options import check_replicas, replica_wait
 from tenure.scripts import sharded
 
@@ -375,16 +377,47 @@ class AsyncBackend:
         except ResponseError:  # a whole reply: the connection is clean
             await self._done(pool, conn)
             raise
-        except BaseException:  # the reply may still be on its way: never reuse this socket
-            handed = self._handed.pop(id(conn), self)
-            if handed is self:
-                await self._drop(pool, conn)
-            else:  # a call with settle, interrupted: its reply decides, in the background
-                self._settling.spawn(self._settle_later, pool, conn, what, handed)
+        except BaseException as error:  # the reply may still be on its way: never reuse it
+            # Given up in the background (`_give_up`): where no signal handler runs, so that
+            # the connection goes back to the pool exactly once (redis-py's sync pool takes
+            # the same connection twice) and a call with settle keeps its reader. A second
+            # interrupt (a signal handler raising) may land anywhere here: the clean-up runs
+            # again from the top, up to CLEAN_UP_TRIES (docs/internals.md, "Cancellation and
+            # interruption"); each step is idempotent, ``claim`` runs the give-up once
+            # however often it was spawned. No call before the ``try``.
+            tries, claim, late = 0, None, None
+            while tries < CLEAN_UP_TRIES:
+                try:
+                    tries += 1
+                    if id(conn) not in self._handed:  # no reply to read: drop the socket now
+                        await conn.disconnect()
+                        self._failed()  # before the caller's next command (a slot map)
+                    claim = claim or threading.Lock()
+                    self._settling.spawn(self._give_up, claim, pool, conn, what)
+                    break
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
             raise
         self.suspect = False
         await self._done(pool, conn)
         return reply
+
+    async def _give_up(self, claim: threading.Lock, pool: Any, conn: Any, call: Any) -> None:
+        """The connection of a call that failed or was interrupted in `_on()`, in the
+        background (run once per ``claim``): disconnected and given back; or, for a call
+        with ``settle`` whose reply decides, handed to `_settle_later()`."""
+        if not claim.acquire(blocking=False):
+            return  # spawned again after an interrupt: the first spawn runs it
+        try:
+            handed = self._handed.pop(id(conn), self)
+            if handed is self:
+                await self._drop(pool, conn)
+            else:  # a call with settle, interrupted: its reply decides
+                await self._settle_later(pool, conn, call, handed)
+        except Exception as failure:  # the background's: logged, never raised to nobody
+            log.warning("tenure: giving back a failed call's connection failed: %r", failure)
 
     async def _settle_later(self, pool: Any, conn: Any, call: Call, reply: Any) -> None:
         """The caller of ``call`` stopped waiting while it was in flight: read its reply
@@ -393,7 +426,7 @@ class AsyncBackend:
         ``reply`` is the error instance when none came)."""
         if reply is _UNREAD:
             try:
-                reply = await conn.read_response(disconnect_on_error=False)
+                reply = await async_read_reply(conn, self._settle_read(conn))
             except NoScriptError:  # EVALSHA did not run: nothing to undo
                 reply = NOT_RUN
                 await self._done(pool, conn)
@@ -414,6 +447,15 @@ class AsyncBackend:
         undo = call.settle(reply, True)
         if undo is not None:
             await self.settle(undo)
+
+    def _settle_read(self, conn: Any) -> float | None:
+        """How long `_settle_later()` waits for a reply: redis-py's socket timeout (None),
+        or with none set (``socket_timeout=None``) at most `settle_read_bound()`: a
+        server that never answers must not keep a thread (or task) and a connection out
+        of the pool for ever."""
+        if getattr(conn, "socket_timeout", None):
+            return None
+        return settle_read_bound(self.ctx)
 
     async def _command(self, conn: Any, args: Any) -> Any:
         await async_send_command(conn, *args)
