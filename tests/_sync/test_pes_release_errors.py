@@ -19,31 +19,15 @@ import pytest
 import tenure
 from support.proxy import Proxy
 from support.twins import spawn, wait_until
+from support.wire import kill_the_waiting_script
 from tenure import keys
 
-SCRIPT_COMMANDS = {"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"}
 NAME = "pes-release-errors"
 
 
 def permits_out(r, name: str) -> int:
     """Permits out on the server (the semaphore's timeout ZSET)."""
     return int(r.zcard(keys.permit_timeout_key(name)))
-
-
-def script_waiting(r) -> int | None:
-    """The id of a connection whose script waits on the paused server (flag ``b``)."""
-    for entry in r.client_list():
-        if entry.get("cmd") in SCRIPT_COMMANDS and "b" in entry["flags"]:
-            return int(entry["id"])
-    return None
-
-
-def kill_the_waiting_script(r) -> bool:
-    """Kill the connection whose script waits on the paused server (CLIENT KILL)."""
-    assert wait_until(lambda: script_waiting(r) is not None, 2.0)
-    victim = script_waiting(r)
-    assert victim is not None
-    return bool(r.client_kill_filter(_id=victim))
 
 
 def taken(client, name: str):
