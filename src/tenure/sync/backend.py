@@ -231,8 +231,22 @@ class Backend:
                 send_command(
                     conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
                 )
-        except BaseException:
-            self._drop(pool, conn)
+        except BaseException as error:  # part of it may be on its way: never reuse it
+            # As in `_on()`: dropped inline, given back once in the background (`_give_up`),
+            # the clean-up run again from the top when a second interrupt lands in it.
+            tries, claim, late = 0, None, None
+            while tries < CLEAN_UP_TRIES:
+                try:
+                    tries += 1
+                    conn.disconnect()
+                    self._failed()
+                    claim = claim or threading.Lock()
+                    self._settling.spawn(self._give_up, claim, pool, conn, call)
+                    break
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
             raise
         return Sent(pool, conn, call)
 
@@ -258,8 +272,21 @@ class Backend:
         except ResponseError:
             self._done(pool, conn)
             raise
-        except BaseException:
-            self._drop(pool, conn)
+        except BaseException as error:  # the reply may still be on its way: never reuse it
+            # As in `send()`: once, in the background, whatever interrupts the clean-up.
+            tries, claim, late = 0, None, None
+            while tries < CLEAN_UP_TRIES:
+                try:
+                    tries += 1
+                    conn.disconnect()
+                    self._failed()
+                    claim = claim or threading.Lock()
+                    self._settling.spawn(self._give_up, claim, pool, conn, call)
+                    break
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
             raise
         self.suspect = False
         self._done(pool, conn)
@@ -405,9 +432,9 @@ class Backend:
         return reply
 
     def _give_up(self, claim: threading.Lock, pool: Any, conn: Any, call: Any) -> None:
-        """The connection of a call that failed or was interrupted in `_on()`, in the
-        background (run once per ``claim``): disconnected and given back; or, for a call
-        with ``settle`` whose reply decides, handed to `_settle_later()`."""
+        """The connection of a call that failed or was interrupted (`_on()`, `send()`,
+        `receive()`), in the background (run once per ``claim``): disconnected and given
+        back; or, for a call with ``settle`` whose reply decides, handed to `_settle_later()`."""
         if not claim.acquire(blocking=False):
             return  # spawned again after an interrupt: the first spawn runs it
         try:
