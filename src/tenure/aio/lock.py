@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from tenure._scope import AsyncLossScope
 from tenure.aio.acquiring import AsyncLockContext
-from tenure.aio.runner import AsyncRunner
+from tenure.aio.runner import CALLER, AsyncRunner
 from tenure.core.args import bind_callback
 from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
@@ -126,9 +126,12 @@ class AsyncLock(AsyncLockContext):
                 holds beyond those the caller still has, never one more.
             ServerError: the server refused the script (an ACL, a script error); the hold
                 is given up here and expires with its lease on the server.
+
+        An exception a signal handler raises once the call began (KeyboardInterrupt) reaches
+        the caller, and this one hold is released in the background all the same.
         """
-        runner, owner = self.runner, self.runner.owner()
-        return runner.release(self, owner, self.core.release(owner))
+        # (No call before the runner's: it finishes a release cut short after this line.)
+        return self.runner.release_by(self, CALLER, self.core.release)
 
     def extend(self, additional_time: float) -> Awaitable[None]:
         """Add ``additional_time`` seconds to the caller's hold taken with ``lease_time``.

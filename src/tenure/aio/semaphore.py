@@ -120,9 +120,13 @@ class AsyncSemaphore:
     def release(self, permits: int = 1) -> Awaitable[None]:
         """Give back ``permits`` permits (int >= 1) and wake waiters. Any caller may release.
 
-        Raises TypeError/ValueError before any I/O, BackendError.
+        Raises TypeError/ValueError before any I/O, BackendError. An exception a signal
+        handler raises once the call began reaches the caller; the release is finished in
+        the background if its script surely did not go (docs/internals.md, "Cancellation
+        and interruption").
         """
-        return self.runner.release(self, NO_OWNER, self.core.release(permits))
+        # (No call before the runner's: it finishes a release cut short after this line.)
+        return self.runner.release_by(self, NO_OWNER, lambda _: self.core.release(permits))
 
     def __call__(self, timeout: float | None = None) -> AsyncPermitContext:
         """``sem(timeout=5)``: a context manager taking one permit, or raising
@@ -251,16 +255,19 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
                 ``on_lost``).
             NotOwnedError: no such permit is out.
             BackendError: the server failed.
+
+        An exception a signal handler raises once the call began reaches the caller, and the
+        permit is given back in the background all the same.
         """
-        return self.runner.release(self, permit_id, self.core.release_permit(permit_id))
+        # (No call before the runner's: it finishes a release cut short after this line.)
+        return self.runner.release_by(self, permit_id, self.core.release_permit)
 
     def try_release(self, permit_id: str) -> Awaitable[bool]:
         """As [`release()`][tenure.AsyncPermitExpirableSemaphore.release], but returns False instead
         of raising NotOwnedError or
         LockLostError (a lost permit is still reported through
         [`lost()`][tenure.AsyncPermitExpirableSemaphore.lost]/``on_lost``)."""
-        flow = self.core.try_release_permit(permit_id)
-        return self.runner.release(self, permit_id, flow)
+        return self.runner.release_by(self, permit_id, self.core.try_release_permit)
 
     def update_lease_time(self, permit_id: str, lease_time: float) -> Awaitable[bool]:
         """Give permit ``permit_id`` a lease of ``lease_time`` seconds from now (the

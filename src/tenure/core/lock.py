@@ -868,9 +868,13 @@ class LockCore:
             # Run again from the top when a second interrupt lands in it (as an acquire's).
             second: BaseException | None = None
             tries = 0
-            while recorded is not None and tries < CLEAN_UP_TRIES:
+            while tries < CLEAN_UP_TRIES:
                 tries += 1
                 try:
+                    if recorded is None:
+                        # Cut short before it read the owner's count (reviewer R5, S3):
+                        # nothing changed yet, so the count now is the one it would read.
+                        recorded = self._recorded(owner)
                     late = yield from self._interrupted_release(owner, recorded, sending)
                     second = late or second
                     break

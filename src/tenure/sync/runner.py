@@ -9,12 +9,15 @@ owns its lease, and starts it when a flow reports a watchdog hold (``WatchHolds`
 
 from __future__ import annotations
 
+import dis
+import functools
+import inspect
 import logging
 import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from tenure import observe
@@ -33,6 +36,7 @@ from tenure.sync.backend import Backend, Sent
 from tenure.sync.listener import Listeners
 from tenure.core.context import Context, call_now
 from tenure.core.effects import (
+    CLEAN_UP_TRIES,
     Background,
     Call,
     Command,
@@ -55,10 +59,13 @@ from tenure.core.effects import (
 )
 from tenure.core.holds import Hold
 from tenure.core.watchdog import refresh_waiters, register, renew, report_doubts, report_lost
-from tenure.errors import BackendError, LockLostError
+from tenure.errors import BackendError, LockError, LockLostError
 
 T = TypeVar("T")
 log = logging.getLogger("tenure")
+
+CALLER: Any = object()
+"""`Runner.release_by()`'s owner: the caller's owner id (`Runner.owner()`)."""
 
 
 class Driver:
@@ -164,6 +171,76 @@ class Runner(Driver):
             # The parent's threads, tasks and sockets are not ours: start over without them.
             self._start()
         return current_owner(self.ctx.identity)
+
+    def release_by(
+        self, lock: Any, owner: Any, make: Callable[[Any], Generator[Any, Any, T]]
+    ) -> T:
+        """`release()` the flow ``make(owner)`` of ``lock`` (``owner`` `CALLER`: the
+        caller's, `owner()`); finish it in the background if an exception cuts it short
+        before the flow began (docs/internals.md, "Cancellation and interruption").
+
+        Once the caller called release() it meant to let go (reviewer R5, S3): a signal
+        handler's exception landing anywhere after that must not leave the hold in the
+        table, held on the server and renewed for ever. A flow that began sees it itself
+        (its clean-up finishes the release in the background); before that (the front,
+        `owner()`, making the flow, the observer, the driver before the flow's first step,
+        the flow's own first instruction) nothing was done, and the release is started
+        here in the background, once. The caller still gets its exception. Left to the
+        caller: an interrupt as the front or this method is entered, before their first
+        call, as one just before the call. A plain def: in the asyncio API the owner is
+        fixed at the call, and a cancellation lands at an ``await`` only, all after the
+        flow's first step; but a task cancelled before it ever ran never starts this
+        release (docs/internals.md, "Cancellation and interruption").
+        """
+        flow: Generator[Any, Any, T] | None = None
+        try:
+            # (Every step in the try: an interrupt after any of them is seen below.)
+            if owner is CALLER:
+                owner = self.owner()
+            flow = make(owner)
+            return self.release(lock, owner, flow)
+        except BaseException as error:
+            # Run again from the top when a second interrupt lands in it; the flow made
+            # here runs once (`_release_later`).
+            checked = flow is not None  # `make` returned: its argument check passed
+            tries, late = 0, None
+            while tries < CLEAN_UP_TRIES:
+                try:
+                    tries += 1
+                    if flow is not None and _began(flow, error):
+                        break  # its own clean-up saw the exception, or it ended
+                    if owner is CALLER:
+                        owner = self.owner()
+                    if flow is None or inspect.getgeneratorstate(flow) != inspect.GEN_CREATED:
+                        try:
+                            flow = make(owner)
+                        except Exception as refused:
+                            if not checked and type(refused) is type(error):
+                                break  # the argument check refused it: nothing to release
+                            raise
+                    self._spawner.spawn(self._release_later, lock, flow)
+                    break
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
+            raise
+
+    def _release_later(self, lock: Any, flow: Generator[Any, Any, Any]) -> None:
+        """Run a release `release_by()` saw cut short before it began (once per flow)."""
+        with self._started_mutex:
+            if flow in self._started:
+                return
+            self._started.add(flow)
+        try:
+            self.run(flow)
+            log.info("%r: finished a release interrupted before it began", lock)
+        except LockError as error:  # lost or not owned meanwhile: as release() would say
+            if not self.closed:
+                log.warning("%r: a release interrupted before it began failed: %s", lock, error)
+        except Exception:  # a bug: say so, never raise here
+            if not self.closed:
+                log.exception("tenure background release failed")
 
     def perform(self, effect: Any) -> Any:
         match effect:
@@ -299,6 +376,34 @@ class Runner(Driver):
             self._keeper.stop(5.0)
         self._listener.close()
         self.backend.close()
+
+
+def _began(flow: Generator[Any, Any, Any], error: BaseException) -> bool:
+    """False if ``flow`` did nothing before ``error`` cut it short: it never ran, or
+    ``error`` came out of its own first instruction (a signal handler runs as a frame
+    begins, at its ``RESUME`` (CPython 3.11+): before any ``try`` of the flow). True
+    otherwise: it saw ``error`` (at a yield, or in its ``try``), or ``error`` came after
+    its end. (A flow delegating at once to another, ``yield from``, counts as begun.)"""
+    if inspect.getgeneratorstate(flow) == inspect.GEN_CREATED:
+        return False
+    code = getattr(flow, "gi_code", None)
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return tb.tb_lasti > _first(code)
+        tb = tb.tb_next
+    return True
+
+
+@functools.cache
+def _first(code: Any) -> int:
+    """The offset of ``code``'s first instruction after its entry (``RESUME``)."""
+    entered = False
+    for instruction in dis.get_instructions(code):
+        if entered:
+            return instruction.offset
+        entered = instruction.opname == "RESUME"
+    return -1
 
 
 def _call_logged(callback: Callable[[], None], what: str) -> None:
