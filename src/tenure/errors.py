@@ -37,6 +37,15 @@ class BackendError(LockError, ConnectionError):
     """
 
 
+class ClientClosedError(BackendError):
+    """The client was closed (``close()``, or its ``with`` block ended): it sends no more
+    commands and waits for nothing. Raised by any call made after that, and to a waiter
+    or background clean-up it cut short. Trying again with this client cannot succeed; a
+    [`BackendError`][tenure.errors.BackendError], so ``except BackendError`` still catches
+    it.
+    """
+
+
 class ServerError(LockError):
     """The server refused a command, and trying again cannot cure it: a key of the wrong
     type (``WRONGTYPE``), a server that needs a password (``NOAUTH``) or refused the one

@@ -68,6 +68,7 @@ from tenure.core.parking import WAKE_ANY, WAKE_COUNT
 from tenure.core.waiting import subscribed
 from tenure.errors import (
     BackendError,
+    ClientClosedError,
     LockError,
     LockLostError,
     NotOwnedError,
@@ -536,8 +537,9 @@ class PermitCore(SemaphoreCore):
         (releasing an id is idempotent). While the server does not answer it is retried with
         a growing pause (`RECONCILE_PAUSE`, as a lock's reconcile), for at most ``lease``
         seconds from now (the permit's lease as last applied; the watchdog's when unknown):
-        by then the permit has expired by itself. Errors are logged: it runs in the
-        background."""
+        by then the permit has expired by itself. A closed client (ClientClosedError) sends
+        nothing more: it stops at once, as after a refusal (ServerError). Errors are
+        logged: it runs in the background."""
         end = time.monotonic() + (lease if lease is not None else self.ctx.watchdog_timeout)
         pause = RECONCILE_PAUSE[0]
         while True:
@@ -545,19 +547,19 @@ class PermitCore(SemaphoreCore):
                 reply = yield self._release_call(permit)
             except ReplicationError:  # released on the primary
                 return
-            except BackendError as error:
-                left = end - time.monotonic()
-                if left > 0:
-                    yield Sleep(min(pause, left))
-                    pause = min(2 * pause, RECONCILE_PAUSE[1])
-                    continue
+            except (ClientClosedError, ServerError) as error:  # trying again cannot cure it
                 log.warning(
                     "semaphore %r: finishing a release of permit %s cut short failed (%s); "
                     "it expires with its lease",
                     self.name, permit, error,
                 )
                 return
-            except ServerError as error:
+            except BackendError as error:
+                left = end - time.monotonic()
+                if left > 0:
+                    yield Sleep(min(pause, left))
+                    pause = min(2 * pause, RECONCILE_PAUSE[1])
+                    continue
                 log.warning(
                     "semaphore %r: finishing a release of permit %s cut short failed (%s); "
                     "it expires with its lease",
