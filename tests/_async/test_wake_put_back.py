@@ -99,3 +99,44 @@ async def test_a_waiter_refused_before_its_clients_idle_release_tries_again(
         await waiter.result(15)
     assert min(held) >= 1, held  # D and E took turns meanwhile
     assert waited[0] < 1.0, f"B waited {waited[0]:.3f} s; D and E took it {held} times"
+
+
+async def test_a_client_put_back_by_its_own_release_is_woken_beside_a_client_with_two_waiters(
+    async_make_client, r
+) -> None:
+    # Reviewer R6 (F1). W's release (its subscription lingering, no waiter of W left) puts W
+    # back with a half; W's next acquire is refused and finds its lingering subscription
+    # fresh, so it made no second attempt, and its first did not register W: W stayed
+    # "not seen waiting". R has two waiters, one always refused and registered, and an
+    # unlock goes to a half only when nobody seen waiting is left: every unlock went to R,
+    # and W slept to its timeout (4 of 18 acquires at 3 s) or its holder's lease end.
+    name = "twowaiters"
+    queue = keys.lock_wake_queue(name)
+    rc, wc = async_make_client(), async_make_client()
+    stop = AsyncEvent()
+
+    async def loop() -> int:
+        lock, held = rc.lock(name), 0
+        while not stop.is_set():
+            assert await lock.acquire(timeout=10)
+            held += 1
+            await async_sleep(0.001)
+            await lock.release()
+        return held
+
+    loopers = [async_spawn(loop), async_spawn(loop)]
+    assert await async_wait_until(lambda: seen_waiting(r, queue, rc))
+    lock = wc.lock(name)
+    waits: list[float] = []
+    try:
+        for _ in range(6):
+            began = time.monotonic()
+            assert await lock.acquire(timeout=5), f"W timed out after {waits}"
+            waits.append(time.monotonic() - began)
+            await lock.release()
+            await async_sleep(0.02)  # W rests (its subscription lingers: 0.5 s)
+    finally:
+        stop.set()
+        held = [await job.result(15) for job in loopers]
+    assert min(held) >= 1, held
+    assert max(waits) < 1.0, (waits, held)

@@ -242,9 +242,14 @@ class LockCore:
         if retry:
             args.append(1)
         keys_ = [self.key]
-        if self._registering.get(owner) and self.targeted:
+        if self.targeted and (self._registering.get(owner) or self.ctx.hears(self.channel)):
             # A waiter listening on its client channel: a refusal registers its client in
-            # the wake queue, so the unlock can wake this client alone.
+            # the wake queue, so the unlock can wake this client alone. Also a first
+            # attempt made while this client's subscription lingers: a refusal there may
+            # find it fresh and skip the retry, and the client must not stay in the queue
+            # as "not seen waiting" (a half, put back by its own release): an unlock goes
+            # to such a client only when no client seen waiting is left, so a client with
+            # two waiters would take every unlock for the whole wait (reviewer R6, F1).
             keys_.append(self.wake_queue)
             args[2:] = [1 if retry else "", self.ctx.identity.client_id]
         # Built as acquire_call() sends it (no copy on the way: this is every acquire).
