@@ -20,7 +20,7 @@ from tenure.core.effects import (
     Wait,
     WatchHolds,
 )
-from tenure.core.lock import LockCore
+from tenure.core.lock import RECONCILE_POLL, LockCore
 from tenure.core.yielding import YIELD_GRACE
 from tenure.errors import BackendError, ReplicationError
 
@@ -668,8 +668,8 @@ def test_only_one_reconcile_per_owner_at_a_time(ctx: Context, owner: str) -> Non
     assert len(first.extra) == 1  # the reconcile, in the background
     # Another lock object of this client, same owner: its acquire waits for the reconcile
     # (a grant landing meanwhile would be undone by it) and sends nothing; nor does it
-    # start a second reconcile.
-    second = fails(LockCore(ctx, "l").acquire(owner, False, None, None), [(Command, 0)])
+    # start a second reconcile. (A blocking one: a shorter wait ends first, refused.)
+    second = fails(LockCore(ctx, "l").acquire(owner, True, None, None), [(Command, 0)])
     assert isinstance(second.error, BackendError)
     assert "reconciled" in str(second.error)
     assert second.extra == []
@@ -693,6 +693,23 @@ def test_a_server_still_away_fails_the_wait_for_a_reconcile_at_once(
     assert second.error is refused
     assert second.of(Sleep) == []
     assert second.calls(ACQ) == []
+
+
+@pytest.mark.parametrize("timeout", [0.0, 0.05])
+def test_a_wait_for_a_reconcile_ends_with_the_acquires_wait(
+    ctx: Context, owner: str, clock: Clock, timeout: float
+) -> None:
+    """An acquire behind a pending reconcile of the same owner waits for it no longer than
+    its own wait, and is then refused: a non-blocking acquire right after a cancelled
+    release took 104-118 ms (the reconcile's recheck), up to 1.5 s against a slow server
+    (reviewer R6, F2)."""
+    fails(LockCore(ctx, "l").acquire(owner, False, None, None), [(ACQ, BackendError("timeout"))])
+    assert ctx.reconciling
+    run = drive(LockCore(ctx, "l").acquire(owner, True, timeout, None), [(Command, 1)], clock=clock)
+    assert run.result is False
+    assert sum(sleep.seconds for sleep in run.of(Sleep)) <= timeout + RECONCILE_POLL
+    assert run.calls(ACQ) == []  # not sent while the reconcile may still run
+    assert ctx.reconciling  # still pending (the driver here runs no background flow)
 
 
 def test_unreplicated_grant_asks_for_no_renewal(ctx: Context, owner: str) -> None:

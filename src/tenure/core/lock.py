@@ -280,7 +280,7 @@ class LockCore:
         ):
             call = replace(call, changes=self._is_grant, until=until)
         if self.ctx.reconciling:
-            yield from self.after_reconcile(owner)
+            yield from self.after_reconcile(owner, until)
         sent = time.monotonic()
         try:
             reply = yield call
@@ -309,7 +309,7 @@ class LockCore:
             self._sent[owner] = sent
         return reply
 
-    def after_reconcile(self, owner: str) -> Flow[None]:
+    def after_reconcile(self, owner: str, until: float | None = None) -> Flow[None]:
         """Wait while a reconcile of ``owner``'s holds on this lock runs (any lock object of
         this client may have started it). The reconcile releases what the server holds
         beyond the count recorded here; a new grant landing between its read of that count
@@ -317,15 +317,21 @@ class LockCore:
 
         One look at the server first (``EXISTS``): a server still away fails it at once,
         and the caller gets that error within its socket timeout, not after the wait.
+        ``until``: the end of an acquire's wait (monotonic): the wait ends there, as a
+        refusal (`LateGrant`: a non-blocking acquire right after a cancelled release
+        answers after the look, not after the reconcile's 0.1 s recheck; reviewer R6, F2).
 
         Raises BackendError: the look failed (its own error), or the reconcile has not
-        ended after `RECONCILE_WAIT` seconds (the server has not answered it since)."""
+        ended after `RECONCILE_WAIT` seconds (the server has not answered it since).
+        LateGrant: ``until`` came first."""
         pending = (self.key, self.field(owner))
         if pending not in self.ctx.reconciling:
             return
         yield Command(("EXISTS", self.key))
         waited, deadline = 0.0, time.monotonic() + RECONCILE_WAIT
         while pending in self.ctx.reconciling:
+            if until is not None and time.monotonic() >= until:
+                raise LateGrant
             # (Both: on a loaded machine the looks take longer than their pause.)
             if waited >= RECONCILE_WAIT or time.monotonic() >= deadline:
                 raise BackendError(
