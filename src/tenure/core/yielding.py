@@ -27,7 +27,10 @@ yield, 1, 3, 7 ... up to `SKIPS_MOST` of them after 1, 2, 3 ... such yields in a
 the next yield probes again; any yield that meets the client woken (refused, or ended by an
 unlock) ends the streak. (Reviewer R5: a releaser looping alone beside a paused waiter made
 384-401 acquisitions/s, each waiting its whole yield, against 25,149 with the waiter gone.)
-A live client woken loses at most that many attempts to the releaser in a row.
+A client woken that takes the lock within the yield loses at most that many attempts to
+the releaser in a row. One slower to wake than the yield (a busy event loop, a loaded
+machine) may lose more: a Lock is not fair (reviewer R6: waits of 0.1-2.3 s beside a
+releaser looping at once, as before the yield adapted); a FairLock is.
 """
 
 from __future__ import annotations
