@@ -16,11 +16,19 @@ ReadWriteLock, with one hold and with two (reentrant). At each place the caller 
 one released (none: the lock is free and nothing renews it), and releasing those must work.
 The places left to the caller: the entry of the front (``Lock.release``) and of
 ``Runner.release_by``, before their first call: as an interrupt just before the call,
-nothing was done (checked: every hold is still held, and releases as usual).
+nothing was done (checked: every hold is still held, and releases as usual). (A
+``with`` block's exit reaches ``Lock.release`` through tenure.sync.acquiring, whose frames
+are not traced here: an interrupt there, before the call, is the caller's too.)
+
+asyncio: a cancellation lands only at an ``await``, all after the flow's first step, but
+for a task made of the release and cancelled before it ever ran (``create_task``,
+``gather``, ``wait_for``): its coroutine never runs. ``release()`` returns an
+`tenure.aio.runner.AsyncReleasing`, which then runs the release in the background.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dis
 import inspect
 import sys
@@ -40,7 +48,7 @@ import tenure.observe
 import tenure.sync.lock
 import tenure.sync.runner
 import tenure.sync.rwlock
-from support.twins import wait_until
+from support.twins import async_wait_until, wait_until
 
 
 class Alarm(Exception):
@@ -208,3 +216,55 @@ def test_a_signal_anywhere_in_a_release_still_releases_one_hold(
     assert n >= 40, n  # the release was traced
     assert len(entries) <= len(ENTRIES), entries
     assert kept == [], f"{len(kept)} of {n} places: {kept}"
+
+
+ASYNC_KINDS = ["lock", "read", "write", "semaphore", "permit"]
+
+
+@pytest.mark.parametrize("kind", ASYNC_KINDS)
+async def test_a_release_task_cancelled_before_it_ran_still_releases(
+    async_make_client: Callable[..., tenure.AsyncClient], r: redis.Redis, kind: str
+) -> None:
+    # asyncio: a cancellation lands only at an await, all after the flow's first step, but
+    # for a task made of the release and cancelled before it ran (create_task, gather,
+    # wait_for): its coroutine never runs. The caller called release(): it still happens.
+    client = async_make_client()
+    name = f"release-cancelled-{kind}"
+    holds = 1 if kind in ("semaphore", "permit") else 2
+    release: Callable[[], Any]
+    if kind == "semaphore":
+        sem = client.semaphore(name)
+        assert await sem.try_set_permits(1)
+        assert await sem.acquire()
+        release = sem.release
+        def released() -> bool:
+            return bool(r.get(name) == b"1")
+    elif kind == "permit":
+        psem = client.permit_expirable_semaphore(name)
+        assert await psem.try_set_permits(1)
+        permit = await psem.acquire()
+        assert permit is not None
+        release = lambda: psem.release(permit)  # noqa: E731
+        def released() -> bool:
+            return bool(r.get(name) == b"1") and psem.valid_for(permit) == 0.0
+    else:
+        rw = client.read_write_lock(name)
+        lock: Any = client.lock(name) if kind == "lock" else (
+            rw.read_lock() if kind == "read" else rw.write_lock()
+        )
+        for _ in range(holds):
+            assert await lock.acquire(timeout=5)
+        owner = client._runner.owner()
+        release = lock.release
+        def released() -> bool:  # exactly one hold left, on the server and in the table
+            field = lock.core.field(owner)
+            table = lock.core._recorded(owner)
+            return bool(r.hget(name, field) == b"1") and table == 1
+    task = asyncio.ensure_future(release())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await async_wait_until(released, 2.0), kind
+    if kind not in ("semaphore", "permit"):
+        await lock.release()  # the one hold left releases, and frees the lock
+        assert r.exists(name) == 0

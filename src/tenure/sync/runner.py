@@ -17,8 +17,8 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from typing import Any, TypeVar, cast
 
 from tenure import observe
 from tenure._concurrency import (
@@ -189,8 +189,7 @@ class Runner(Driver):
         caller: an interrupt as the front or this method is entered, before their first
         call, as one just before the call. A plain def: in the asyncio API the owner is
         fixed at the call, and a cancellation lands at an ``await`` only, all after the
-        flow's first step; but a task cancelled before it ever ran never starts this
-        release (docs/internals.md, "Cancellation and interruption").
+        flow's first step, but for a task cancelled before it ever ran: `Releasing`.
         """
         flow: Generator[Any, Any, T] | None = None
         try:
@@ -198,7 +197,8 @@ class Runner(Driver):
             if owner is CALLER:
                 owner = self.owner()
             flow = make(owner)
-            return self.release(lock, owner, flow)
+            running = _unstarted(self, lock, flow, self.release(lock, owner, flow))
+            return cast("T", running)
         except BaseException as error:
             # Run again from the top when a second interrupt lands in it; the flow made
             # here runs once (`_release_later`).
@@ -376,6 +376,54 @@ class Runner(Driver):
             self._keeper.stop(5.0)
         self._listener.close()
         self.backend.close()
+
+
+def _unstarted(
+    runner: Runner, lock: Any, flow: Generator[Any, Any, Any], running: Any
+) -> Any:
+    """``running``, the release of ``flow``: as it is in the sync API (it ran); in the
+    asyncio API (a coroutine) as an `Releasing`."""
+    if not inspect.iscoroutine(running):
+        return running
+    return Releasing(runner, lock, flow, running)
+
+
+class Releasing(Coroutine):  # type: ignore[type-arg]
+    """A release's coroutine in the asyncio API (what ``release()`` returns): a task made
+    of it (``create_task``, ``gather``, ``wait_for``) and cancelled before it ever ran
+    still releases, in the background (reviewer R5, S3): the caller called release(), and
+    the owner was fixed then. Awaited at once, it is the coroutine itself."""
+
+    __slots__ = ("_flow", "_lock", "_runner", "_running")
+
+    def __init__(
+        self, runner: Runner, lock: Any, flow: Generator[Any, Any, Any], running: Any
+    ) -> None:
+        self._runner, self._lock, self._flow, self._running = runner, lock, flow, running
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._running.__await__()  # type: ignore[no-any-return]
+
+    def send(self, value: Any) -> Any:
+        return self._running.send(value)
+
+    def throw(self, kind: Any, value: Any = None, tb: Any = None) -> Any:
+        if inspect.getgeneratorstate(self._flow) == inspect.GEN_CREATED:
+            # Thrown in before the first step (a task cancelled before it ran): nothing
+            # ran; the flow runs in the background, once (`Runner._release_later`).
+            self._runner._spawner.spawn(self._runner._release_later, self._lock, self._flow)
+        if value is None and tb is None:
+            return self._running.throw(kind)
+        return self._running.throw(kind, value, tb)
+
+    def close(self) -> None:
+        self._running.close()
+
+    def __getattr__(self, name: str) -> Any:  # cr_frame, cr_await...: the coroutine's
+        return getattr(self._running, name)
+
+    def __repr__(self) -> str:
+        return f"<release of {self._lock!r}>"
 
 
 def _began(flow: Generator[Any, Any, Any], error: BaseException) -> bool:
