@@ -448,15 +448,13 @@ class FairLockCore(LockCore):
         )
 
     # ------------------------------------------------------------ the head's turn
-    def release(self, owner: str) -> Flow[None]:
-        try:
-            yield from super().release(owner)
-        finally:
-            with self._mutex:
-                woke = owner in self._woke
-                self._woke.discard(owner)
-        if woke:  # a head's turn came
-            yield from self.watch_turn(FIRST_LOOK)
+    def after_release(self, owner: str) -> Flow[None] | None:
+        # A release that failed or was cut short after its script woke the head leaves the
+        # mark to the reconcile that finishes it (`reconcile()` watches the turn then).
+        with self._mutex:
+            woke = owner in self._woke
+            self._woke.discard(owner)
+        return self.watch_turn(FIRST_LOOK) if woke else None  # a head's turn came
 
     def force_release(self) -> Flow[bool]:
         held = yield from super().force_release()

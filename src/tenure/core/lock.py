@@ -921,6 +921,17 @@ class LockCore:
             # the next unlocks go to one client again.
             self._settling = True
             yield Background(self._settle())
+        after = self.after_release(owner)
+        if after is not None:
+            yield from after
+
+    def after_release(self, owner: str) -> Flow[None] | None:
+        """A kind's own step after a release that ran: a flow to run at the end of
+        `release()`, or None (FairLock watches its queue head's turn). A hook, not a
+        `release()` override wrapping this one: the caller's release must begin in this
+        flow's first step, so that an interrupt before it is seen by the runner as one
+        before the flow began (`tenure.aio.runner.AsyncRunner.release_by`)."""
+        return None
 
     def _settle(self) -> Flow[None]:
         try:
