@@ -16,6 +16,7 @@ from tenure.core.election import Leader
 from tenure.core.inspect import Holder, LockInfo, Permit, QueuedWaiter
 from tenure.errors import (
     BackendError,
+    ClientClosedError,
     LockError,
     LockKindError,
     LockLostError,
@@ -60,6 +61,7 @@ __all__ = [
     "AsyncWriteLock",
     "BackendError",
     "Client",
+    "ClientClosedError",
     "CountDownLatch",
     "Election",
     "FairLock",

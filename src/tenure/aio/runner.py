@@ -59,7 +59,7 @@ from tenure.core.effects import (
 )
 from tenure.core.holds import Hold
 from tenure.core.watchdog import refresh_waiters, register, renew, report_doubts, report_lost
-from tenure.errors import BackendError, LockError, LockLostError
+from tenure.errors import BackendError, ClientClosedError, LockError, LockLostError
 
 T = TypeVar("T")
 log = logging.getLogger("tenure")
@@ -77,7 +77,7 @@ class AsyncDriver:
 
     async def run(self, flow: Generator[Any, Any, T]) -> T:
         if self.closed:  # before any I/O: a closed client neither waits nor renews
-            raise BackendError("the client is closed")
+            raise ClientClosedError("the client is closed")
         value: Any = None
         error: BaseException | None = None
         while True:
@@ -92,7 +92,7 @@ class AsyncDriver:
                         if self.closed and isinstance(effect, (Call, Command, Settle)):
                             # Closed meanwhile (a background flow woke from its pause, say):
                             # no new I/O once the client has given its connections back.
-                            raise BackendError("the client is closed")
+                            raise ClientClosedError("the client is closed")
                         value, error = await self.perform(effect), None
                     except RedisError as failure:
                         # a signal handler's exception that redis-py wrapped: the caller's

@@ -49,7 +49,13 @@ from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
 from tenure.core.holds import Identity
 from tenure.core.lock import LockCore, LossCallback
 from tenure.core.watchdog import grace_ms
-from tenure.errors import BackendError, LockKindError, ReplicationError, ServerError
+from tenure.errors import (
+    BackendError,
+    ClientClosedError,
+    LockKindError,
+    ReplicationError,
+    ServerError,
+)
 
 log = logging.getLogger("tenure")
 
@@ -427,6 +433,8 @@ class FairLockCore(LockCore):
             try:
                 yield self.give_up_call(owner)
                 return
+            except ClientClosedError:  # it sends nothing more: the entry runs out
+                raise
             except BackendError:
                 continue
         log.warning("fair lock %r: could not leave the queue for %s", self.name, owner)
@@ -508,6 +516,8 @@ class FairLockCore(LockCore):
                     state, ms = (int(x) for x in (yield self.turn_call()))
                 except LockKindError:
                     state, ms = NOTHING, 0
+                except ClientClosedError:  # it sends nothing more: no look to make
+                    raise
                 except BackendError:  # look again later; the waiters' passes cover meanwhile
                     state, ms = HELD, grace_ms(self.ctx)
                 with turns.mutex:

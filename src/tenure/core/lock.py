@@ -42,6 +42,7 @@ from tenure.core.effects import (
 from tenure.core.holds import Hold, LossScope
 from tenure.errors import (
     BackendError,
+    ClientClosedError,
     LockError,
     LockKindError,
     LockLostError,
@@ -368,10 +369,11 @@ class LockCore:
         waited for this flow in vain hands its hold over to it (`HANDOFF`).
 
         Runs in the background: retried with a growing pause (up to 0.25 s) while the server
-        does not answer, until the client closes. Once the server answered "nothing to
-        undo", it checks once more a moment later: a script still queued on the broken
-        connection may run just after the first check. Not when that script was surely
-        never ``sent`` (the owner's next acquire waits for this flow to end).
+        does not answer; it stops at once when the client is closed (ClientClosedError).
+        Once the server answered "nothing to undo", it checks once more a moment later: a
+        script still queued on the broken connection may run just after the first check.
+        Not when that script was surely never ``sent`` (the owner's next acquire waits for
+        this flow to end).
         """
         pause = RECONCILE_PAUSE[0]
         settled, enough = 0, 2 if sent else 1
@@ -395,6 +397,8 @@ class LockCore:
                     reply = yield from self.send_release(owner, lease, recorded)
                 except LockKindError:  # another kind's key: nothing of ours to undo
                     return
+                except ClientClosedError:  # it sends nothing more: the holds expire
+                    raise
                 except BackendError as error:
                     if isinstance(error, ReplicationError):
                         reply = error.reply

@@ -40,7 +40,7 @@ from tenure._redis import (
 )
 from tenure.core.listening import JANITOR, Listening, Subscriptions
 from tenure.core.parking import Parked, Ticket
-from tenure.errors import BackendError
+from tenure.errors import BackendError, ClientClosedError
 
 log = logging.getLogger("tenure")
 
@@ -137,7 +137,7 @@ class Listener:
         key = waiter_key()
         with self._mutex:
             if self._table.closed:
-                raise BackendError("the client is closed")
+                raise ClientClosedError("the client is closed")
             try:
                 # From the join on: an interrupt right after any call below (a signal
                 # handler runs as a call returns) must not leave the ticket behind.
@@ -213,7 +213,7 @@ class Listener:
             if self._parking.channels.get(channel) is not entry:
                 return True
             if self._table.closed:
-                raise BackendError("the client is closed")
+                raise ClientClosedError("the client is closed")
             if entry.refusal is not None:
                 raise BackendError(entry.refusal)
             return self._parking.take_word(ticket)
@@ -625,7 +625,7 @@ class Listeners:
         """
         with self._mutex:
             if self._closed:
-                raise BackendError("the client is closed")
+                raise ClientClosedError("the client is closed")
             listener = self._by_channel.get(channel)
             if listener is None:
                 listener = self._by_channel[channel] = self._target(channel, sharded)
