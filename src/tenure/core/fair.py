@@ -456,6 +456,8 @@ class FairLockCore(LockCore):
         )
 
     # ------------------------------------------------------------ the head's turn
+    has_after_release = True
+
     def after_release(self, owner: str) -> Flow[None] | None:
         # A release that failed or was cut short after its script woke the head leaves the
         # mark to the reconcile that finishes it (`reconcile()` watches the turn then).

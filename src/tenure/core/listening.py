@@ -491,8 +491,12 @@ class Subscriptions:
     def hears(self, channel: str) -> bool:
         """True if one of the client's connections is subscribed to ``channel`` now (no
         lock taken: a moment's answer, for a guess that may be off by a message in
-        flight; list() copies in one step)."""
-        return any(table.hears(channel) for table in list(self._tables))
+        flight; list() copies in one step). Every Lock acquire's first attempt asks: a
+        loop, not any() over a generator (see `idle_listener()`)."""
+        for table in list(self._tables):  # noqa: SIM110 (see the docstring)
+            if table.hears(channel):
+                return True
+        return False
 
     def idle_listener(self, channel: str) -> bool:
         """True if one of the client's connections listens on ``channel`` with nobody of the

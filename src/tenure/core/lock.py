@@ -243,7 +243,7 @@ class LockCore:
         if retry:
             args.append(1)
         keys_ = [self.key]
-        if self.targeted and (self._registering.get(owner) or self.ctx.hears(self.channel)):
+        if (self._registering.get(owner) or self.ctx.hears(self.channel)) and self.targeted:
             # A waiter listening on its client channel: a refusal registers its client in
             # the wake queue, so the unlock can wake this client alone. Also a first
             # attempt made while this client's subscription lingers: a refusal there may
@@ -925,9 +925,14 @@ class LockCore:
             # the next unlocks go to one client again.
             self._settling = True
             yield Background(self._settle())
-        after = self.after_release(owner)
-        if after is not None:
-            yield from after
+        if self.has_after_release:
+            after = self.after_release(owner)
+            if after is not None:
+                yield from after
+
+    has_after_release = False
+    """The kind has an `after_release()` step (a flag: every release reads it, and a call
+    costs more)."""
 
     def after_release(self, owner: str) -> Flow[None] | None:
         """A kind's own step after a release that ran: a flow to run at the end of

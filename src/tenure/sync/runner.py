@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from tenure import observe
 from tenure._concurrency import (
@@ -197,8 +197,10 @@ class Runner(Driver):
             if owner is CALLER:
                 owner = self.owner()
             flow = make(owner)
-            running = _unstarted(self, lock, flow, self.release(lock, owner, flow))
-            return cast("T", running)
+            running: Any = self.release(lock, owner, flow)
+            if inspect.iscoroutine(running):  # the asyncio API: see `Releasing`
+                running = Releasing(self, lock, flow, running)
+            return running  # type: ignore[no-any-return]
         except BaseException as error:
             # Run again from the top when a second interrupt lands in it; the flow made
             # here runs once (`_release_later`).
@@ -376,16 +378,6 @@ class Runner(Driver):
             self._keeper.stop(5.0)
         self._listener.close()
         self.backend.close()
-
-
-def _unstarted(
-    runner: Runner, lock: Any, flow: Generator[Any, Any, Any], running: Any
-) -> Any:
-    """``running``, the release of ``flow``: as it is in the sync API (it ran); in the
-    asyncio API (a coroutine) as an `Releasing`."""
-    if not inspect.iscoroutine(running):
-        return running
-    return Releasing(runner, lock, flow, running)
 
 
 class Releasing(Coroutine):  # type: ignore[type-arg]
