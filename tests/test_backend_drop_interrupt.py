@@ -18,31 +18,18 @@ run, on a real server."""
 
 from __future__ import annotations
 
-import dis
 import sys
 from collections.abc import Callable
-from types import CodeType, FrameType
 from typing import Any
 
 import pytest
 import redis
 
 import tenure
+from support.signals import TwoAlarms, entering
 from support.twins import wait_until
 from tenure import _concurrency, _redis
 from tenure.sync import backend
-
-AFTER = {
-    "CALL",
-    "CALL_FUNCTION_EX",
-    "JUMP_BACKWARD",
-    "JUMP_BACKWARD_NO_INTERRUPT",
-    "POP_JUMP_BACKWARD_IF_FALSE",
-    "POP_JUMP_BACKWARD_IF_TRUE",
-    "POP_JUMP_BACKWARD_IF_NONE",
-    "POP_JUMP_BACKWARD_IF_NOT_NONE",
-}
-"""Instructions after which CPython checks for pending signals (and as a function begins)."""
 
 CODES = {
     backend.Backend.send.__code__,
@@ -60,72 +47,6 @@ CODES = {
 class Alarm(BaseException):
     """What the stand-in for a signal handler raises (a BaseException, as
     KeyboardInterrupt: the MultiLock's rounds take it for an interrupt)."""
-
-
-class TwoAlarms:
-    """The first Alarm from a profiler as ``first(frame, event)`` says, then a second from a
-    tracer at the ``n``-th place in `CODES` after it (as in tests/test_backend_interrupt.py)."""
-
-    def __init__(self, n: int, first: Callable[[FrameType, str], bool]) -> None:
-        self.n = n
-        self.first = first
-        self.names = {c: {i.offset: i.opname for i in dis.get_instructions(c)} for c in CODES}
-        self.fired = 0
-        self.places = 0
-        self.where = ""
-
-    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if self.fired == 0 and self.first(frame, event):
-            self.fired = 1
-            sys.setprofile(None)
-            raise Alarm("first")
-
-    def hit(self, frame: FrameType, where: str) -> None:
-        if self.fired != 1:
-            return
-        if self.names[frame.f_code].get(frame.f_lasti) == "PUSH_EXC_INFO":
-            # An exception handler's entry (the call before it raised): CPython checks for
-            # pending signals only after a call that returned, so none runs here.
-            return
-        self.places += 1
-        if self.places == self.n + 1:
-            self.fired = 2
-            self.where = f"{where} {frame.f_code.co_name}:{frame.f_lineno}"
-            raise Alarm(f"second, place {self.n}: {self.where}")
-
-    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code not in self.names:
-            return None
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        names = self.names[code]
-        last = [-1]
-
-        def local(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "opcode":
-                before = names.get(last[0], "")
-                last[0] = frame.f_lasti
-                if before in AFTER:
-                    self.hit(frame, f"after {before}")
-            return local
-
-        self.hit(frame, "start")
-        return local
-
-
-def entering(name: str, caller: CodeType) -> Callable[[FrameType, str], bool]:
-    """As function ``name`` begins, called from ``caller``."""
-
-    def first(frame: FrameType, event: str) -> bool:
-        return (
-            event == "call"
-            and frame.f_code.co_name == name
-            and frame.f_back is not None
-            and frame.f_back.f_code is caller
-        )
-
-    return first
 
 
 def out_of_pool(client: tenure.Client) -> list[Any]:
@@ -160,7 +81,7 @@ def test_a_second_interrupt_in_a_sent_scripts_clean_up_leaks_no_connection(
         multi = client.multi_lock(a, b)
         assert multi.acquire(timeout=5)  # scripts cached, connections made, server trusted
         multi.release()
-        tracer = TwoAlarms(n, first)
+        tracer = TwoAlarms(n, first, CODES, Alarm, skip_handler_entry=True)
         sys.settrace(tracer.trace)
         sys.setprofile(tracer.profile)
         try:

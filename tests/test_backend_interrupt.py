@@ -18,12 +18,10 @@ returns, at a backward jump) in the clean-up's code, on a real server."""
 from __future__ import annotations
 
 import asyncio
-import dis
 import functools
 import sys
 import time
 from collections.abc import Callable
-from types import CodeType, FrameType
 from typing import Any
 
 import pytest
@@ -31,17 +29,11 @@ import redis
 
 import tenure
 import tenure._redis
+from support.signals import TwoAlarms, entering
 from support.twins import async_wait_until, wait_until
 from tenure import _concurrency
 from tenure._settle import settle_read_bound
 from tenure.sync import backend
-
-AFTER = {
-    "CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
-    "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
-    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
-}
-"""Instructions after which CPython checks for pending signals (and as a function begins)."""
 
 CODES = {
     backend.Backend._on.__code__,
@@ -54,72 +46,6 @@ its background work (which runs in a thread of its own, where no handler runs)."
 
 class Alarm(Exception):
     """What the stand-in for a signal handler raises."""
-
-
-class TwoAlarms:
-    """The first Alarm from a profiler as ``first(frame, event)`` says, then a second from a
-    tracer at the ``n``-th place in `CODES` after it."""
-
-    def __init__(self, n: int, first: Callable[[FrameType, str], bool]) -> None:
-        self.n = n
-        self.first = first
-        self.names = {c: {i.offset: i.opname for i in dis.get_instructions(c)} for c in CODES}
-        self.fired = 0
-        self.places = 0
-        self.where = ""
-
-    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if self.fired == 0 and self.first(frame, event):
-            self.fired = 1
-            sys.setprofile(None)
-            raise Alarm("first")
-
-    def hit(self, frame: FrameType, where: str) -> None:
-        if self.fired != 1:
-            return
-        if self.names[frame.f_code].get(frame.f_lasti) == "PUSH_EXC_INFO":
-            # An exception handler's entry (the call before it raised): CPython checks for
-            # pending signals only after a call that returned, so none runs here.
-            return
-        self.places += 1
-        if self.places == self.n + 1:
-            self.fired = 2
-            self.where = f"{where} {frame.f_code.co_name}:{frame.f_lineno}"
-            raise Alarm(f"second, place {self.n}: {self.where}")
-
-    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code not in self.names:
-            return None
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        names = self.names[code]
-        last = [-1]
-
-        def local(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "opcode":
-                before = names.get(last[0], "")
-                last[0] = frame.f_lasti
-                if before in AFTER:
-                    self.hit(frame, f"after {before}")
-            return local
-
-        self.hit(frame, "start")
-        return local
-
-
-def reading(name: str, caller: CodeType) -> Callable[[FrameType, str], bool]:
-    """As function ``name`` begins, called from ``caller``: the reply read."""
-
-    def first(frame: FrameType, event: str) -> bool:
-        return (
-            event == "call"
-            and frame.f_code.co_name == name
-            and frame.f_back is not None
-            and frame.f_back.f_code is caller
-        )
-
-    return first
 
 
 def out_of_pool(client: Any) -> list[Any]:
@@ -145,9 +71,9 @@ def test_a_second_interrupt_in_a_failed_calls_clean_up_leaks_no_connection(
     make_client: Callable[..., tenure.Client], r: redis.Redis, kind: str
 ) -> None:
     if kind == "script":  # a plain script's reply (SemaphoreCore.available_permits)
-        first = reading("read_response", backend.Backend._script.__code__)
+        first = entering("read_response", backend.Backend._script.__code__)
     else:  # a script with settle: a plain Semaphore acquire's
-        first = reading("read_kept", backend.Backend._kept.__code__)
+        first = entering("read_kept", backend.Backend._kept.__code__)
     leaked: list[str] = []
     kept: list[str] = []
     n = 0
@@ -161,7 +87,7 @@ def test_a_second_interrupt_in_a_failed_calls_clean_up_leaks_no_connection(
         assert sem.available_permits() == 1
         acquire = functools.partial(sem.acquire, 1, timeout=5)
         call = sem.available_permits if kind == "script" else acquire
-        tracer = TwoAlarms(n, first)
+        tracer = TwoAlarms(n, first, CODES, Alarm, skip_handler_entry=True)
         sys.settrace(tracer.trace)
         sys.setprofile(tracer.profile)
         try:
@@ -201,8 +127,8 @@ def test_a_background_reader_on_a_client_without_socket_timeout_gives_up(
     assert bound == 1.0
     sem = client.semaphore("reader-bound")
     assert sem.try_set_permits(1)
-    first = reading("read_kept", backend.Backend._kept.__code__)
-    tracer = TwoAlarms(10**6, first)  # the first alarm only
+    first = entering("read_kept", backend.Backend._kept.__code__)
+    tracer = TwoAlarms(10**6, first, CODES, Alarm, skip_handler_entry=True)  # the first alarm only
     r.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
     try:
         sys.setprofile(tracer.profile)

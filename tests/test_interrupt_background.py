@@ -10,7 +10,6 @@ one place per run, on a real server."""
 
 from __future__ import annotations
 
-import dis
 import logging
 import sys
 import time
@@ -22,19 +21,12 @@ import pytest
 import redis
 
 import tenure
+from support.signals import TwoAlarms
 from support.twins import wait_until
 from tenure import _concurrency
 from tenure.core import effects
 from tenure.core.semaphore import SemaphoreCore
 from tenure.sync import runner
-
-AFTER = {
-    "CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
-    "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
-    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
-}
-"""Instructions after which CPython checks for pending signals (after a call returns, at a
-backward jump; and as a function begins: the 'start' place)."""
 
 
 class Alarm(Exception):
@@ -50,58 +42,6 @@ def nested(code: CodeType, name: str) -> CodeType:
 
 def code(fn: Any) -> CodeType:
     return fn.__code__
-
-
-class TwoAlarms:
-    """The first Alarm from a profiler as ``first(frame, event, arg)`` says (the interrupt
-    the clean-up answers: a profiler that raises is unset, a tracer goes on), then a
-    second from a tracer at the ``n``-th place in ``codes`` after it."""
-
-    def __init__(
-        self, n: int, first: Callable[[FrameType, str, Any], bool], codes: set[CodeType]
-    ) -> None:
-        self.n = n
-        self.first = first
-        self.codes = codes
-        self.names = {c: {i.offset: i.opname for i in dis.get_instructions(c)} for c in codes}
-        self.fired = 0  # alarms raised
-        self.places = 0  # places seen after the first alarm
-        self.where = ""
-
-    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if self.fired == 0 and self.first(frame, event, arg):
-            self.fired = 1
-            sys.setprofile(None)
-            raise Alarm("first")
-
-    def hit(self, frame: FrameType, where: str) -> None:
-        if self.fired != 1:
-            return
-        self.places += 1
-        if self.places == self.n + 1:
-            self.fired = 2
-            self.where = f"{where} {frame.f_code.co_name}:{frame.f_lineno}"
-            raise Alarm(f"second, place {self.n}: {where} {frame.f_code.co_name}:{frame.f_lineno}")
-
-    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        if code not in self.codes:
-            return None
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
-        names = self.names[code]
-        last = [-1]
-
-        def local(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "opcode":
-                before = names.get(last[0], "")
-                last[0] = frame.f_lasti
-                if before in AFTER:
-                    self.hit(frame, f"after {before}")
-            return local
-
-        self.hit(frame, "start")
-        return local
 
 
 def test_a_second_interrupt_before_the_give_back_is_spawned_still_gives_permits_back(
@@ -133,7 +73,7 @@ def test_a_second_interrupt_before_the_give_back_is_spawned_still_gives_permits_
     while True:
         sem = client.semaphore(f"give-back-{n}")
         assert sem.try_set_permits(2)
-        tracer = TwoAlarms(n, granted, codes)
+        tracer = TwoAlarms(n, granted, codes, Alarm)
         sys.settrace(tracer.trace)
         sys.setprofile(tracer.profile)
         try:
@@ -193,7 +133,7 @@ def test_a_second_interrupt_before_a_locks_reconcile_is_spawned_still_undoes_the
     n, left = 0, []
     while True:
         name = f"reconcile-{n}"
-        tracer = TwoAlarms(n, granted, codes)
+        tracer = TwoAlarms(n, granted, codes, Alarm)
         sys.settrace(tracer.trace)
         sys.setprofile(tracer.profile)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dis
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -114,3 +115,93 @@ async def cancel_twice_while_leaving(task: asyncio.Task[Any], mutex: Any) -> Non
     assert "unsubscribe" in awaiting(task), awaiting(task)  # ...to leave the channel
     task.cancel()  # the second cancellation
     mutex.release()
+
+
+SIGNAL_CHECKS = {
+    "CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+    "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
+}  # fmt: skip
+"""Instructions after which CPython checks for pending signals (after a call returns, at a
+backward jump; and as a function begins: `TwoAlarms`'s 'start' place)."""
+
+
+class TwoAlarms:
+    """The first ``alarm`` from a profiler as ``first(frame, event, arg)`` says (the
+    interrupt a clean-up answers: the profiler is unset once it raised), then a second
+    from a tracer at the ``n``-th place in ``codes`` after it: as a frame begins, and
+    after each instruction of `SIGNAL_CHECKS`. With ``skip_handler_entry``, not at an
+    exception handler's entry (``PUSH_EXC_INFO``: the call before it raised, and CPython
+    checks for pending signals only after a call that returned). Install ``profile`` with
+    `sys.setprofile` and ``trace`` with `sys.settrace`."""
+
+    def __init__(
+        self,
+        n: int,
+        first: Callable[[FrameType, str, Any], bool],
+        codes: Collection[CodeType],
+        alarm: type[BaseException],
+        *,
+        skip_handler_entry: bool = False,
+    ) -> None:
+        self.n = n
+        self.first = first
+        self.alarm = alarm
+        self.skip_handler_entry = skip_handler_entry
+        self.names = {c: {i.offset: i.opname for i in dis.get_instructions(c)} for c in codes}
+        self.fired = 0  # alarms raised
+        self.places = 0  # places seen after the first alarm
+        self.where = ""
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if self.fired == 0 and self.first(frame, event, arg):
+            self.fired = 1
+            sys.setprofile(None)
+            raise self.alarm("first")
+
+    def hit(self, frame: FrameType, where: str) -> None:
+        if self.fired != 1:
+            return
+        if self.skip_handler_entry and (
+            self.names[frame.f_code].get(frame.f_lasti) == "PUSH_EXC_INFO"
+        ):
+            return
+        self.places += 1
+        if self.places == self.n + 1:
+            self.fired = 2
+            self.where = f"{where} {frame.f_code.co_name}:{frame.f_lineno}"
+            raise self.alarm(f"second, place {self.n}: {self.where}")
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code not in self.names:
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        names = self.names[code]
+        last = [-1]
+
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                before = names.get(last[0], "")
+                last[0] = frame.f_lasti
+                if before in SIGNAL_CHECKS:
+                    self.hit(frame, f"after {before}")
+            return local
+
+        self.hit(frame, "start")
+        return local
+
+
+def entering(name: str, caller: CodeType) -> Callable[[FrameType, str, Any], bool]:
+    """`TwoAlarms`'s ``first``: as function ``name`` begins, called from ``caller``."""
+
+    def first(frame: FrameType, event: str, arg: Any) -> bool:
+        return (
+            event == "call"
+            and frame.f_code.co_name == name
+            and frame.f_back is not None
+            and frame.f_back.f_code is caller
+        )
+
+    return first
