@@ -18,7 +18,12 @@ import pytest
 import redis
 
 import tenure
-from support.signals import alarm_when_leaving, awaiting, cancel_twice_while_leaving
+from support.signals import (
+    alarm_when_leaving,
+    awaiting,
+    cancel_twice_while_leaving,
+    current_frame,
+)
 from support.twins import async_wait_until, wait_until
 from tenure._concurrency import Spawner
 from tenure.core.fair import FairLockCore
@@ -59,7 +64,7 @@ def waiting(client: Any, core: Any, task: asyncio.Task[Any]) -> bool:
 def sleeping(client: Any, core: Any, thread: threading.Thread) -> bool:
     """True once the sync waiter (in ``thread``) is parked and sleeps (or reads) in its wait,
     not still subscribing (an interrupt there leaves no channel to let go)."""
-    frame = sys._current_frames().get(thread.ident or 0)
+    frame = current_frame(thread.ident)
     while frame is not None and parked(client, core):
         code = frame.f_code
         if code.co_name == "_pause" and code.co_filename.endswith("listener.py"):

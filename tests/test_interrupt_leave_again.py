@@ -11,7 +11,6 @@ performing it, or before: both orders), ``times`` times in a row, in the main th
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 import redis
 
 import tenure
+from support.signals import current_frame
 from support.twins import wait_until
 from support.wire import text
 from tenure.core.effects import Unsubscribe, Wait
@@ -31,7 +31,7 @@ class Alarm(Exception):
 
 def waiting_in(thread: threading.Thread, name: str) -> bool:
     """True if ``thread`` is inside the pub/sub listener's method ``name`` now."""
-    frame = sys._current_frames().get(thread.ident or 0)
+    frame = current_frame(thread.ident)
     while frame is not None:
         code = frame.f_code
         if code.co_name == name and code.co_filename.endswith("listener.py"):

@@ -25,6 +25,7 @@ import pytest
 import redis
 
 import tenure
+from support.signals import current_frame
 from support.twins import async_wait_until, wait_until
 from support.wire import text
 from tenure import keys
@@ -38,7 +39,7 @@ class Alarm(Exception):
 def janitor_stack(janitor: Any) -> list[str]:
     """Where the listener's janitor thread is now (a failure's message)."""
     thread = getattr(janitor, "thread", None)
-    frame = sys._current_frames().get(thread.ident or 0) if thread is not None else None
+    frame = current_frame(thread.ident) if thread is not None else None
     names = []
     while frame is not None:
         names.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
@@ -48,7 +49,7 @@ def janitor_stack(janitor: Any) -> list[str]:
 
 def waiting_in(thread: threading.Thread, name: str) -> bool:
     """True if ``thread`` is inside the pub/sub listener's method ``name`` now."""
-    frame = sys._current_frames().get(thread.ident or 0)
+    frame = current_frame(thread.ident)
     while frame is not None:
         code = frame.f_code
         if code.co_name == name and code.co_filename.endswith("listener.py"):

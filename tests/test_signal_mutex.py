@@ -9,7 +9,6 @@ it in the function under test, then sends SIGALRM to the main thread."""
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from support.signals import current_frame
 from tenure._concurrency import Mutex, Steady, Unlocked
 
 
@@ -40,7 +40,7 @@ def blocked_in(thread_id: int, function: str, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     since = None
     while time.monotonic() < deadline:
-        frame = sys._current_frames().get(thread_id)
+        frame = current_frame(thread_id)
         if frame is not None and frame.f_code.co_name == function:
             since = since or time.monotonic()
             if time.monotonic() - since >= 0.02:

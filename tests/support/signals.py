@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dis
+import gc
 import signal
 import sys
 import threading
@@ -205,3 +206,20 @@ def entering(name: str, caller: CodeType) -> Callable[[FrameType, str, Any], boo
         )
 
     return first
+
+
+def current_frame(thread_id: int | None) -> FrameType | None:
+    """The innermost Python frame of the thread ``thread_id`` now (None: no such thread).
+
+    `sys._current_frames()` with the garbage collector off: on CPython 3.11 a collection
+    started by the dict it builds runs while it holds the runtime's thread-list lock, and
+    a finalizer or the collector's own look at the threads then waits for that lock for
+    ever, the GIL held: the whole process hung (CPython gh-106883, fixed in 3.12). Seen in
+    CI: the thread polling where the main thread waits hung test_fair_interrupts."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames().get(thread_id or 0)
+    finally:
+        if enabled:
+            gc.enable()
