@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import dis
-import inspect
 import sys
-import types
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
@@ -52,6 +50,7 @@ import tenure.sync.fair
 import tenure.sync.lock
 import tenure.sync.runner
 import tenure.sync.rwlock
+from support.signals import codes_of
 from support.twins import async_wait_until, wait_until
 
 
@@ -66,31 +65,6 @@ pytestmark = pytest.mark.parametrize("server", ["valkey"], indirect=True)  # one
 
 ENTRIES = {"Lock.release", "Runner.release_by"}
 """The outermost frames: an interrupt as they begin (``start``) is one just before the call."""
-
-
-def codes_of(*modules: types.ModuleType) -> set[CodeType]:
-    """Every function, method and nested function defined in ``modules``."""
-    out: set[CodeType] = set()
-
-    def add(function: Any) -> None:
-        code = getattr(inspect.unwrap(function), "__code__", None)
-        if code is not None:
-            out.add(code)
-            out.update(c for c in code.co_consts if isinstance(c, CodeType))
-
-    for module in modules:
-        for value in vars(module).values():
-            if inspect.isfunction(value) and value.__module__ == module.__name__:
-                add(value)
-            elif inspect.isclass(value) and value.__module__ == module.__name__:
-                for attribute in vars(value).values():
-                    if isinstance(attribute, staticmethod | classmethod):
-                        attribute = attribute.__func__
-                    elif isinstance(attribute, property):
-                        attribute = attribute.fget
-                    if inspect.isfunction(attribute):
-                        add(attribute)
-    return out
 
 
 CODES = codes_of(

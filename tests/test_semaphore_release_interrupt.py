@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import dis
 import functools
-import inspect
 import sys
-import types
 from collections.abc import Callable
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -41,7 +39,7 @@ import tenure.observe
 import tenure.sync.backend
 import tenure.sync.runner
 import tenure.sync.semaphore
-from support.signals import raising_at_place
+from support.signals import codes_of, raising_at_place
 from support.twins import wait_until
 from tenure.core.effects import Call
 
@@ -52,29 +50,6 @@ class Alarm(Exception):
 
 AFTER = {"CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RESUME"}
 """Instructions after which CPython 3.11+ may run a pending signal handler."""
-
-def codes_of(*modules: types.ModuleType) -> set[CodeType]:
-    """Every function (and nested function) of ``modules``."""
-    out: set[CodeType] = set()
-
-    def add(function: Any) -> None:
-        code = getattr(inspect.unwrap(function), "__code__", None)
-        if code is None:
-            return
-        out.add(code)
-        out.update(c for c in code.co_consts if isinstance(c, CodeType))
-
-    for module in modules:
-        for value in vars(module).values():
-            if inspect.isfunction(value) and value.__module__ == module.__name__:
-                add(value)
-            elif inspect.isclass(value) and value.__module__ == module.__name__:
-                for attribute in vars(value).values():
-                    if isinstance(attribute, staticmethod | classmethod):
-                        attribute = attribute.__func__
-                    if inspect.isfunction(attribute):
-                        add(attribute)
-    return out
 
 
 CODES = codes_of(

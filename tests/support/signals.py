@@ -1,18 +1,46 @@
 """Signal helpers of the interrupt tests (test_interrupts.py, test_fair_interrupts.py,
-test_interrupt_cleanup.py, test_signal_windows.py)."""
+test_interrupt_cleanup.py, test_signal_windows.py, test_release_interrupt.py...)."""
 
 from __future__ import annotations
 
 import asyncio
 import dis
 import gc
+import inspect
 import signal
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Collection
 from types import CodeType, FrameType
 from typing import Any
+
+
+def codes_of(*modules: types.ModuleType) -> set[CodeType]:
+    """Every function, method, property getter and nested function defined in ``modules``:
+    the code a sweep raises in."""
+    out: set[CodeType] = set()
+
+    def add(function: Any) -> None:
+        code = getattr(inspect.unwrap(function), "__code__", None)
+        if code is not None:
+            out.add(code)
+            out.update(c for c in code.co_consts if isinstance(c, CodeType))
+
+    for module in modules:
+        for value in vars(module).values():
+            if inspect.isfunction(value) and value.__module__ == module.__name__:
+                add(value)
+            elif inspect.isclass(value) and value.__module__ == module.__name__:
+                for attribute in vars(value).values():
+                    if isinstance(attribute, staticmethod | classmethod):
+                        attribute = attribute.__func__
+                    elif isinstance(attribute, property):
+                        attribute = attribute.fget
+                    if inspect.isfunction(attribute):
+                        add(attribute)
+    return out
 
 
 def raising_at_place(
