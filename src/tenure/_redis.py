@@ -49,6 +49,8 @@ if TYPE_CHECKING:  # the routes live in the drivers; still importable from here 
     from tenure.sync.route import Route as Route
 
 __all__ = [
+    "LENDING",
+    "PLACE",
     "AskError",
     "AsyncBlockingPool",
     "AsyncRedis",
@@ -66,6 +68,7 @@ __all__ = [
     "TryAgainError",
     "Unsent",
     "async_cluster_ready",
+    "async_give_back",
     "async_idle",
     "async_move_slot",
     "async_node_listener",
@@ -78,6 +81,7 @@ __all__ = [
     "check_one_slot",
     "cluster_from_url",
     "cluster_ready",
+    "give_back",
     "idle",
     "listener_connection",
     "move_slot",
@@ -98,6 +102,56 @@ __all__ = [
 
 Redis = redis.Redis
 AsyncRedis = redis.asyncio.Redis
+
+
+class _Lending(threading.local):
+    held: list[Any] | None = None
+
+
+LENDING = _Lending()
+"""The calling thread's slot for the connection it takes from tenure's sync pool or gives
+back (`BlockingPool`; the backend sets ``LENDING.held`` around ``get_connection`` and
+``release``): a one-item list the taker made before its ``try``. The pool notes the
+connection there as it leaves the free list (`PLACE` for a place not made yet, the
+connection once made) and clears it as it goes back, each with no call between where a
+signal handler could run: the caller's clean-up gives back whatever the slot still holds,
+wherever a handler's exception came (redis-py's lending, between its queue's ``get`` and
+its ``try``, has several such places). Nothing reads it in asyncio (a cancellation lands
+only at an await)."""
+
+
+class _Place:
+    def __repr__(self) -> str:
+        return "PLACE"
+
+
+PLACE: Any = _Place()
+"""In a `LENDING` slot: a free place of the pool taken (a connection not made yet); given
+back with ``pool.pool.put_nowait(None)`` (`give_back`)."""
+
+
+def give_back(pool: Any, conn: Any) -> None:
+    """Give ``conn`` (or a `PLACE`) back to ``pool`` (sync, or asyncio's pools, below)."""
+    if conn is PLACE:
+        pool.pool.put_nowait(None)
+    else:
+        pool.release(conn)
+
+
+async def async_give_back(pool: Any, conn: Any) -> None:
+    """Give ``conn`` back to ``pool`` (asyncio: no `PLACE` is ever taken)."""
+    await pool.release(conn)
+
+
+class _Made(list[Any]):
+    """`BlockingPool`'s list of the connections it made: one made for a taker whose
+    `LENDING` slot holds a `PLACE` goes there as it goes in here, with no call between."""
+
+    def append(self, conn: Any) -> None:
+        held = LENDING.held
+        self += (conn,)
+        if held is not None and held[0] is PLACE:
+            held[0] = conn
 
 
 class SignalSafeLifo:
@@ -127,10 +181,14 @@ class SignalSafeLifo:
         return len(self.queue)
 
     def put_nowait(self, item: Any) -> None:
+        held = LENDING.held
         with self._mutex:
             if len(self.queue) >= self.maxsize:
                 raise queue.Full
-            self.queue.append(item)
+            # Out of the giver's `LENDING` slot as it goes in, with no call between.
+            self.queue += (item,)
+            if held is not None and item is not None and held[0] is item:
+                held[0] = None
             if self._waiters:
                 self._waiters.popleft().release()
 
@@ -142,9 +200,15 @@ class SignalSafeLifo:
             item: Any = waiter  # none yet
             with self._mutex:
                 # Taken into a local, returned after the block: nothing of the return's
-                # unwinding (SWAP, the __exit__ call) runs between pop() and the block's end.
+                # unwinding (SWAP, the __exit__ call) runs between the take and the block's
+                # end. The take is noted in the taker's `LENDING` slot with no call between
+                # (where a handler could run): the connection is always in one of the two.
                 if self.queue:
-                    item = self.queue.pop()
+                    item = self.queue[-1]
+                    held = LENDING.held
+                    if held is not None:
+                        held[0] = PLACE if item is None else item
+                    del self.queue[-1]
                 elif not block:
                     raise queue.Empty
                 else:
@@ -161,11 +225,21 @@ class SignalSafeLifo:
 
 
 class BlockingPool(redis.BlockingConnectionPool):
-    """redis-py's blocking pool, its free connections in a `SignalSafeLifo`."""
+    """redis-py's blocking pool, its free connections in a `SignalSafeLifo`; a
+    connection it lends or takes back moves in and out of the caller's `LENDING` slot."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("queue_class", SignalSafeLifo)
         super().__init__(*args, **kwargs)
+
+    @property
+    def _connections(self) -> list[Any]:
+        return self._made
+
+    @_connections.setter
+    def _connections(self, made: list[Any]) -> None:
+        # redis-py sets a plain list (reset()): kept as a `_Made`, in the same assignment.
+        self._made = _Made(made)
 
 
 AsyncBlockingPool = redis.asyncio.BlockingConnectionPool

@@ -33,6 +33,8 @@ from typing import Any
 
 from tenure._concurrency import AsyncSpawner, async_sleep
 from tenure._redis import (
+    LENDING,
+    PLACE,
     AskError,
     MovedError,
     NoScriptError,
@@ -41,6 +43,7 @@ from tenure._redis import (
     ResponseError,
     TryAgainError,
     Unsent,
+    async_give_back,
     async_idle,
     async_read_kept,
     async_read_reply,
@@ -77,10 +80,14 @@ log = logging.getLogger("tenure")
 @dataclass(frozen=True, slots=True)
 class Sent:
     """A script sent by `AsyncBackend.send()`: its connection stays out of the pool
-    until `AsyncBackend.receive()` has its reply."""
+    until `AsyncBackend.receive()` has its reply (or `AsyncBackend.abandon()` gives it up).
+
+    ``held`` is the connection's slot (`AsyncBackend._connection()`): ``receive`` takes it
+    out as it gives the connection back or up; still there, the connection is the
+    holder's of this ``Sent``."""
 
     pool: Any
-    conn: Any
+    held: list[Any]
     call: Call | Command
 
 
@@ -111,6 +118,8 @@ class AsyncBackend:
         ``park``, a pool tenure owns, one server): taking one back costs a list pop, where
         redis-py's blocking pool costs about 13 us a command (its condition, queue and
         observability hooks). Never one whose reply was not read to its end."""
+        self._spares = threading.Lock()
+        """Guards `spare` while a connection moves between it and a caller's slot."""
         self.suspect = True
         """True until a command succeeded, and again after a connection failed or a reply
         did not come, until one succeeds: a fan-out leaves such a server to the background
@@ -222,8 +231,9 @@ class AsyncBackend:
             raise
         if self.route.cluster or self.ctx.wait_for_replicas:
             return None
-        conn = await self._connection(pool)
+        held: list[Any] = [None]  # the connection while it is this call's (`_connection`)
         try:
+            conn = await self._connection(pool, held)
             if isinstance(call, Command):
                 await async_send_command(conn, *call.args)
             else:
@@ -231,14 +241,17 @@ class AsyncBackend:
                 await async_send_command(
                     conn, "EVALSHA", script.sha, len(keys), *keys, *call.args
                 )
+            sent = Sent(pool, held, call)  # the caller's once returned (no call until then)
         except BaseException as error:  # part of it may be on its way: never reuse it
             # As in `_on()`: dropped inline, given back once in the background (`_give_up`),
             # the clean-up run again from the top when a second interrupt lands in it.
+            conn = held[0]
             tries, claim, late = 0, None, None
-            while tries < CLEAN_UP_TRIES:
+            while conn is not None and tries < CLEAN_UP_TRIES:
                 try:
                     tries += 1
-                    await conn.disconnect()
+                    if conn is not PLACE:
+                        await conn.disconnect()
                     self._failed()
                     claim = claim or threading.Lock()
                     self._settling.spawn(self._give_up, claim, pool, conn, call)
@@ -248,7 +261,7 @@ class AsyncBackend:
             if late is not None:
                 raise late from error
             raise
-        return Sent(pool, conn, call)
+        return sent
 
     async def receive(self, sent: Sent, timeout: float | None) -> Any:
         """The reply to a script sent by `send()` (EVAL follows on NOSCRIPT).
@@ -257,55 +270,95 @@ class AsyncBackend:
         raises ``NotReady`` and ``sent`` stays open for a later ``receive``; a reply that
         does not come in time drops the connection and raises (redis-py errors unchanged).
         """
-        pool, conn, call = sent.pool, sent.conn, sent.call
+        pool, held, call = sent.pool, sent.held, sent.call
+        conn = held[0]
         try:
             try:
-                reply = await async_read_reply(conn, timeout)
-            except NoScriptError:
-                if not isinstance(call, Call):
-                    raise
-                script, keys = call.script, call.keys
-                await async_send_command(conn, "EVAL", script.source, len(keys), *keys, *call.args)
-                reply = await conn.read_response()
-        except NotReady:
-            raise
-        except ResponseError:
-            await self._done(pool, conn)
+                try:
+                    reply = await async_read_reply(conn, timeout)
+                except NoScriptError:
+                    if not isinstance(call, Call):
+                        raise
+                    script, keys = call.script, call.keys
+                    await async_send_command(
+                        conn, "EVAL", script.source, len(keys), *keys, *call.args
+                    )
+                    reply = await conn.read_response()
+            except ResponseError:
+                await self._done(pool, held)
+                raise
+            self.suspect = False
+            await self._done(pool, held)
+            return reply
+        except NotReady:  # ``sent`` keeps it, for a later receive
             raise
         except BaseException as error:  # the reply may still be on its way: never reuse it
-            # As in `send()`: once, in the background, whatever interrupts the clean-up.
+            # As in `send()`: once, in the background, whatever interrupts the clean-up;
+            # out of ``sent`` once under way (`abandon()` then finds nothing to do).
             tries, claim, late = 0, None, None
-            while tries < CLEAN_UP_TRIES:
+            while held[0] is not None and tries < CLEAN_UP_TRIES:
                 try:
                     tries += 1
                     await conn.disconnect()
                     self._failed()
                     claim = claim or threading.Lock()
                     self._settling.spawn(self._give_up, claim, pool, conn, call)
+                    held[0] = None
                     break
                 except BaseException as interrupt:
                     late = interrupt
             if late is not None:
                 raise late from error
             raise
-        self.suspect = False
-        await self._done(pool, conn)
-        return reply
 
-    async def _connection(self, pool: Any) -> Any:
-        """A connection for one command: a spare one if it is still clean, else the pool's."""
-        if self.spare and not self.route.cluster:
+    async def abandon(self, sent: Sent) -> None:
+        """The caller of `receive()` was interrupted (a signal handler's exception, a
+        cancellation) and will not read ``sent``'s reply: its connection is given up as
+        ``receive`` gives it up, unless ``receive`` did (the interrupt came inside it). For
+        the place where a handler runs as ``receive`` begins, before any of its code."""
+        pool, held, call = sent.pool, sent.held, sent.call
+        conn = held[0]
+        tries, claim, late = 0, None, None
+        while held[0] is not None and tries < CLEAN_UP_TRIES:
             try:
-                conn = self.spare.pop()
-            except IndexError:  # another thread took the last one
-                pass
-            else:
+                tries += 1
+                await conn.disconnect()
+                self._failed()
+                claim = claim or threading.Lock()
+                self._settling.spawn(self._give_up, claim, pool, conn, call)
+                held[0] = None
+                break
+            except BaseException as interrupt:
+                late = interrupt
+        if late is not None:
+            raise late
+
+    async def _connection(self, pool: Any, held: list[Any]) -> Any:
+        """A connection for one command: a spare one if it is still clean, else the pool's.
+
+        It is noted in ``held``, the caller's slot (made before the caller's ``try``) as
+        it leaves the spares or tenure's pool, with no call between where a signal handler
+        could run (`tenure._redis.LENDING`); `_done()` takes it out as it goes back. So
+        whatever the place of an interrupt, the connection is in one of them, and the
+        caller's clean-up gives back what ``held`` still holds. (Before, one right after
+        ``pool.get_connection()`` or ``spare.pop()`` returned, or inside redis-py's
+        lending, lost a place of the pool for good.)"""
+        if self.spare and not self.route.cluster:
+            with self._spares:  # no call between the take and the note
+                if self.spare:
+                    held[0] = self.spare[-1]
+                    del self.spare[-1]
+            conn = held[0]
+            if conn is not None:
                 try:
                     clean = await async_idle(conn)  # connects it again if it was dropped
                 except BaseException:
-                    # An interrupt in that connect (its handshake perhaps half done): out
-                    # of the spares, the connection would never go back to the pool.
-                    await self._drop(pool, conn)
+                    # An interrupt in that connect (its handshake perhaps half done): dropped
+                    # and given back now. Another interrupt meanwhile leaves it in ``held``
+                    # (or back already), for the caller's clean-up.
+                    await conn.disconnect()
+                    self._failed()
+                    await self._release(pool, held)
                     raise
                 if clean:
                     return conn
@@ -315,7 +368,8 @@ class AsyncBackend:
                 # as it is: the command would go to a dead socket and fail as if it may
                 # have run.
                 await conn.disconnect()
-                await pool.release(conn)
+                await self._release(pool, held)
+        LENDING.held = held
         try:
             conn = await pool.get_connection()
         except BaseException as error:  # refused: the node may be gone
@@ -323,16 +377,33 @@ class AsyncBackend:
             if not isinstance(error, RedisError | OSError):
                 await _handshakes_anew(pool)
             raise
+        finally:
+            LENDING.held = None
+        held[0] = conn  # a pool of redis-py's own (tenure's noted it as it lent it)
         if async_torn(conn):  # its command connects it anew
             await conn.disconnect()
         return conn
 
-    async def _done(self, pool: Any, conn: Any) -> None:
-        """Give back ``conn``, its reply read: kept as a spare, or to the pool."""
-        if self._park and len(self.spare) < SPARE and not self.route.cluster:
-            self.spare.append(conn)
-        else:
-            await pool.release(conn)
+    async def _done(self, pool: Any, held: list[Any]) -> None:
+        """Give back the connection in ``held``, its reply read: kept as a spare, or to the
+        pool; out of ``held`` as it goes in (see `_connection()`)."""
+        if self._park and not self.route.cluster:
+            with self._spares:  # no call between the give-back and the note
+                if len(self.spare) < SPARE:
+                    self.spare += (held[0],)
+                    held[0] = None
+                    return
+        await self._release(pool, held)
+
+    async def _release(self, pool: Any, held: list[Any]) -> None:
+        """Give the connection in ``held`` back to ``pool``: tenure's takes it out of
+        ``held`` as it puts it back (`tenure._redis.LENDING`)."""
+        LENDING.held = held
+        try:
+            await pool.release(held[0])
+        finally:
+            LENDING.held = None
+        held[0] = None  # a pool of redis-py's own
 
     async def close(self) -> None:
         """Give the spare connections back to the pool."""
@@ -343,20 +414,22 @@ class AsyncBackend:
                 await pool.release(conn)
 
     async def _drop(self, pool: Any, conn: Any) -> None:
-        """Disconnect (a reply may still be on its way) and give ``conn`` back."""
+        """Disconnect (a reply may still be on its way) and give ``conn`` (or a place of
+        the pool: `tenure._redis.PLACE`) back."""
         try:
-            try:
-                await conn.disconnect()
-            except BaseException:
-                # A signal handler (or a cancellation) cut redis-py's disconnect short: its
-                # parser may be reset with the socket still set, which the pool would lend
-                # as it is (the next reply read fails with AttributeError). Finish it: the
-                # disconnect is idempotent.
-                await conn.disconnect()
-                raise
+            if conn is not PLACE:
+                try:
+                    await conn.disconnect()
+                except BaseException:
+                    # A signal handler (or a cancellation) cut redis-py's disconnect short:
+                    # its parser may be reset with the socket still set, which the pool
+                    # would lend as it is (the next reply read fails with AttributeError).
+                    # Finish it: the disconnect is idempotent.
+                    await conn.disconnect()
+                    raise
             self._failed()
         finally:
-            await pool.release(conn)
+            await async_give_back(pool, conn)
 
     async def _routed(self, key: str | None, send: Any, what: Any) -> Any:
         """``send(conn, what)`` on the node serving ``key``, following redirections.
@@ -390,20 +463,25 @@ class AsyncBackend:
     async def _on(self, pool: Any, send: Any, what: Any, asking: bool) -> Any:
         """``send(conn, what)`` on a connection of ``pool``; `Unsent` when no
         connection could be made. Any failure after that is raised as it is."""
+        held: list[Any] = [None]  # the connection while it is this call's (`_connection`)
         try:
-            conn = await self._connection(pool)
-        except RedisError as error:
-            if unsent(error):
-                raise Unsent(error) from error  # nothing was sent
-            raise
-        try:
-            if asking:
-                await async_send_command(conn, "ASKING")
-                await conn.read_response()
-            reply = await send(conn, what)
-        except ResponseError:  # a whole reply: the connection is clean
-            await self._done(pool, conn)
-            raise
+            try:
+                conn = await self._connection(pool, held)
+            except RedisError as error:
+                if unsent(error):
+                    raise Unsent(error) from error  # nothing was sent
+                raise
+            try:
+                if asking:
+                    await async_send_command(conn, "ASKING")
+                    await conn.read_response()
+                reply = await send(conn, what)
+            except ResponseError:  # a whole reply: the connection is clean
+                await self._done(pool, held)
+                raise
+            self.suspect = False
+            await self._done(pool, held)
+            return reply
         except BaseException as error:  # the reply may still be on its way: never reuse it
             # Given up in the background (`_give_up`): where no signal handler runs, so that
             # the connection goes back to the pool exactly once (redis-py's sync pool takes
@@ -411,13 +489,16 @@ class AsyncBackend:
             # interrupt (a signal handler raising) may land anywhere here: the clean-up runs
             # again from the top, up to CLEAN_UP_TRIES (docs/internals.md, "Cancellation and
             # interruption"); each step is idempotent, ``claim`` runs the give-up once
-            # however often it was spawned. No call before the ``try``.
+            # however often it was spawned. No call before the ``try``. Nothing to do when
+            # ``held`` is empty: no connection taken, or it is back (the call failed before
+            # it had one, or went back to the pool: a whole error reply).
+            conn = held[0]
             tries, claim, late = 0, None, None
-            while tries < CLEAN_UP_TRIES:
+            while conn is not None and tries < CLEAN_UP_TRIES:
                 try:
                     tries += 1
-                    if id(conn) not in self._handed:  # no reply to read: drop the socket now
-                        await conn.disconnect()
+                    if conn is not PLACE and id(conn) not in self._handed:
+                        await conn.disconnect()  # no reply to read: drop the socket now
                         self._failed()  # before the caller's next command (a slot map)
                     claim = claim or threading.Lock()
                     self._settling.spawn(self._give_up, claim, pool, conn, what)
@@ -427,9 +508,6 @@ class AsyncBackend:
             if late is not None:
                 raise late from error
             raise
-        self.suspect = False
-        await self._done(pool, conn)
-        return reply
 
     async def _give_up(self, claim: threading.Lock, pool: Any, conn: Any, call: Any) -> None:
         """The connection of a call that failed or was interrupted (`_on()`, `send()`,
@@ -456,17 +534,17 @@ class AsyncBackend:
                 reply = await async_read_reply(conn, self._settle_read(conn))
             except NoScriptError:  # EVALSHA did not run: nothing to undo
                 reply = NOT_RUN
-                await self._done(pool, conn)
+                await self._done(pool, [conn])
             except BaseException as error:  # no reply (or not the whole script was sent)
                 reply = error
                 await self._drop(pool, conn)
             else:
-                await self._done(pool, conn)
+                await self._done(pool, [conn])
         elif reply is NOT_RUN:  # nothing sent (a connect perhaps cut short): no failure
             try:
                 await conn.disconnect()
             finally:
-                await pool.release(conn)
+                await async_give_back(pool, conn)
         else:  # the reply was read; a WAIT for replicas may still be unread
             await self._drop(pool, conn)
         assert call.settle is not None
