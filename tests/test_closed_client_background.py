@@ -157,3 +157,49 @@ def gave_up(caplog: pytest.LogCaptureFixture, permit: str) -> str:
         if "finishing a release of permit" in message and permit in message:
             return message
     return ""
+
+
+def test_a_reconcile_whose_read_is_in_flight_stops_on_close_as_closed(
+    make_client: Callable[..., tenure.Client],
+    server: Server,
+    r: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """close() while a background reconcile's script waits for its reply (the server
+    paused): closing the pool closes that socket under the read, which redis-py reports
+    as whatever it met (ValueError: I/O operation on closed file, from its parser's
+    buffer). Before, the flow ended with that ValueError, as with a bug; now the backend
+    says ClientClosedError, and the reconcile stops on it as after close()."""
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    holder = make_client()
+    lock = holder.lock("closed-in-flight")
+    assert lock.acquire(timeout=5)
+    reconciling = holder._runner.ctx.reconciling
+    with server_busy(server, r):
+        with pytest.raises(BackendError):
+            lock.release()  # finished by a reconcile in the background
+        reconcile = LockCore.reconcile
+        # In a pause of 0.1 s or more: the server is paused before it sends again.
+        assert wait_until(lambda: retrying(holder, reconcile, "yield Sleep(pause)"), 3.0)
+    r.execute_command("CLIENT", "PAUSE", 5000, "WRITE")  # its next script waits
+    try:
+        assert wait_until(lambda: script_waits(r), 3.0), "the reconcile's script never waited"
+        holder.close()
+        closed = time.monotonic()
+        ended = wait_until(lambda: not reconciling, PROMPT)
+        print(f"the reconcile stopped {time.monotonic() - closed:.3f} s after close()")
+    finally:
+        r.execute_command("CLIENT", "UNPAUSE")
+    assert ended, f"still reconciling {PROMPT} s after close()"
+    stopped = [rec.getMessage() for rec in caplog.records if "stopped" in rec.getMessage()]
+    assert stopped, "the reconcile's end was not logged"
+    assert all(m.endswith("stopped: the client is closed") for m in stopped), stopped
+
+
+def script_waits(r: redis.Redis) -> bool:
+    """A script waits on the paused server (its connection flagged ``b``)."""
+    return any(
+        entry.get("cmd") in ("evalsha", "eval") and "b" in entry["flags"]
+        for entry in r.client_list()
+    )
+

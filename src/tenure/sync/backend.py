@@ -58,6 +58,7 @@ from tenure.sync.route import Route
 from tenure.core.context import Context
 from tenure.core.effects import CLEAN_UP_TRIES, NOT_RUN, SENDING, Call, Command
 from tenure.core.options import check_replicas, replica_wait
+from tenure.errors import ClientClosedError
 from tenure.scripts import sharded
 
 _UNREAD = object()
@@ -127,6 +128,12 @@ class Backend:
         self.settle: Callable[[Generator[Any, Any, None]], None] | None = None
         """Runs the flow a `Call.settle` returns (the runner sets it; None: no settling)."""
         self._settling = Spawner("tenure-settle")
+        self.closed = False
+        """Set by `close()`, before the client closes its pool. That closes the sockets of
+        the calls still in flight under their reads, which redis-py reports as whatever it
+        met (its parser's buffer closed: ValueError, "I/O operation on closed file"), a bug
+        to the flow; such a call fails with ClientClosedError instead, which stops the
+        flows as a call made after close() does."""
         self._handed: dict[int, Any] = {}
         """id(connection) -> the reply (`_UNREAD`: none yet; `NOT_RUN`: not sent) of a call
         with ``settle`` while it is in flight: a caller that stops waiting meanwhile leaves
@@ -260,6 +267,8 @@ class Backend:
                     late = interrupt
             if late is not None:
                 raise late from error
+            if self.closed and isinstance(error, Exception):  # see `closed`
+                raise ClientClosedError("the client is closed") from error
             raise
         return sent
 
@@ -309,6 +318,8 @@ class Backend:
                     late = interrupt
             if late is not None:
                 raise late from error
+            if self.closed and isinstance(error, Exception):  # see `closed`
+                raise ClientClosedError("the client is closed") from error
             raise
 
     def abandon(self, sent: Sent) -> None:
@@ -406,7 +417,9 @@ class Backend:
         held[0] = None  # a pool of redis-py's own
 
     def close(self) -> None:
-        """Give the spare connections back to the pool."""
+        """Give the spare connections back to the pool; calls in flight now fail with
+        ClientClosedError (see `closed`)."""
+        self.closed = True
         pool = self.route.client.connection_pool if not self.route.cluster else None
         while self.spare:
             conn = self.spare.pop()
@@ -507,6 +520,8 @@ class Backend:
                     late = interrupt
             if late is not None:
                 raise late from error
+            if self.closed and isinstance(error, Exception):  # see `closed`
+                raise ClientClosedError("the client is closed") from error
             raise
 
     def _give_up(self, claim: threading.Lock, pool: Any, conn: Any, call: Any) -> None:
