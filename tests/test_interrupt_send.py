@@ -28,6 +28,9 @@ import tenure
 from tenure import _redis
 from tenure.sync import listener
 
+# A long fault run: deselected by default, run by .ci/run (`pytest -m long`).
+pytestmark = pytest.mark.long
+
 
 class Holder:
     """A thread that holds ``lock`` until `release_in()` (a lock is released by its owner)."""

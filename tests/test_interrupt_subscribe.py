@@ -31,6 +31,9 @@ from support.wire import text
 from tenure import keys
 from tenure.core.effects import Unsubscribe
 
+# A long fault run: deselected by default, run by .ci/run (`pytest -m long`).
+pytestmark = pytest.mark.long
+
 
 class Alarm(Exception):
     """What the stand-in for a signal handler raises."""

@@ -31,6 +31,9 @@ import tenure.sync.listener as sync_listener
 from support.signals import raising_at_place
 from tenure._concurrency import Unlocked
 
+# A long fault run: deselected by default, run by .ci/run (`pytest -m long`).
+pytestmark = pytest.mark.long
+
 
 class Alarm(Exception):
     """What the SIGALRM handler raises."""

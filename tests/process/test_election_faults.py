@@ -29,6 +29,9 @@ LEADER = election_keys("sched")[0]
 WORKER = """
 import os, random, sys, time
 import tenure
+
+# A long fault run: deselected by default, run by .ci/run (`pytest -m long`).
+pytestmark = pytest.mark.long
 url, log, watchdog, mode = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 pid = os.getpid()
 
