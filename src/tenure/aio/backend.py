@@ -120,7 +120,7 @@ class AsyncBackend:
         redis-py's blocking pool costs about 13 us a command (its condition, queue and
         observability hooks). Never one whose reply was not read to its end."""
         self._spares = threading.Lock()
-        """Guards `spare` while a connection moves between it and a caller's slot."""
+        """Guards `spare` while a connection moves from it to a caller's slot."""
         self.suspect = True
         """True until a command succeeded, and again after a connection failed or a reply
         did not come, until one succeeds: a fan-out leaves such a server to the background
@@ -398,12 +398,12 @@ class AsyncBackend:
     async def _done(self, pool: Any, held: list[Any]) -> None:
         """Give back the connection in ``held``, its reply read: kept as a spare, or to the
         pool; out of ``held`` as it goes in (see `_connection()`)."""
-        if self._park and not self.route.cluster:
-            with self._spares:  # no call between the give-back and the note
-                if len(self.spare) < SPARE:
-                    self.spare += (held[0],)
-                    held[0] = None
-                    return
+        if self._park and len(self.spare) < SPARE and not self.route.cluster:
+            # One C operation (another thread's sees the list before or after it), then
+            # out of ``held``, with no call between: no lock needed.
+            self.spare += (held[0],)
+            held[0] = None
+            return
         await self._release(pool, held)
 
     async def _release(self, pool: Any, held: list[Any]) -> None:
