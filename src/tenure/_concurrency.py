@@ -12,6 +12,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import concurrent.futures
+import contextlib
 import math
 import os
 import queue
@@ -316,6 +317,57 @@ async def async_sleep(seconds: float) -> None:
 
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
+
+
+class AsyncPauses:
+    """The pauses of one client's flows (`tenure.core.effects.Sleep`: a retry's back-off):
+    each ends early once `end()` is called (the client closes), and so do the ones begun
+    after: a closed client's flows then stop at their next command."""
+
+    def __init__(self) -> None:
+        self._ended = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        if self._ended.is_set():
+            return
+        try:
+            async with asyncio.timeout(max(0.0, seconds)):
+                await self._ended.wait()
+        except TimeoutError:
+            pass
+
+    def end(self) -> None:
+        self._ended.set()
+
+
+class Pauses:
+    """The pauses of one client's flows (`tenure.core.effects.Sleep`: a retry's back-off):
+    each ends early once `end()` is called (the client closes), and so do the ones begun
+    after: a closed client's flows then stop at their next command.
+
+    A pause waits on a bare lock, held until `end()` (each pause it ends lets it go again
+    for the next): no Python frame holds it, so a signal handler raising in a pause of the
+    main thread leaves nothing held but, at worst, a later pause that then sleeps its full
+    length (a `threading.Event` waits in a `threading.Condition`, whose Python
+    ``__enter__``/``__exit__`` a handler can leave with its lock held: `end()` would then
+    wait for ever)."""
+
+    def __init__(self) -> None:
+        self._ended = False
+        self._gate = threading.Lock()
+        self._gate.acquire()
+
+    def sleep(self, seconds: float) -> None:
+        if self._ended:
+            return
+        if self._gate.acquire(timeout=min(max(0.0, seconds), threading.TIMEOUT_MAX)):
+            self._gate.release()  # ended: let go again, for the next pause under way
+
+    def end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            with contextlib.suppress(RuntimeError):  # another thread's end() let it go first
+                self._gate.release()
 
 
 # ---------------------------------------------------------------- background work
