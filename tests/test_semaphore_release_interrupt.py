@@ -15,7 +15,7 @@ start of the release (the front, the argument check, the observer, the runner an
 loop, the core flow, the backend, the socket helpers), one run per place; the caller must
 get the ``Alarm``; 2 s later the permit must be back and the count exactly the permits set.
 The places before the flow began count too (reviewer R5, S3): the caller called release(),
-so the runner finishes it in the background (`tenure.sync.runner.Runner.release_by`); only
+so the runner finishes it in the background (`tenure.sync.runner.Driver.release_by`); only
 an interrupt as the front begins is left to the caller, as one just before the call (not a
 place here). A second interrupt at each place of the clean-up (the first thrown in by the
 runner as it is handed the script) must not stop it."""

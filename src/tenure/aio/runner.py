@@ -9,8 +9,6 @@ owns its lease, and starts it when a flow reports a watchdog hold (``WatchHolds`
 
 from __future__ import annotations
 
-import dis
-import functools
 import inspect
 import logging
 import math
@@ -53,6 +51,7 @@ from tenure.core.effects import (
     Wait,
     WaitAny,
     WatchHolds,
+    began,
     continued,
     just,
     resumed,
@@ -65,7 +64,8 @@ T = TypeVar("T")
 log = logging.getLogger("tenure")
 
 CALLER: Any = object()
-"""`AsyncRunner.release_by()`'s owner: the caller's owner id (`AsyncRunner.owner()`)."""
+"""`AsyncDriver.release_by()`'s owner: the caller's (`AsyncRunner.owner()`; a composite's
+owners, `AsyncCompositeRunner.owners()`)."""
 
 
 class AsyncDriver:
@@ -74,6 +74,15 @@ class AsyncDriver:
     can run."""
 
     closed = False
+    _spawner: AsyncSpawner
+    """Where `release_by()` finishes a release in the background."""
+    _started: weakref.WeakSet[Generator[Any, Any, Any]]
+    """The flows started in the background: each runs once (`_release_later`)."""
+    _started_mutex: threading.Lock
+
+    def owner(self) -> Any:
+        """The caller's owner: `release_by()`'s `CALLER`."""
+        raise NotImplementedError
 
     async def run(self, flow: Generator[Any, Any, T]) -> T:
         if self.closed:  # before any I/O: a closed client neither waits nor renews
@@ -132,6 +141,78 @@ class AsyncDriver:
         with observe.releasing(lock, owner):
             return await self.run(flow)
 
+    def release_by(
+        self, lock: Any, owner: Any, make: Callable[[Any], Generator[Any, Any, T]]
+    ) -> Awaitable[T]:
+        """`release()` the flow ``make(owner)`` of ``lock`` (``owner`` `CALLER`: the
+        caller's, `owner()`); finish it in the background if an exception cuts it short
+        before the flow began (docs/internals.md, "Cancellation and interruption").
+
+        Once the caller called release() it meant to let go (reviewer R5, S3): a signal
+        handler's exception landing anywhere after that must not leave the hold in the
+        table, held on the server and renewed for ever. A flow that began sees it itself
+        (its clean-up finishes the release in the background); before that (the front,
+        `owner()`, making the flow, the observer, the driver before the flow's first step,
+        the flow's own first instruction) nothing was done, and the release is started
+        here in the background, once. The caller still gets its exception. Left to the
+        caller: an interrupt as the front or this method is entered, before their first
+        call, as one just before the call. A plain def: in the asyncio API the owner is
+        fixed at the call, and a cancellation lands at an ``await`` only, all after the
+        flow's first step, but for a task cancelled before it ever ran: `AsyncReleasing`.
+        """
+        flow: Generator[Any, Any, T] | None = None
+        try:
+            # (Every step in the try: an interrupt after any of them is seen below.)
+            if owner is CALLER:
+                owner = self.owner()
+            flow = make(owner)
+            running: Any = self.release(lock, owner, flow)
+            if inspect.iscoroutine(running):  # the asyncio API: see `AsyncReleasing`
+                running = AsyncReleasing(self, lock, flow, running)
+            return running  # type: ignore[no-any-return]
+        except BaseException as error:
+            # Run again from the top when a second interrupt lands in it; the flow made
+            # here runs once (`_release_later`).
+            checked = flow is not None  # `make` returned: its argument check passed
+            tries, late = 0, None
+            while tries < CLEAN_UP_TRIES:
+                try:
+                    tries += 1
+                    if flow is not None and began(flow, error):
+                        break  # its own clean-up saw the exception, or it ended
+                    if owner is CALLER:
+                        owner = self.owner()
+                    if flow is None or inspect.getgeneratorstate(flow) != inspect.GEN_CREATED:
+                        try:
+                            flow = make(owner)
+                        except Exception as refused:
+                            if not checked and type(refused) is type(error):
+                                break  # the argument check refused it: nothing to release
+                            raise
+                    self._spawner.spawn(self._release_later, lock, flow)
+                    break
+                except BaseException as interrupt:
+                    late = interrupt
+            if late is not None:
+                raise late from error
+            raise
+
+    async def _release_later(self, lock: Any, flow: Generator[Any, Any, Any]) -> None:
+        """Run a release `release_by()` saw cut short before it began (once per flow)."""
+        with self._started_mutex:
+            if flow in self._started:
+                return
+            self._started.add(flow)
+        try:
+            await self.run(flow)
+            log.info("%r: finished a release interrupted before it began", lock)
+        except LockError as error:  # lost or not owned meanwhile: as release() would say
+            if not self.closed:
+                log.warning("%r: a release interrupted before it began failed: %s", lock, error)
+        except Exception:  # a bug: say so, never raise here
+            if not self.closed:
+                log.exception("tenure background release failed")
+
 
 class AsyncRunner(AsyncDriver):
     """Runs the flows of one client, and renews its watchdog holds."""
@@ -171,78 +252,6 @@ class AsyncRunner(AsyncDriver):
             # The parent's threads, tasks and sockets are not ours: start over without them.
             self._start()
         return async_current_owner(self.ctx.identity)
-
-    def release_by(
-        self, lock: Any, owner: Any, make: Callable[[Any], Generator[Any, Any, T]]
-    ) -> Awaitable[T]:
-        """`release()` the flow ``make(owner)`` of ``lock`` (``owner`` `CALLER`: the
-        caller's, `owner()`); finish it in the background if an exception cuts it short
-        before the flow began (docs/internals.md, "Cancellation and interruption").
-
-        Once the caller called release() it meant to let go (reviewer R5, S3): a signal
-        handler's exception landing anywhere after that must not leave the hold in the
-        table, held on the server and renewed for ever. A flow that began sees it itself
-        (its clean-up finishes the release in the background); before that (the front,
-        `owner()`, making the flow, the observer, the driver before the flow's first step,
-        the flow's own first instruction) nothing was done, and the release is started
-        here in the background, once. The caller still gets its exception. Left to the
-        caller: an interrupt as the front or this method is entered, before their first
-        call, as one just before the call. A plain def: in the asyncio API the owner is
-        fixed at the call, and a cancellation lands at an ``await`` only, all after the
-        flow's first step, but for a task cancelled before it ever ran: `AsyncReleasing`.
-        """
-        flow: Generator[Any, Any, T] | None = None
-        try:
-            # (Every step in the try: an interrupt after any of them is seen below.)
-            if owner is CALLER:
-                owner = self.owner()
-            flow = make(owner)
-            running: Any = self.release(lock, owner, flow)
-            if inspect.iscoroutine(running):  # the asyncio API: see `AsyncReleasing`
-                running = AsyncReleasing(self, lock, flow, running)
-            return running  # type: ignore[no-any-return]
-        except BaseException as error:
-            # Run again from the top when a second interrupt lands in it; the flow made
-            # here runs once (`_release_later`).
-            checked = flow is not None  # `make` returned: its argument check passed
-            tries, late = 0, None
-            while tries < CLEAN_UP_TRIES:
-                try:
-                    tries += 1
-                    if flow is not None and _began(flow, error):
-                        break  # its own clean-up saw the exception, or it ended
-                    if owner is CALLER:
-                        owner = self.owner()
-                    if flow is None or inspect.getgeneratorstate(flow) != inspect.GEN_CREATED:
-                        try:
-                            flow = make(owner)
-                        except Exception as refused:
-                            if not checked and type(refused) is type(error):
-                                break  # the argument check refused it: nothing to release
-                            raise
-                    self._spawner.spawn(self._release_later, lock, flow)
-                    break
-                except BaseException as interrupt:
-                    late = interrupt
-            if late is not None:
-                raise late from error
-            raise
-
-    async def _release_later(self, lock: Any, flow: Generator[Any, Any, Any]) -> None:
-        """Run a release `release_by()` saw cut short before it began (once per flow)."""
-        with self._started_mutex:
-            if flow in self._started:
-                return
-            self._started.add(flow)
-        try:
-            await self.run(flow)
-            log.info("%r: finished a release interrupted before it began", lock)
-        except LockError as error:  # lost or not owned meanwhile: as release() would say
-            if not self.closed:
-                log.warning("%r: a release interrupted before it began failed: %s", lock, error)
-        except Exception:  # a bug: say so, never raise here
-            if not self.closed:
-                log.exception("tenure background release failed")
 
     async def perform(self, effect: Any) -> Any:
         match effect:
@@ -389,7 +398,7 @@ class AsyncReleasing(Coroutine):  # type: ignore[type-arg]
     __slots__ = ("_flow", "_lock", "_runner", "_running")
 
     def __init__(
-        self, runner: AsyncRunner, lock: Any, flow: Generator[Any, Any, Any], running: Any
+        self, runner: AsyncDriver, lock: Any, flow: Generator[Any, Any, Any], running: Any
     ) -> None:
         self._runner, self._lock, self._flow, self._running = runner, lock, flow, running
 
@@ -402,7 +411,7 @@ class AsyncReleasing(Coroutine):  # type: ignore[type-arg]
     def throw(self, kind: Any, value: Any = None, tb: Any = None) -> Any:
         if inspect.getgeneratorstate(self._flow) == inspect.GEN_CREATED:
             # Thrown in before the first step (a task cancelled before it ran): nothing
-            # ran; the flow runs in the background, once (`AsyncRunner._release_later`).
+            # ran; the flow runs in the background, once (`AsyncDriver._release_later`).
             self._runner._spawner.spawn(self._runner._release_later, self._lock, self._flow)
         if value is None and tb is None:
             return self._running.throw(kind)
@@ -418,34 +427,6 @@ class AsyncReleasing(Coroutine):  # type: ignore[type-arg]
         return f"<release of {self._lock!r}>"
 
 
-def _began(flow: Generator[Any, Any, Any], error: BaseException) -> bool:
-    """False if ``flow`` did nothing before ``error`` cut it short: it never ran, or
-    ``error`` came out of its own first instruction (a signal handler runs as a frame
-    begins, at its ``RESUME`` (CPython 3.11+): before any ``try`` of the flow). True
-    otherwise: it saw ``error`` (at a yield, or in its ``try``), or ``error`` came after
-    its end. (A flow delegating at once to another, ``yield from``, counts as begun.)"""
-    if inspect.getgeneratorstate(flow) == inspect.GEN_CREATED:
-        return False
-    code = getattr(flow, "gi_code", None)
-    tb = error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            return tb.tb_lasti > _first(code)
-        tb = tb.tb_next
-    return True
-
-
-@functools.cache
-def _first(code: Any) -> int:
-    """The offset of ``code``'s first instruction after its entry (``RESUME``)."""
-    entered = False
-    for instruction in dis.get_instructions(code):
-        if entered:
-            return instruction.offset
-        entered = instruction.opname == "RESUME"
-    return -1
-
-
 async def _call_logged(callback: Callable[[], None], what: str) -> None:
     call_now(callback, what)
 
@@ -456,10 +437,14 @@ class AsyncCompositeRunner(AsyncDriver):
     def __init__(self, runners: Sequence[AsyncRunner], workers: int) -> None:
         self._runners = list(runners)
         self._spawner = AsyncSpawner("tenure-composite", workers)
+        self._started = weakref.WeakSet()
+        self._started_mutex = threading.Lock()
 
     def owners(self) -> tuple[str, ...]:
         """The caller's owner id on each member's client."""
         return tuple(runner.owner() for runner in self._runners)
+
+    owner = owners  # `release_by()`'s `CALLER`: the composite's owner is the tuple
 
     async def perform(self, effect: Any) -> Any:
         match effect:
@@ -496,9 +481,9 @@ class AsyncCompositeRunner(AsyncDriver):
         current: list[tuple[int, int, Generator[Any, Any, Any], Any]] = []
         sent: list[tuple[int, int, Generator[Any, Any, Any], Sent]] = []
         steps: list[tuple[int, int, Generator[Any, Any, Any], Any]] = []
-        for slot, (index, flow) in enumerate(flows):
-            await self._advance(handles, current, slot, index, flow, None, None)
         try:
+            for slot, (index, flow) in enumerate(flows):
+                await self._advance(handles, current, slot, index, flow, None, None)
             while current:
                 steps, current = current, []
                 while steps:
@@ -573,24 +558,41 @@ class AsyncCompositeRunner(AsyncDriver):
         flow: Generator[Any, Any, Any], value: Any, error: BaseException | None,
     ) -> None:
         """Run ``flow`` on to its next effect that needs the server (quick local effects
-        carried out on the spot), or to its end (its handle then `Finished`)."""
+        carried out on the spot), or to its end (its handle then `Finished`).
+
+        An exception landing after the flow's step (a signal handler's, between two steps:
+        the flow waits at its yield, and its effect is perhaps lost) goes on to the caller;
+        the flow goes on in the background, with its effect or with that exception (its
+        clean-up runs), unless it is in ``steps`` already (`_together` hands those on)."""
         runner = self._runners[index]
-        while True:
-            try:
-                effect = flow.throw(error) if error is not None else flow.send(value)
-            except StopIteration as stop:
-                handles[slot] = Finished(stop.value)
-                return
-            except Exception as failure:
-                handles[slot] = Finished(error=failure)
-                return
-            if not isinstance(effect, WatchHolds | Background):
-                steps.append((slot, index, flow, effect))
-                return
-            try:
-                value, error = await runner.perform(effect), None
-            except Exception as failure:
-                value, error = None, failure
+        effect: Any = None
+        try:
+            while True:
+                effect = None
+                try:
+                    effect = flow.throw(error) if error is not None else flow.send(value)
+                except StopIteration as stop:
+                    handles[slot] = Finished(stop.value)
+                    return
+                except Exception as failure:
+                    if inspect.getgeneratorstate(flow) == inspect.GEN_SUSPENDED:
+                        raise  # not the flow's: it came after its step (below)
+                    handles[slot] = Finished(error=failure)
+                    return
+                if not isinstance(effect, WatchHolds | Background):
+                    steps.append((slot, index, flow, effect))
+                    return
+                try:
+                    value, error = await runner.perform(effect), None
+                except Exception as failure:
+                    value, error = None, failure
+        except BaseException as cut:
+            if inspect.getgeneratorstate(flow) == inspect.GEN_SUSPENDED and not any(
+                step[2] is flow for step in steps
+            ):
+                rest = continued(flow, None, cut) if effect is None else resumed(flow, effect)
+                handles[slot] = self._spawner.spawn(runner.run, rest)
+            raise
 
     async def _receive_later(self, index: int, out: Sent, flow: Generator[Any, Any, Any]) -> Any:
         runner = self._runners[index]

@@ -17,6 +17,7 @@ https://redis.io/docs/latest/develop/use/patterns/distributed-locks/); Redisson'
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import random
@@ -30,6 +31,8 @@ from typing import Any
 from tenure.core.args import check_lease, check_positive, check_wait
 from tenure.core.clock import validity
 from tenure.core.effects import (
+    CLEAN_UP_TRIES,
+    Background,
     CompositeFlow,
     Deadline,
     Flow,
@@ -39,6 +42,8 @@ from tenure.core.effects import (
     Sleep,
     Spawn,
     Together,
+    began,
+    just,
 )
 from tenure.core.holds import LossScope
 from tenure.core.lock import LockCore, LossCallback
@@ -183,15 +188,22 @@ class CompositeCore:
 
     def forget(self, owners: Caller) -> Acquisition | None:
         """Forget the caller's latest acquisition (it is being released); None if none."""
+        into: list[Acquisition] = []
+        self.forget_into(owners, into)
+        return into[0] if into else None
+
+    def forget_into(self, owners: Caller, into: list[Acquisition]) -> None:
+        """`forget()`, the acquisition put in ``into`` (left empty if none). No call between
+        the two, where a signal handler could run: a release cut short has it in ``into``
+        once it is out of the table."""
         with self._mutex:
             stack = self._held.get(owners)
-            if not stack:
-                return None
-            acq = stack.pop()
-            if not stack:
-                del self._held[owners]
-            acq.settled = True
-            return acq
+            if stack:
+                into[:] = stack[-1:]
+                del stack[-1]
+                if not stack:
+                    del self._held[owners]
+                into[0].settled = True
 
     def current(self, owners: Caller) -> Acquisition | None:
         with self._mutex:
@@ -284,7 +296,56 @@ class CompositeCore:
     def _acquire(self, owners: Caller, wait: float, lease: float | None) -> CompositeFlow[bool]:
         raise NotImplementedError
 
+    release_wait: float = math.inf
+    """Seconds the members' releases are waited for (RedLock: ``node_timeout``)."""
+
     def release(self, owners: Caller) -> CompositeFlow[None]:
+        """Forget the caller's latest acquisition and release its members side by side
+        (`Together`, for `release_wait`); the verdict is the kind's (`_released()`).
+
+        The caller called release(): it meant to let go (reviewer R5, S3). An exception
+        that cuts this short (a signal handler's, a cancellation) must not leave members
+        held and renewed for ever: a member's release that began finishes itself
+        (`tenure.core.lock.LockCore.release()`) or its driver does; the others are
+        started in the background (`_release_unbegun`). Cut short as the acquisition was
+        being forgotten, it is forgotten here and every member released so. (All in this
+        flow's own ``try``, no flow it delegates to first: one cut short as it begins
+        would count as begun.)
+        """
+        taken: list[Acquisition] = []
+        releases: list[tuple[int, Flow[None]]] = []
+        try:
+            # (Every step in the try: an interrupt after any of them is seen below.)
+            self.forget_into(owners, taken)
+            if not taken:
+                raise NotOwnedError(f"{self.name} is not held by the caller")
+            if not taken[0].members:
+                raise NotOwnedError(f"{self.name}: no member was held")
+            members = sorted(taken[0].members.items())
+            releases = [(i, self.cores[i].release(owner)) for i, owner in members]
+            handles = yield Together(releases, self.release_wait)
+        except GeneratorExit:
+            raise
+        except BaseException as cut:
+            if not taken and not isinstance(cut, NotOwnedError):
+                self.forget_into(owners, taken)
+            ended = [(i, flow, cut) for i, flow in releases]
+            late = (yield from self._release_unbegun(taken[0].members, ended)) if taken else None
+            if late is not None:
+                raise late from cut
+            raise
+        if any(h.done() and h.exception() is not None for h in handles):
+            # A member's release cut short as it began (a signal handler's exception as
+            # `_together` started it; the driver took it for the member's error).
+            finished = [
+                (i, flow, h.exception() if h.done() else None)
+                for (i, flow), h in zip(releases, handles, strict=True)
+            ]
+            yield from self._release_unbegun(taken[0].members, finished)
+        yield from self._released(taken[0], handles)
+
+    def _released(self, acq: Acquisition, handles: list[Handle]) -> CompositeFlow[None]:
+        """The verdict of the release of ``acq``'s members (``handles``, in index order)."""
         raise NotImplementedError
 
     def owned(self, owners: Caller) -> CompositeFlow[bool]:
@@ -319,6 +380,39 @@ class CompositeCore:
             if not quiet:
                 raise
             log.warning("%s: releasing member %d failed: %s", self.name, index, error)
+
+    def _release_unbegun(
+        self,
+        held: dict[int, str],
+        flows: Sequence[tuple[int, Flow[Any], BaseException | None]],
+    ) -> CompositeFlow[BaseException | None]:
+        """Release in the background the members of ``held`` whose release never began:
+        not made, not started, or ended by the error given with it as it began
+        (`tenure.core.effects.began`).
+
+        Each goes on its member's runner as `Background` (run once however often it was
+        yielded), yielded again while interrupts are thrown in at that yield: the last such
+        interrupt is returned, for the caller to raise once its clean-up ran."""
+        begun = {
+            i
+            for i, flow, error in flows
+            if inspect.getgeneratorstate(flow) != inspect.GEN_CREATED
+            and (error is None or began(flow, error))
+        }
+        late: BaseException | None = None
+        for index, owner in sorted(held.items()):
+            if index in begun:
+                continue
+            flow = self.release_member(index, owner)
+            for _ in range(CLEAN_UP_TRIES):
+                try:
+                    yield OnMember(index, just(Background(flow)))
+                    break
+                except GeneratorExit:
+                    raise
+                except BaseException as interrupt:  # perhaps started: it runs once
+                    late = interrupt
+        return late
 
     # ---------------------------------------------------------------- loss
     def _member_doubt(self, core: LockCore, owner: str) -> None:
@@ -475,13 +569,10 @@ class MultiLockCore(CompositeCore):
         for index, owner in sorted(held.items()):
             yield OnMember(index, self.release_member(index, owner))
 
-    def release(self, owners: Caller) -> CompositeFlow[None]:
-        """Release every member, even if some fail; raise the first failure (the others
-        attached as notes), NotOwnedError if the caller holds no acquisition."""
-        if self.forget(owners) is None:
-            raise NotOwnedError(f"{self.name} is not held by the caller")
-        releases = [(i, self.release_member(i, o, quiet=False)) for i, o in enumerate(owners)]
-        handles = yield Together(releases, math.inf)  # every member at once
+    def _released(self, acq: Acquisition, handles: list[Handle]) -> CompositeFlow[None]:
+        """Every member released (all at once), even if some failed: raise the first
+        failure (the others attached as notes). (`release()`: NotOwnedError if the caller
+        holds no acquisition.)"""
         running = [handle for handle in handles if not handle.done()]
         if running:
             yield Join(running)
@@ -529,6 +620,7 @@ class RedLockCore(CompositeCore):
     ) -> None:
         super().__init__(cores, quorum(len(cores)), on_lost)
         self.node_timeout = check_positive(node_timeout, "node_timeout")
+        self.release_wait = self.node_timeout
 
     def _acquire(self, owners: Caller, wait: float, lease: float | None) -> CompositeFlow[bool]:
         deadline = Deadline(wait)
@@ -579,20 +671,12 @@ class RedLockCore(CompositeCore):
             yield from self.release_member(index, owner)
         return True
 
-    def release(self, owners: Caller) -> CompositeFlow[None]:
+    def _released(self, acq: Acquisition, tasks: list[Handle]) -> CompositeFlow[None]:
         """Best-effort release on every member held, concurrently, for ``node_timeout``.
 
         Raises NotOwnedError when the caller holds no acquisition or no member was still
         held (LockLostError if they had all been lost).
         """
-        acq = self.forget(owners)
-        if acq is None:
-            raise NotOwnedError(f"{self.name} is not held by the caller")
-        if not acq.members:
-            raise NotOwnedError(f"{self.name}: no member was held")
-        members = acq.members.items()
-        releases = [(i, self.cores[i].release(owner)) for i, owner in members]
-        tasks = yield Together(releases, self.node_timeout)
         # Attempts still answering settle themselves (a late grant is released at once).
         running = [h for h in [*tasks, *acq.attempts] if not h.done()]
         pending = (yield Join(running, self.node_timeout)) if running else set()

@@ -8,7 +8,10 @@ throws the error into the flow so its cleanup can run. Redis errors arrive as
 
 from __future__ import annotations
 
+import dis
 import enum
+import functools
+import inspect
 import math
 import time
 from collections.abc import Callable, Collection, Generator, Sequence
@@ -384,3 +387,31 @@ def resumed(flow: Generator[Any, Any, T], effect: Any) -> Generator[Any, Any, T]
     except BaseException as failure:
         value, error = None, failure
     return (yield from continued(flow, value, error))
+
+
+def began(flow: Generator[Any, Any, Any], error: BaseException) -> bool:
+    """False if ``flow`` did nothing before ``error`` cut it short: it never ran, or
+    ``error`` came out of its own first instruction (a signal handler runs as a frame
+    begins, at its ``RESUME`` (CPython 3.11+): before any ``try`` of the flow). True
+    otherwise: it saw ``error`` (at a yield, or in its ``try``), or ``error`` came after
+    its end. (A flow delegating at once to another, ``yield from``, counts as begun.)"""
+    if inspect.getgeneratorstate(flow) == inspect.GEN_CREATED:
+        return False
+    code = getattr(flow, "gi_code", None)
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return tb.tb_lasti > _first(code)
+        tb = tb.tb_next
+    return True
+
+
+@functools.cache
+def _first(code: Any) -> int:
+    """The offset of ``code``'s first instruction after its entry (``RESUME``)."""
+    entered = False
+    for instruction in dis.get_instructions(code):
+        if entered:
+            return instruction.offset
+        entered = instruction.opname == "RESUME"
+    return -1

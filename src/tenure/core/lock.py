@@ -939,7 +939,7 @@ class LockCore:
         `release()`, or None (FairLock watches its queue head's turn). A hook, not a
         `release()` override wrapping this one: the caller's release must begin in this
         flow's first step, so that an interrupt before it is seen by the runner as one
-        before the flow began (`tenure.aio.runner.AsyncRunner.release_by`)."""
+        before the flow began (`tenure.aio.runner.AsyncDriver.release_by`)."""
         return None
 
     def _settle(self) -> Flow[None]:

@@ -14,7 +14,7 @@ from typing import ClassVar
 from tenure._scope import LossScope
 from tenure.sync.acquiring import LockContext
 from tenure.sync.lock import Lock
-from tenure.sync.runner import CompositeRunner
+from tenure.sync.runner import CALLER, CompositeRunner
 from tenure.core import composite as plan
 from tenure.core.args import bind_callback
 from tenure.core.composite import CompositeCore, MultiLockCore, RedLockCore
@@ -64,10 +64,6 @@ class _AsyncComposite(LockContext):
         runner, owners = self.runner, self.runner.owners()
         flow = self.core.acquire(owners, blocking, timeout, lease_time, max_hold)
         return runner.acquire(self, owners, flow)
-
-    def release(self) -> None:
-        runner, owners = self.runner, self.runner.owners()
-        return runner.release(self, owners, self.core.release(owners))
 
     def extend(self, additional_time: float) -> None:
         """Add ``additional_time`` seconds to every member hold of the caller's latest
@@ -195,7 +191,8 @@ class MultiLock(_AsyncComposite):
             LockLostError, NotOwnedError, BackendError: the first member that failed, after
                 every member was released; the other failures are attached as notes.
         """
-        return super().release()
+        # (No call before the runner's: it finishes a release cut short after this line.)
+        return self.runner.release_by(self, CALLER, self.core.release)
 
     def owned(self) -> bool:
         """True if the caller holds every member."""
@@ -302,7 +299,8 @@ class RedLock(_AsyncComposite):
             NotOwnedError: the caller holds no acquisition, or no member was still held
                 (LockLostError if any of them had been held and was lost).
         """
-        return super().release()
+        # (No call before the runner's: it finishes a release cut short after this line.)
+        return self.runner.release_by(self, CALLER, self.core.release)
 
     def owned(self) -> bool:
         """True if the caller holds a majority of the members (dead nodes: not held)."""
