@@ -75,7 +75,8 @@ class Alarm(Exception):
 AFTER = {"CALL", "CALL_FUNCTION_EX", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RESUME"}
 """Instructions after which CPython 3.11+ may run a pending signal handler."""
 
-pytestmark = pytest.mark.parametrize("server", ["valkey"], indirect=True)  # one server: speed
+# One server (speed); a long fault run: deselected by default, run by .ci/run (`pytest -m long`).
+pytestmark = [pytest.mark.parametrize("server", ["valkey"], indirect=True), pytest.mark.long]
 
 FRONTS = {"Lock.release", "MultiLock.release", "RedLock.release"}
 """The fronts: an interrupt as they begin (``start``) is one just before the call; as the

@@ -43,6 +43,9 @@ from support.signals import codes_of, raising_at_place
 from support.twins import wait_until
 from tenure.core.effects import Call
 
+# A long fault run: deselected by default, run by .ci/run (`pytest -m long`).
+pytestmark = pytest.mark.long
+
 
 class Alarm(Exception):
     """What the stand-in for a signal handler raises."""
