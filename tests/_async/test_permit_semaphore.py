@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 import tenure
-from support.twins import AsyncEvent, async_sleep, async_spawn
+from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
 from support.wire import max_concurrency, server_ms
 
 
@@ -129,6 +129,24 @@ async def test_update_lease_time(async_client):
     assert await sem.available_permits() == 0
     await sem.release(permit)
     assert not await sem.update_lease_time(permit, 5)
+
+
+async def test_a_lease_moved_earlier_wakes_a_waiter_refused_before(async_make_client, r):
+    """A waiter refused while the only permit had a 5 s lease sleeps to that end; the holder
+    moving the end to 0.1 s from now must wake it to look again (before: it got the permit
+    at the old end, 4.7 s after the update)."""
+    holder, waiter = async_make_client(), async_make_client()
+    sem = holder.permit_expirable_semaphore("moved")
+    assert await sem.try_set_permits(1)
+    permit = await sem.acquire(lease_time=5)
+    waiting = async_spawn(lambda: waiter.permit_expirable_semaphore("moved").acquire(timeout=10))
+    # Subscribed: its attempts were refused with the 5 s end (the last one just after).
+    assert await async_wait_until(lambda: r.pubsub_numsub("redisson_sc:{moved}")[0][1] == 1)
+    await async_sleep(0.1)  # its attempt after subscribing is refused too: else it sees 0.1 s
+    updated = time.monotonic()
+    assert await sem.update_lease_time(permit, 0.1)
+    assert await waiting.result(10)
+    assert time.monotonic() - updated < 1.5
 
 
 async def test_set_permits_counts_permits_out(async_client):

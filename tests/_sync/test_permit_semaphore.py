@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 import tenure
-from support.twins import Event, sleep, spawn
+from support.twins import Event, sleep, spawn, wait_until
 from support.wire import max_concurrency, server_ms
 
 
@@ -129,6 +129,24 @@ def test_update_lease_time(client):
     assert sem.available_permits() == 0
     sem.release(permit)
     assert not sem.update_lease_time(permit, 5)
+
+
+def test_a_lease_moved_earlier_wakes_a_waiter_refused_before(make_client, r):
+    """A waiter refused while the only permit had a 5 s lease sleeps to that end; the holder
+    moving the end to 0.1 s from now must wake it to look again (before: it got the permit
+    at the old end, 4.7 s after the update)."""
+    holder, waiter = make_client(), make_client()
+    sem = holder.permit_expirable_semaphore("moved")
+    assert sem.try_set_permits(1)
+    permit = sem.acquire(lease_time=5)
+    waiting = spawn(lambda: waiter.permit_expirable_semaphore("moved").acquire(timeout=10))
+    # Subscribed: its attempts were refused with the 5 s end (the last one just after).
+    assert wait_until(lambda: r.pubsub_numsub("redisson_sc:{moved}")[0][1] == 1)
+    sleep(0.1)  # its attempt after subscribing is refused too: else it sees 0.1 s
+    updated = time.monotonic()
+    assert sem.update_lease_time(permit, 0.1)
+    assert waiting.result(10)
+    assert time.monotonic() - updated < 1.5
 
 
 def test_set_permits_counts_permits_out(client):
