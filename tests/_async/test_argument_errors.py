@@ -21,6 +21,32 @@ async def test_callbacks_and_decorated_objects_must_be_callable(async_client):
         async_client.permit_expirable_semaphore("checked-psem", on_lost=42)
 
 
+async def test_a_block_or_decorator_checks_its_times_where_it_is_written(async_client):
+    """``lock(lease_time=-5)`` (``@lock(...)`` too) raises at once, as ``acquire()`` would,
+    not at the first ``with`` or call."""
+    kinds = [
+        async_client.lock("early"),
+        async_client.fair_lock("early-fair"),
+        async_client.read_write_lock("early-rw").write_lock(),
+        async_client.multi_lock(async_client.lock("early-m")),
+    ]
+    for lock in kinds:
+        with pytest.raises(ValueError, match="timeout must not be NaN"):
+            lock(timeout=float("nan"))
+        with pytest.raises(ValueError, match="lease_time must be a number of seconds > 0"):
+            lock(lease_time=-5)
+        with pytest.raises(ValueError, match="max_hold must be a number of seconds > 0"):
+            lock(max_hold=0)
+        with pytest.raises(TypeError, match="timeout must be a number of seconds, not str"):
+            lock("5")
+        assert not await lock.owned()  # nothing sent, nothing taken
+    with pytest.raises(ValueError, match="timeout must be >= 0"):
+        async_client.semaphore("early-sem")(timeout=-2)
+    psem = async_client.permit_expirable_semaphore("early-psem")
+    with pytest.raises(ValueError, match="lease_time must be a number of seconds > 0"):
+        psem(lease_time=0)
+
+
 async def test_a_semaphore_block_takes_one_permit_and_gives_it_back(async_client):
     sem = async_client.semaphore("block")
     assert await sem.try_set_permits(1)

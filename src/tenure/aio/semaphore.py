@@ -9,6 +9,7 @@ from typing import Any
 from tenure._scope import AsyncLossScope
 from tenure._settle import async_acquire_settled
 from tenure.aio.runner import AsyncRunner
+from tenure.core.args import check_lease, check_wait
 from tenure.core.effects import Flow
 from tenure.core.semaphore import PermitCore, SemaphoreCore, new_permit_id
 from tenure.errors import LockError, LockLostError, LockTimeout
@@ -130,7 +131,9 @@ class AsyncSemaphore:
 
     def __call__(self, timeout: float | None = None) -> AsyncPermitContext:
         """``sem(timeout=5)``: a context manager taking one permit, or raising
-        [`tenure.LockTimeout`][tenure.errors.LockTimeout] when ``timeout`` seconds pass first."""
+        [`tenure.LockTimeout`][tenure.errors.LockTimeout] when ``timeout`` seconds pass first.
+        A bad ``timeout`` raises TypeError or ValueError here, as ``acquire()`` would."""
+        check_wait(True, timeout)
         return AsyncPermitContext(self, timeout)
 
     async def __aenter__(self) -> AsyncSemaphore:
@@ -320,7 +323,10 @@ class AsyncPermitExpirableSemaphore(AsyncSemaphore):
         first;
         releases the permit on exit. In asyncio code the body is cancelled when the permit
         is lost and the block raises LockLostError, as for locks (``cancel_on_loss=False``:
-        the body runs on)."""
+        the body runs on). A bad ``timeout`` or ``lease_time`` raises TypeError or
+        ValueError here, as ``acquire()`` would."""
+        check_wait(True, timeout)
+        check_lease(lease_time)
         return AsyncPermitIdContext(self, timeout, lease_time, cancel_on_loss)
 
     async def __aenter__(self) -> Any:

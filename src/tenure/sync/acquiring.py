@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar, overload
 
 from tenure._scope import LossScope, scope_caller
+from tenure.core.args import check_lease, check_positive, check_wait
 from tenure.errors import LockError, LockLostError, LockTimeout
 
 # A decorated function keeps its parameters (P) and its (awaited) return type (R).
@@ -83,6 +84,11 @@ class LockContext:
         is lost and raises LockLostError from the block; False lets the body run on (the
         loss then raises LockLostError at exit). ``max_hold``: seconds after the grant
         past which the watchdog stops renewing (``acquire(max_hold=...)``).
+
+        Raises:
+            TypeError, ValueError: a bad ``timeout``, ``lease_time``, ``max_hold`` or
+                ``cancel_on_loss``, here (before the block is entered or the function
+                decorated), as ``acquire()`` would.
         """
         if callable(timeout) and lease_time is None:
             return Acquiring(self, None, None, cancel_on_loss, max_hold)(timeout)
@@ -90,6 +96,12 @@ class LockContext:
             raise TypeError(
                 f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}"
             )
+        # Checked here too (acquire checks them again): a bad ``@lock(lease_time=-5)``
+        # raises where it is written, not at the first call of the function it decorates.
+        check_wait(True, timeout)
+        check_lease(lease_time)
+        if max_hold is not None:
+            check_positive(max_hold, "max_hold")
         return Acquiring(self, timeout, lease_time, cancel_on_loss, max_hold)
 
     def _plain(self) -> Acquiring:
