@@ -81,3 +81,17 @@ def test_fenced_write_refuses_lower_tokens_and_accepts_equal(r):
         tenure.fenced_write(r, "res", "7", b"x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="token must be >= 0"):
         tenure.fenced_write(r, "res", -1, b"x")
+
+
+def test_fenced_write_compares_tokens_exactly_above_2_to_the_53(r):
+    """Tokens come from INCR (up to 2^63 - 1); a Lua number is a double, equal for 2^53 and
+    2^53 + 1 (before: the stale write was accepted and the stored token went back)."""
+    for high, stale in [(2**53 + 1, 2**53), (10**18 + 7, 10**18 + 5), (2**63 - 1, 2**63 - 2)]:
+        key = f"res-{high}"
+        assert tenure.fenced_write(r, key, high, b"new")
+        assert not tenure.fenced_write(r, key, stale, b"stale")
+        assert not tenure.fenced_write(r, key, 9, b"short")  # fewer digits
+        assert tenure.fenced_read(r, key) == (high, b"new")
+        assert tenure.fenced_write(r, key, high, b"again")  # equal: the same holder
+        assert tenure.fenced_write(r, key, high + 1, b"next")
+        assert tenure.fenced_read(r, key) == (high + 1, b"next")
