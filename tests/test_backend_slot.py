@@ -33,7 +33,7 @@ from tenure.sync import backend
 
 
 def _code(function: Any) -> CodeType:
-    return getattr(function, "__wrapped__", function).__code__  # type: ignore[no-any-return]
+    return getattr(function, "__wrapped__", function).__code__
 
 
 CODES = {
