@@ -8,7 +8,8 @@ Acquire the lock (the watchdog renews it unless ``--lease`` is given), run CMD w
 ``TENURE_LOCK_NAME`` (and ``TENURE_FENCING_TOKEN`` with ``--fenced``) in its environment,
 forward signals to it, release when it exits and exit with its status. When the lock is lost
 while CMD runs (the watchdog finds the hold gone, or a ``--lease`` runs out), CMD is
-terminated: SIGTERM, then SIGKILL after ``--grace`` seconds.
+terminated, its children too (its process group): SIGTERM, then SIGKILL after ``--grace``
+seconds. From a terminal, CMD runs in its foreground (Ctrl-C reaches CMD).
 
 Exit statuses: CMD's own (128 + N when a signal N ended it); 75 (EX_TEMPFAIL) when the wait
 ran out; 1 with a one-line message for a server error or a lost lock; 126/127 when CMD
@@ -208,7 +209,8 @@ class Runner:
         """With --lease: monotonic time by which the hold's lease ends (the grant was sent
         before _acquire returned)."""
         self.child: subprocess.Popen[bytes] | None = None
-        self.own_group = not sys.stdin.isatty()
+        self.terminal: int | None = None
+        """The controlling terminal while tenure runs in its foreground (see `_supervise`)."""
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def say(self, text: str) -> None:
@@ -216,8 +218,13 @@ class Runner:
 
     # ---------------------------------------------------------------- main
     def main(self) -> int:
-        with self.client:
-            return self._main()
+        self.terminal = foreground_terminal()
+        try:
+            with self.client:
+                return self._main()
+        finally:
+            if self.terminal is not None:
+                os.close(self.terminal)
 
     def _make(self) -> Any:
         """The object whose hold guards the command."""
@@ -331,43 +338,104 @@ class Runner:
 
     # ---------------------------------------------------------------- child
     def _supervise(self, token: Any) -> int:
+        """Run the command in a process group of its own, so that a loss stops its whole
+        tree (its children too, which must not work on without the lock). Started from a
+        terminal, that group gets the terminal's foreground while it runs, as a shell gives
+        it to a job: Ctrl-C, Ctrl-\\ and reads reach the command, and Ctrl-Z stops it and
+        then tenure (`_suspend`)."""
         env = dict(os.environ, **self._env(token))
         handlers = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
         try:
             try:
-                self.child = subprocess.Popen(
-                    self.command, env=env, process_group=0 if self.own_group else None
-                )
+                self.child = subprocess.Popen(self.command, env=env, process_group=0)
             except FileNotFoundError:
                 self.say(f"command not found: {self.command[0]}")
                 return 127
             except PermissionError:
                 self.say(f"permission denied: {self.command[0]}")
                 return 126
-            waiter = threading.Thread(target=self._wait_child, daemon=True)
-            waiter.start()
-            self.stop.wait()  # interruptible: forwarding handlers run meanwhile
-            if self.lost_reason is not None:
-                self.say(f"{self.name!r}: {self.lost_reason}")
-                if self.child.poll() is None:
-                    self._terminate()
-            code = self.child.wait()
+            try:
+                if self.terminal is not None:
+                    self._set_foreground(self.child.pid)
+                    # it may have read the terminal before it was its own, and stopped
+                    self._signal_child(signal.SIGCONT)
+                waiter = threading.Thread(target=self._wait_child, daemon=True)
+                waiter.start()
+                self.stop.wait()  # interruptible: forwarding handlers run meanwhile
+                if self.lost_reason is not None:
+                    self.say(f"{self.name!r}: {self.lost_reason}")
+                    if self.child.poll() is None:
+                        self._terminate()
+                code = self.child.wait()
+            finally:
+                self._take_terminal_back()
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
         return 128 - code if code < 0 else code
 
     def _wait_child(self) -> None:
-        assert self.child is not None
-        self.child.wait()
+        child = self.child
+        assert child is not None
+        if self.terminal is not None:
+            self._follow_stops(child.pid)
+        child.wait()
         self.stop.set()
 
+    def _follow_stops(self, pid: int) -> None:
+        """Return once the child has exited (left for Popen to reap); each time it stops in
+        the meantime (Ctrl-Z at the terminal), `_suspend()`."""
+        while True:
+            try:
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WSTOPPED | os.WNOWAIT)
+                if info is None or info.si_code != os.CLD_STOPPED:
+                    return
+                os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)  # seen: consume it
+            except ChildProcessError:  # reaped meanwhile (by _terminate's wait)
+                return
+            self._suspend()
+
+    def _suspend(self) -> None:
+        """The command stopped (Ctrl-Z): take the terminal back and stop tenure's own process
+        group, as the terminal would have had the command been in it, so that the shell
+        sees its job stopped. Once continued (fg: the group is in the foreground again; bg:
+        it is not), give the terminal back to the command and continue it. While stopped,
+        tenure renews nothing: a lease that runs out meanwhile is a loss, found on return."""
+        assert self.terminal is not None
+        self._take_terminal_back()
+        with suppress(ProcessLookupError):
+            os.killpg(os.getpgrp(), signal.SIGTSTP)  # returns once continued
+        with suppress(OSError):
+            if os.tcgetpgrp(self.terminal) == os.getpgrp() and self.child is not None:
+                self._set_foreground(self.child.pid)
+        self._signal_child(signal.SIGCONT)
+
+    def _set_foreground(self, pgid: int) -> None:
+        """Make ``pgid`` the terminal's foreground process group. SIGTTOU is blocked
+        meanwhile: tenure may be in the background itself when it takes the terminal back."""
+        assert self.terminal is not None
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+        try:
+            with suppress(OSError):
+                os.tcsetpgrp(self.terminal, pgid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def _take_terminal_back(self) -> None:
+        """Make tenure's process group the foreground again, if the command's still is (not
+        if the shell took the terminal meanwhile: after a Ctrl-Z and bg)."""
+        if self.terminal is None or self.child is None:
+            return
+        with suppress(OSError):
+            if os.tcgetpgrp(self.terminal) == self.child.pid:
+                self._set_foreground(os.getpgrp())
+
     def _forward(self, signum: int, frame: FrameType | None) -> None:
+        """Pass a signal sent to tenure on to the command (a terminal's Ctrl-C goes to the
+        command's process group directly: tenure is not in the foreground meanwhile)."""
         child = self.child
         if child is None or child.poll() is not None:
             return
-        if signum == signal.SIGINT and not self.own_group:
-            return  # the terminal sent it to the child's process group already
         child.send_signal(signum)
 
     def _on_lost(self, lock: Any, *permit: str) -> None:
@@ -400,6 +468,7 @@ class Runner:
         assert child is not None
         self.say(f"terminating {self.command[0]} (pid {child.pid}): SIGTERM")
         self._signal_child(signal.SIGTERM)
+        self._signal_child(signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
         try:
             child.wait(self.grace)
         except subprocess.TimeoutExpired:
@@ -407,15 +476,11 @@ class Runner:
             self._signal_child(signal.SIGKILL)
 
     def _signal_child(self, signum: int) -> None:
+        """Send ``signum`` to the command's whole process group: its children too."""
         child = self.child
         assert child is not None
-        try:
-            if self.own_group:
-                os.killpg(child.pid, signum)
-            else:
-                child.send_signal(signum)
-        except ProcessLookupError:
-            pass
+        with suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
 
     # ---------------------------------------------------------------- release
     def _release(self, lock: Any, token: Any) -> bool:
@@ -438,6 +503,23 @@ class Runner:
                 "(the hold expires with its lease)"
             )
         return True
+
+
+def foreground_terminal() -> int | None:
+    """A descriptor of the controlling terminal when tenure's process group is in its
+    foreground (started at a shell prompt, or by a script on a terminal); None otherwise (no
+    terminal, or a background job)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.tcgetpgrp(fd) == os.getpgrp():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
