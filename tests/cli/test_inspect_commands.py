@@ -156,6 +156,56 @@ def test_status_and_list_show_an_election(server, r, make_client):
         waiting.resign()
 
 
+def test_force_release_refuses_an_election(server, r, make_client):
+    """tenure has no administrative step-down: force-release names the election and exits
+    1, the leadership untouched (it said "released by its holder in the meantime", exit 0)."""
+    leading = make_client(name="scheduler-a").election("cron")
+    term = leading.campaign("host-a")
+    try:
+        done = tenure_cmd("force-release", "cron", "--yes", url=server.url)
+        assert done.returncode == 1, done.stdout
+        assert "is an election" in done.stderr, done.stderr
+        assert "resign" in done.stderr
+        assert "in the meantime" not in done.stdout + done.stderr
+        assert leading.is_leader()
+        assert leading.term == term
+    finally:
+        leading.resign()
+
+
+def test_a_lock_and_an_election_sharing_a_name(server, r, make_client):
+    """Both are listed; force-release releases the lock, says the election stays."""
+    c = make_client(name="scheduler-a", watchdog_timeout=LASTS)
+    leading, lock = c.election("cron"), c.lock("cron")
+    term = leading.campaign("host-a")
+    assert lock.acquire(lease_time=LASTS)
+    try:
+        listed = tenure_cmd("list", "cr*", "--json", url=server.url)
+        assert listed.returncode == 0, listed.stderr
+        found = [(i["name"], i["kind"]) for i in json.loads(listed.stdout)]
+        assert found == [("cron", "lock"), ("cron", "election")], found
+        election = json.loads(listed.stdout)[1]
+        assert (election["term"], election["value"], election["held"]) == (term, "host-a", True)
+        assert election["holders"][0]["client_id"] == c.client_id
+        plain = tenure_cmd("list", "*", url=server.url)
+        for kind in ("election", "lock"):
+            assert kind in plain.stdout, plain.stdout
+        assert f"term {term}" in plain.stdout
+        status = tenure_cmd("status", "cron", url=server.url)
+        for text in ("election", "host-a", f"{term}"):
+            assert text in status.stdout, status.stdout
+        shown = json.loads(tenure_cmd("status", "cron", "--json", url=server.url).stdout)
+        assert "'cron' is also an election's name" in shown["notes"]
+        done = tenure_cmd("force-release", "cron", "--yes", url=server.url)
+        assert done.returncode == 0, done.stderr
+        assert "released lock 'cron'" in done.stdout
+        assert "election" in done.stdout + done.stderr
+        assert not r.exists("cron")
+        assert leading.is_leader()
+    finally:
+        leading.resign()
+
+
 def test_force_release_wakes_a_waiter(server, r, make_client):
     holder, other = make_client(), make_client()
     assert holder.lock("stuck").acquire(lease_time=120)

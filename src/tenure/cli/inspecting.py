@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 
 import click
 from rich.console import Console
@@ -14,6 +15,7 @@ import tenure
 from tenure import keys
 from tenure.cli.common import client, json_option, print_json, seconds, url_option
 from tenure.core.election import LEADER as ELECTION
+from tenure.core.election import election_keys
 from tenure.core.fair import ALIVE as FAIR_ALIVE
 from tenure.core.watchdog import REGISTRY_PREFIX
 
@@ -54,10 +56,16 @@ def status(name: str, url: str, as_json: bool) -> None:
     """
     with client(url) as c:
         info = c.inspect(name)
+        election = shared_election(c, info)
+    if election is not None:
+        info = replace(info, notes=(*info.notes, f"{name!r} is also an election's name"))
     if as_json:
         print_json(info.to_dict())
         return
-    Console().print(status_table(info))
+    console = Console()
+    console.print(status_table(info))
+    if election is not None:
+        console.print(status_table(election))
 
 
 def status_table(info: tenure.LockInfo) -> Table:
@@ -137,6 +145,50 @@ def who(entry: tenure.Holder | tenure.QueuedWaiter) -> str:
     return f"{entry.client_name}{f' ({where})' if where else ''}  "
 
 
+def shared_election(c: tenure.Client, info: tenure.LockInfo) -> tenure.LockInfo | None:
+    """The election named as ``info`` when ``info`` is of another kind, or None.
+    ``Client.inspect()`` reports a name's own key, and an election only when there is none:
+    a Lock that shares an election's name hides it. Read here from the election's leader
+    and term counter (docs/wire.md); its candidates are counted, not listed."""
+    if info.kind in ("election", "free"):
+        return None
+    _, term_key, queue_key, *_ = election_keys(info.key)
+    leader = c.election(info.name).leader()
+    last_term = c.redis.get(term_key)
+    if leader is None and last_term is None:
+        return None
+    candidates = int(c.redis.llen(queue_key))
+    notes = [f"{info.name!r} is also a {info.kind}'s name: candidates not listed"]
+    if candidates:
+        notes.append(f"{candidates} candidate{'s' if candidates > 1 else ''} waiting")
+    holders: tuple[tenure.Holder, ...] = ()
+    if leader is not None:
+        client_id, _, number = leader.owner.rpartition(":")
+        known = bool(client_id) and number.isdigit()
+        holder = tenure.Holder(
+            owner=leader.owner,
+            client_id=client_id if known else None,
+            number=int(number) if known else None,
+            hold_count=1,
+            remaining_lease=leader.remaining_lease,
+            client_name=leader.client_name,
+        )
+        holders = (holder,)
+    return tenure.LockInfo(
+        name=info.name,
+        key=info.key,
+        kind="election",
+        exists=leader is not None,
+        held=leader is not None,
+        holders=holders,
+        remaining_lease=None if leader is None else leader.remaining_lease,
+        value=None if leader is None else leader.value,
+        term=leader.term if leader is not None else int(last_term or 0),
+        server_time=info.server_time,
+        notes=tuple(notes),
+    )
+
+
 # ------------------------------------------------------------------ list
 def name_of(key: str) -> str:
     """The name a key belongs to: a token, queue, deadline, read-hold or permit key gives
@@ -184,8 +236,8 @@ def scan_names(c: tenure.Client, pattern: str) -> Iterator[str]:
 def list_names(pattern: str, url: str, as_json: bool) -> None:
     """List the locks, synchronizers and elections whose names match PATTERN (a Redis
     glob, default *): one line each with kind, holders (an election: its leader) and
-    remaining lease. Keys tenure did not write
-    are left out. Uses SCAN with a COUNT, never KEYS.
+    remaining lease; a lock and an election that share a name, a row each. Keys tenure
+    did not write are left out. Uses SCAN with a COUNT, never KEYS.
 
     --json prints a list of the objects `tenure status --json` prints.
 
@@ -199,6 +251,9 @@ def list_names(pattern: str, url: str, as_json: bool) -> None:
             info = c.inspect(name)
             if info.kind not in ("free", "unknown"):
                 infos.append(info)
+            election = shared_election(c, info)  # hidden behind the name's own key
+            if election is not None:
+                infos.append(election)
     if as_json:
         print_json([info.to_dict() for info in infos])
         return
@@ -222,7 +277,8 @@ def list_names(pattern: str, url: str, as_json: bool) -> None:
         )
     console = Console()
     console.print(table)
-    console.print(f"{len(infos)} {'name' if len(infos) == 1 else 'names'} matching {pattern!r}")
+    names = len({info.name for info in infos})  # a Lock may share an election's name
+    console.print(f"{names} {'name' if names == 1 else 'names'} matching {pattern!r}")
 
 
 def _short(holder: tenure.Holder) -> str:
@@ -266,6 +322,7 @@ def _details(info: tenure.LockInfo) -> str:
 def force_release(name: str, yes: bool, url: str) -> None:
     """Release the lock NAME whoever holds it and wake its waiters. The former holder
     finds out at its next renewal or release (LockLostError). Asks first unless --yes.
+    An election is refused (exit 1): tenure has no administrative step-down.
 
     \b
     Example:
@@ -273,6 +330,20 @@ def force_release(name: str, yes: bool, url: str) -> None:
     """
     with client(url) as c:
         info = c.inspect(name)
+        if info.kind == "election":
+            raise click.ClickException(
+                f"not released: {name!r} is an election ({_leadership(info)}), and "
+                "force-release does not end a leadership (tenure has no administrative "
+                "step-down): its leader steps down with resign() (tenure elect: on SIGINT "
+                "or SIGTERM), and a crashed leader's leadership ends when its lease runs out"
+            )
+        election = shared_election(c, info)
+        if election is not None:
+            click.echo(
+                f"note: {name!r} is also an election's name ({_leadership(election)}): "
+                "force-release leaves the election as it is",
+                err=True,
+            )
         if not info.held:
             if info.kind in SYNCHRONIZERS:
                 raise click.ClickException(f"{name!r} is a {info.kind}: it has no holder")
@@ -297,6 +368,14 @@ def force_release(name: str, yes: bool, url: str) -> None:
         f"released {info.kind} {name!r} held by {holders}; "
         f"{info.waiters} waiting {'client' if info.waiters == 1 else 'clients'} woken"
     )
+
+
+def _leadership(info: tenure.LockInfo) -> str:
+    """``led by host-a (client ...), term 4`` or ``vacant, last term 4``."""
+    if not info.holders:
+        return "vacant" if info.term is None else f"vacant, last term {info.term}"
+    leader = info.holders[0]
+    return f"led by {info.value!r} ({leader.client_name or leader.owner}), term {info.term}"
 
 
 def _release(c: tenure.Client, info: tenure.LockInfo) -> bool:
