@@ -67,6 +67,9 @@ VACANT = "0"
 """Channel message: the leadership fell vacant."""
 WAKE_ALL = frozenset({WAKE_ANY})
 """Every election message wakes every waiter and observer of the client on the channel."""
+LEADERSHIP_LOST = -1
+"""election_campaign.lua's first reply element when the leadership its client records for
+the caller is no longer the caller's: nothing was done."""
 
 
 def leader_key(key: str) -> str:
@@ -230,7 +233,16 @@ class ElectionCore(LockCore):
     def _attempt(self, owner: str, value: str, until: float) -> Flow[tuple[int | None, int]]:
         """One campaign script: (term, 0) when ``owner`` leads, else (None, the leader's
         remaining lease in ms). ``until``: the campaign's deadline (monotonic), to which a
-        script that surely did not reach a server is sent again (a failover)."""
+        script that surely did not reach a server is sent again (a failover).
+
+        Raises LockLostError when the leadership the hold table records for ``owner`` is
+        no longer its own on the server (its lease ran out, say after a pause, before a
+        renewal found it gone): the loss is reported (``lost``, ``on_lost``, the blocks
+        run under it cancelled) and nothing is done. A new term granted over it, as a
+        re-entry, would hide the loss: the blocks begun under the old term would run on,
+        though another candidate may have led in between (reviewer R8, F2)."""
+        hold = self.ctx.holds.get(self.key, owner)
+        recorded = self._terms.get(owner) if hold is not None else None
         args: list[str | int] = [
             self.lease_ms(None),
             owner,
@@ -238,9 +250,18 @@ class ElectionCore(LockCore):
             self.entry_ms(),
             self.channel,
             self.client_name,
+            "" if recorded is None else recorded,
         ]
         sent = time.monotonic()
         reply = yield Call(self.campaign_script, self.keys, args, changes=True, until=until)
+        if int(reply[0]) == LEADERSHIP_LOST:
+            if hold is not None and self.ctx.holds.get(self.key, owner) is hold:
+                self.ctx.holds.discard(self.key, owner)
+                self.hold_lost(owner)  # (else the keeper took it off: it reports it)
+            raise LockLostError(
+                f"election {self.name!r}: the leadership of term {recorded} was lost; "
+                "nothing was done (campaign again for a new term)"
+            )
         if int(reply[0]) != 1:
             return None, int(reply[1])
         term = int(reply[1])

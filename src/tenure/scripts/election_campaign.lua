@@ -2,8 +2,10 @@
 -- if nobody leads. KEYS as _election.lua.
 -- ARGV[1] lease ms   ARGV[2] owner   ARGV[3] value   ARGV[4] candidate entry ms
 -- ARGV[5] channel    ARGV[6] client name
+-- ARGV[7] the term its client records the caller leading, '' when it records none
 -- Returns {1, term} when the caller leads (its lease re-applied; a new value proclaimed),
--- else {0, the leader's remaining lease in ms}.
+-- {-1, 0} when it no longer leads the recorded term (that leadership was lost: nothing is
+-- done, no new term drawn over the loss), else {0, the leader's remaining lease in ms}.
 -- @include kinds
 -- @include server_time
 -- @include election
@@ -13,6 +15,12 @@ if wrong then
     return wrong
 end
 local owner = ARGV[2]
+if ARGV[7] ~= '' then
+    local leader = redis.call('hmget', KEYS[1], 'owner', 'term')
+    if leader[1] ~= owner or leader[2] ~= ARGV[7] then
+        return {-1, 0}
+    end
+end
 if redis.call('hget', KEYS[1], 'owner') == owner then
     redis.call('pexpire', KEYS[1], ARGV[1])
     local term = redis.call('hget', KEYS[1], 'term')

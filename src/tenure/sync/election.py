@@ -65,6 +65,9 @@ class Election:
         self._identity: object = None
         self._owner_id = ""
         self._scopes: list[LossScope] = []
+        self._blocks: dict[int, int] = {}
+        """Term -> `leadership()` blocks running under that leadership (nested, or entered
+        by several tasks: they share this candidate's one leadership)."""
         self.core.add_loss_listener(self._lost)
 
     @property
@@ -89,8 +92,11 @@ class Election:
 
         Candidates are elected in the order they started campaigning. Campaigning again
         while leading returns the current term at once (and proclaims ``value`` if it
-        differs). A candidate that stops waiting (timeout, cancellation, error) leaves the
-        queue; if it was elected meanwhile, it steps down at once.
+        differs); if that leadership was lost on the server meanwhile (a pause past its
+        lease, before a renewal found it gone), the loss is reported and LockLostError
+        raised, with nothing done: campaign again for a new term. A candidate that stops
+        waiting (timeout, cancellation, error) leaves the queue; if it was elected
+        meanwhile, it steps down at once.
 
         Args:
             value: what the leader announces (str; any UTF-8 text, e.g. ``"host-a:8080"``).
@@ -102,6 +108,8 @@ class Election:
 
         Raises:
             TypeError, ValueError: a bad argument, before any I/O.
+            LockLostError: the leadership this candidate held was lost (also reported
+                through ``lost``, ``on_lost`` and its ``leadership()`` blocks).
             LockKindError: a key of the election holds another type.
             BackendError: the server failed or did not answer, or the client is closed
                 (nothing is sent then).
@@ -221,6 +229,11 @@ class Election:
         [`lost`][tenure.Election.lost] between steps, and the block raises LockLostError at
         exit.
 
+        Blocks of one Election share its one leadership (nested, or entered by several
+        tasks): each gets the same term, and the leadership is resigned at the last exit,
+        as a reentrant lock is released. A block whose leadership was replaced by a newer
+        one (lost, then won again) raises LockLostError at exit and leaves the new one be.
+
         Raises:
             TypeError, ValueError: a bad argument, before any I/O.
         """
@@ -250,12 +263,15 @@ class Leadership:
         self._timeout = timeout
         self._cancel = cancel
         self._scope: LossScope | None = None
+        self._term = 0
 
     def __enter__(self) -> int:
         election = self._election
         term = election.campaign(self._value, self._timeout)
         if term is None:
             raise LockTimeout(f"{election!r}: not elected within {self._timeout} s")
+        self._term = term
+        election._blocks[term] = election._blocks.get(term, 0) + 1
         scope = LossScope(election, self._cancel)
         if scope.active:
             self._scope = scope
@@ -265,12 +281,29 @@ class Leadership:
         return term
 
     def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
-        election, scope = self._election, self._scope
+        election, scope, term = self._election, self._scope, self._term
         self._scope = None
         loss: LockLostError | None = None
         if scope is not None:
             election._scopes.remove(scope)
             loss = scope.finish(error)
+        inside = election._blocks.pop(term, 1) - 1
+        if inside:
+            election._blocks[term] = inside
+        if inside or election.term != term:
+            # Not this block's to resign: another block still runs under the leadership
+            # (it resigns at the last exit, as a reentrant lock is released), or this one
+            # was lost and a campaign since won a new term, which another caller holds.
+            if loss is None and (election.lost or election.term != term):
+                loss = LockLostError(
+                    f"{election!r}: the leadership of term {term} was lost while the block ran"
+                )
+                if error is not None:  # the body's own error goes on, the loss noted
+                    error.add_note(f"tenure: {loss}")
+                    return
+            if loss is not None:
+                raise loss from error
+            return
         if loss is not None:
             try:
                 election.resign()  # the loss again (no I/O), or a failed resign
