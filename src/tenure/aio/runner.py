@@ -15,6 +15,7 @@ import math
 import threading
 import time
 import weakref
+from asyncio import CancelledError
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from tenure._concurrency import (
     async_join,
     async_sleep,
     async_wait_any,
+    async_waiter_key,
 )
 from tenure._redis import AsyncRoute, NotReady, RedisError, backend_error, interrupt_of
 from tenure.aio.backend import AsyncBackend, Sent
@@ -73,7 +75,15 @@ class AsyncDriver:
     (redis-py errors as [`tenure.BackendError`][tenure.errors.BackendError]) so the flow's cleanup
     can run."""
 
+    closing = False
+    """Set as `AsyncRunner.close()` begins: no flow starts any more."""
     closed = False
+    """Set once the flows woken by `AsyncRunner.close()` ended: no I/O any more."""
+    _waiting: set[Generator[Any, Any, Any]]
+    """The flows running that waited on the listener (`AsyncRunner.close()` waits for
+    their end)."""
+    _waiters_left: AsyncEvent
+    """Set when the last of `_waiting` ends."""
     _spawner: AsyncSpawner
     """Where `release_by()` finishes a release in the background."""
     _started: weakref.WeakSet[Generator[Any, Any, Any]]
@@ -85,37 +95,62 @@ class AsyncDriver:
         raise NotImplementedError
 
     async def run(self, flow: Generator[Any, Any, T]) -> T:
-        if self.closed:  # before any I/O: a closed client neither waits nor renews
+        if self.closing:  # before any I/O: a closed client neither waits nor renews
             raise ClientClosedError("the client is closed")
         value: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                while True:
-                    try:
-                        effect = flow.throw(error) if error is not None else flow.send(value)
-                    except StopIteration as stop:
-                        result: T = stop.value
-                        return result
-                    try:
-                        if self.closed and isinstance(effect, (Call, Command, Settle)):
-                            # Closed meanwhile (a background flow woke from its pause, say):
-                            # no new I/O once the client has given its connections back.
-                            raise ClientClosedError("the client is closed")
-                        value, error = await self.perform(effect), None
-                    except RedisError as failure:
-                        # a signal handler's exception that redis-py wrapped: the caller's
-                        value, error = None, interrupt_of(failure) or backend_error(failure)
-                    except BaseException as failure:
-                        value, error = None, failure
-            except BaseException as late:
-                # Raised here, between two steps (a signal handler's exception, landing
-                # after an effect's result came and before the flow got it): the flow gets
-                # it at its yield, so its clean-up runs (a grant just read is undone). One
-                # the flow itself raised ended it: it goes to the caller as it is.
-                if getattr(flow, "gi_frame", None) is None:
-                    raise
-                value, error = None, late
+        # The asyncio task's count of cancellation requests (None in threads): see below.
+        cancels = getattr(async_waiter_key(), "cancelling", None)
+        asked = cancels() if cancels is not None else 0
+        waited = False
+        try:
+            while True:
+                try:
+                    while True:
+                        try:
+                            effect = flow.throw(error) if error is not None else flow.send(value)
+                        except StopIteration as stop:
+                            result: T = stop.value
+                            return result
+                        try:
+                            if self.closed and isinstance(effect, (Call, Command, Settle)):
+                                # Closed meanwhile (a background flow woke from its pause,
+                                # say): no new I/O once the client gave its connections back.
+                                raise ClientClosedError("the client is closed")
+                            if effect.__class__ is Wait and not waited:
+                                waited = True
+                                self._waiting.add(flow)
+                            value, error = await self.perform(effect), None
+                            if cancels is not None and cancels() > asked:
+                                asked = cancels()
+                                # A cancellation absorbed on the way: Python 3.11's
+                                # wait_for (redis-py writes through it) returns a write
+                                # that ended as its caller was cancelled. The flow gets it
+                                # at its yield, as one landing just after the effect: its
+                                # clean-up runs (a grant just read is undone).
+                                value, error = None, CancelledError()
+                        except RedisError as failure:
+                            # a signal handler's exception that redis-py wrapped: the caller's
+                            value, error = None, interrupt_of(failure) or backend_error(failure)
+                        except BaseException as failure:
+                            value, error = None, failure
+                            if cancels is not None and isinstance(failure, CancelledError):
+                                asked = cancels()  # delivered (another stays for later)
+                except BaseException as late:
+                    # Raised here, between two steps (a signal handler's exception, landing
+                    # after an effect's result came and before the flow got it): the flow gets
+                    # it at its yield, so its clean-up runs (a grant just read is undone). One
+                    # the flow itself raised ended it: it goes to the caller as it is.
+                    if getattr(flow, "gi_frame", None) is None:
+                        raise
+                    value, error = None, late
+                    if cancels is not None and isinstance(late, CancelledError):
+                        asked = cancels()
+        finally:
+            if waited:
+                self._waiting.discard(flow)
+                if not self._waiting:
+                    self._waiters_left.set()
 
     async def perform(self, effect: Any) -> Any:
         raise NotImplementedError
@@ -207,10 +242,10 @@ class AsyncDriver:
             await self.run(flow)
             log.info("%r: finished a release interrupted before it began", lock)
         except LockError as error:  # lost or not owned meanwhile: as release() would say
-            if not self.closed:
+            if not self.closing:
                 log.warning("%r: a release interrupted before it began failed: %s", lock, error)
         except Exception:  # a bug: say so, never raise here
-            if not self.closed:
+            if not self.closing:
                 log.exception("tenure background release failed")
 
 
@@ -242,6 +277,8 @@ class AsyncRunner(AsyncDriver):
         # interrupt (perhaps already spawned) runs once (`_background`).
         self._started: weakref.WeakSet[Generator[Any, Any, Any]] = weakref.WeakSet()
         self._started_mutex = threading.Lock()
+        self._waiting = set()
+        self._waiters_left = AsyncEvent()
         self.ctx.holds.poke = self._look.set
         self.ctx.dispatch = self._dispatch
         self.backend.settle = self._background  # a Call.settle undo, in the background
@@ -287,7 +324,7 @@ class AsyncRunner(AsyncDriver):
     def _relay(self, call: Call) -> None:
         """Pass a wake-up this client cannot use on to another client, in the background
         (`tenure.core.parking`, aliases)."""
-        if not self.closed:
+        if not self.closing:
             self._spawner.spawn(self._background, just(call))
 
     async def _background(self, flow: Generator[Any, Any, Any]) -> None:
@@ -300,16 +337,18 @@ class AsyncRunner(AsyncDriver):
             self._started.add(flow)
         try:
             await self.run(flow)
-        except Exception as error:  # the client closed, or a bug: say so, never raise here
-            if not self.closed:
-                log.exception("tenure background clean-up failed")
-            else:
+        except Exception as error:  # closed, the server away, or a bug: never raise here
+            if self.closing:
                 log.debug("tenure background clean-up stopped: %s", error)
+            elif isinstance(error, BackendError):  # the server away (a wake-up's pass-on)
+                log.warning("tenure background clean-up failed: %s", error)
+            else:
+                log.exception("tenure background clean-up failed")
 
     # ------------------------------------------------------------- the hold keeper
     async def _start_keeper(self) -> None:
         async with self._keeper_mutex:
-            if self._keeper is None and not self.closed:
+            if self._keeper is None and not self.closing:
                 self._keeper = self._spawner.spawn(self._keep)
 
     async def _keep(self) -> None:
@@ -350,14 +389,14 @@ class AsyncRunner(AsyncDriver):
             flow = renew(self.ctx, by_slot=self.route.cluster)
             self._report(await self.run(observe.renewal(flow)))
         except Exception:  # the next pass retries; the clock still reports expiries
-            if not self.closed:
+            if not self.closing:
                 log.exception("tenure watchdog pass failed")
         if len(self.ctx.holds.waiters):
             # Fair-lock waiters' queue entries (docs/internals.md, "Waiter liveness"): same pass.
             try:
                 await self.run(refresh_waiters(self.ctx, by_slot=self.route.cluster))
             except Exception:  # the next pass retries; an entry outlives two missed passes
-                if not self.closed:
+                if not self.closing:
                     log.exception("tenure fair waiter refresh failed")
         await self._register()  # after the renewal: it never delays one
 
@@ -378,14 +417,26 @@ class AsyncRunner(AsyncDriver):
         self._callbacks.spawn(_call_logged, callback, what)
 
     async def close(self) -> None:
-        """Stop the keeper and the listener; holds are not released (they expire)."""
-        if self.closed:
+        """Stop the keeper and the listener; holds are not released (they expire).
+
+        The callers waiting are woken first (ClientClosedError), and the clean-up of their
+        flows still runs, for up to the socket timeout: a FairLock waiter or an election
+        candidate leaves its queue. Left there, its entry kept the next live waiter waiting
+        until it ran out (a FairLock's ``watchdog_timeout / 3``; a candidate elected in
+        passing, the whole lease). Then no I/O any more, and the connections go back."""
+        if self.closing:
             return
+        self.closing = True  # no flow starts any more
+        await self._listener.close()  # wakes the waiters
+        until = time.monotonic() + (self._timeout or self.ctx.watchdog_timeout)
+        while self._waiting and (left := until - time.monotonic()) > 0:
+            self._waiters_left.clear()
+            if self._waiting:  # (the last may have ended before the clear)
+                await self._waiters_left.wait(left)
         self.closed = True
         self._look.set()
         if self._keeper is not None:
             await self._keeper.stop(5.0)
-        await self._listener.close()
         await self.backend.close()
 
 
@@ -439,6 +490,8 @@ class AsyncCompositeRunner(AsyncDriver):
         self._spawner = AsyncSpawner("tenure-composite", workers)
         self._started = weakref.WeakSet()
         self._started_mutex = threading.Lock()
+        self._waiting = set()  # (a member's flow waits on its own runner)
+        self._waiters_left = AsyncEvent()
 
     def owners(self) -> tuple[str, ...]:
         """The caller's owner id on each member's client."""
@@ -474,13 +527,20 @@ class AsyncCompositeRunner(AsyncDriver):
 
         A flow whose reply is late or that asks for an effect that waits goes on in the
         background (the composite's spawner), as does every flow under way when the caller
-        is cancelled or interrupted: a script already sent is always read to its end.
+        is cancelled or interrupted: a script already sent is always read to its end, and
+        one perhaps sent (the interrupt came as it went) is never sent again: its flow gets
+        an error at its yield, so its clean-up reconciles (a release sent twice would take
+        off two holds of a member held twice). Those flows' outcomes are never seen by the
+        caller's flow (it gets the interrupt, not the handles): they end quietly (`_left`).
         """
         deadline = time.monotonic() + seconds
         handles: list[Any] = [None] * len(flows)
         current: list[tuple[int, int, Generator[Any, Any, Any], Any]] = []
         sent: list[tuple[int, int, Generator[Any, Any, Any], Sent]] = []
         steps: list[tuple[int, int, Generator[Any, Any, Any], Any]] = []
+        # The step whose script is being sent (``steps[0]``, then perhaps in ``sent``):
+        going: tuple[int, int, Generator[Any, Any, Any], Any] | None = None
+        out: Sent | None = None
         try:
             for slot, (index, flow) in enumerate(flows):
                 await self._advance(handles, current, slot, index, flow, None, None)
@@ -499,6 +559,7 @@ class AsyncCompositeRunner(AsyncDriver):
                         continue
                     out = value = None
                     error: BaseException | None = None
+                    going = steps[0]  # (a subscript and a store: no handler runs between)
                     try:
                         out = await runner.backend.send(effect)
                         if out is None:  # a cluster, or replicas: one command at a time
@@ -510,19 +571,23 @@ class AsyncCompositeRunner(AsyncDriver):
                     steps.pop(0)
                     if out is not None:
                         sent.append((slot, index, flow, out))
+                        going = None
                     else:
+                        going = None
                         await self._advance(handles, current, slot, index, flow, value, error)
                 while sent:
-                    slot, index, flow, out = sent[0]
+                    slot, index, flow, reading = sent[0]
                     left = deadline - time.monotonic()
                     # 0: only a reply already in; None: no limit but the socket timeout
                     wait = 0.0 if left <= 0 or enough() else None if math.isinf(left) else left
                     error = None
                     try:
-                        value = await self._runners[index].backend.receive(out, wait)
+                        value = await self._runners[index].backend.receive(reading, wait)
                     except NotReady:  # enough answers, or out of time: read on in the background
                         sent.pop(0)
-                        handles[slot] = self._spawner.spawn(self._receive_later, index, out, flow)
+                        handles[slot] = self._spawner.spawn(
+                            self._receive_later, index, reading, flow
+                        )
                         continue
                     except RedisError as failure:
                         value, error = None, backend_error(failure)
@@ -532,8 +597,11 @@ class AsyncCompositeRunner(AsyncDriver):
                         sent.pop(0)
                         lost = BackendError("interrupted while waiting for the reply")
                         handles[slot] = self._spawner.spawn(
-                            self._runners[index].run, continued(flow, None, lost)
+                            self._left, self._runners[index].run, continued(flow, None, lost)
                         )
+                        # Given up here if the interrupt came as `receive` began, before
+                        # its own clean-up's try (else a no-op).
+                        await self._runners[index].backend.abandon(reading)
                         raise
                     sent.pop(0)
                     await self._advance(handles, current, slot, index, flow, value, error)
@@ -545,12 +613,27 @@ class AsyncCompositeRunner(AsyncDriver):
                     break
                 running = (await async_wait_any(running, left))[1]
         finally:
-            for slot, index, flow, out in sent:
-                handles[slot] = self._spawner.spawn(self._receive_later, index, out, flow)
-            for slot, index, flow, effect in [*steps, *current]:
+            # (Only when cut short: otherwise every list is empty, and nothing is going.)
+            for slot, index, flow, reading in sent:
                 handles[slot] = self._spawner.spawn(
-                    self._runners[index].run, resumed(flow, effect)
+                    self._left, self._receive_later, index, reading, flow
                 )
+            if going is not None and not any(step[2] is going[2] for step in sent):
+                slot, index, flow, _ = going
+                if out is not None:  # sent: its reply is read
+                    handles[slot] = self._spawner.spawn(
+                        self._left, self._receive_later, index, out, flow
+                    )
+                else:  # perhaps sent (a signal handler's exception in or after the send)
+                    lost = BackendError("interrupted while sending the script")
+                    handles[slot] = self._spawner.spawn(
+                        self._left, self._runners[index].run, continued(flow, None, lost)
+                    )
+            for slot, index, flow, effect in [*steps, *current]:
+                if going is None or flow is not going[2]:  # not sent yet
+                    handles[slot] = self._spawner.spawn(
+                        self._left, self._runners[index].run, resumed(flow, effect)
+                    )
         return handles
 
     async def _advance(
@@ -591,8 +674,17 @@ class AsyncCompositeRunner(AsyncDriver):
                 step[2] is flow for step in steps
             ):
                 rest = continued(flow, None, cut) if effect is None else resumed(flow, effect)
-                handles[slot] = self._spawner.spawn(runner.run, rest)
+                handles[slot] = self._spawner.spawn(self._left, runner.run, rest)
             raise
+
+    async def _left(self, work: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """``work(*args)``, a member's flow that goes on in the background after `_together`
+        was cut short: the caller's flow never sees how it ends (its own clean-up runs), so
+        an error is only logged (DEBUG), not left in a task nobody reads."""
+        try:
+            await work(*args)
+        except Exception as error:
+            log.debug("tenure: a member's flow left to the background ended: %r", error)
 
     async def _receive_later(self, index: int, out: Sent, flow: Generator[Any, Any, Any]) -> Any:
         runner = self._runners[index]

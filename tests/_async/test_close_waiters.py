@@ -1,0 +1,57 @@
+# Closing a client while its waiters wait (asyncio source of tests/_sync/test_close_waiters.py).
+"""A client closed while some of its callers wait in a queue (a FairLock's, an election's
+candidates): ``close()`` wakes them, and each leaves its queue before the client stops
+sending (``AsyncRunner.close``). Its entry left behind made the next live waiter wait:
+a FairLock's queue stalled until the entry ran out (10 s, ``watchdog_timeout / 3``), and
+the closed client's candidate was elected when the leader resigned, its live rival waiting
+for that leadership's whole lease."""
+
+from __future__ import annotations
+
+import time
+
+from support.twins import async_spawn, async_wait_until
+from support.wire import queue_of
+from tenure.core.election import election_keys
+from tenure.errors import ClientClosedError
+
+LATE = 2.0
+"""Seconds within which the live waiter must get its turn (a stalled queue takes 10 s or
+more: the entry's life, or a lease)."""
+
+
+async def test_a_closed_clients_fair_waiter_leaves_the_queue(async_make_client, r):
+    holder, closing, live = async_make_client(), async_make_client(), async_make_client()
+    lock = holder.fair_lock("close-fair")
+    assert await lock.acquire()
+    gone = async_spawn(lambda: closing.fair_lock("close-fair").acquire(timeout=30))
+    assert await async_wait_until(lambda: len(queue_of(r, "close-fair")) == 1)
+    waiting = async_spawn(lambda: live.fair_lock("close-fair").acquire(timeout=30))
+    assert await async_wait_until(lambda: len(queue_of(r, "close-fair")) == 2)
+    await closing.close()
+    assert isinstance(await gone.outcome(5), ClientClosedError)
+    assert len(queue_of(r, "close-fair")) == 1, "the closed client's entry is still queued"
+    released = time.monotonic()
+    await lock.release()
+    assert await waiting.outcome(30) is True
+    assert time.monotonic() - released < LATE
+
+
+async def test_a_closed_clients_candidate_leaves_the_queue(async_make_client, r):
+    queue = election_keys("close-election")[2]
+    leader = async_make_client(watchdog_timeout=6.0).election("close-election")
+    closing, live = async_make_client(watchdog_timeout=6.0), async_make_client(watchdog_timeout=6.0)
+    assert await leader.campaign("leader") == 1
+    gone = async_spawn(lambda: closing.election("close-election").campaign("gone", timeout=30))
+    assert await async_wait_until(lambda: r.llen(queue) == 1)
+    rival = live.election("close-election")
+    waiting = async_spawn(lambda: rival.campaign("live", timeout=30))
+    assert await async_wait_until(lambda: r.llen(queue) == 2)
+    await closing.close()
+    assert isinstance(await gone.outcome(5), ClientClosedError)
+    assert r.llen(queue) == 1, "the closed client's candidate is still queued"
+    resigned = time.monotonic()
+    await leader.resign()
+    assert await waiting.outcome(30) == 2
+    assert time.monotonic() - resigned < LATE
+    assert rival.term == 2

@@ -1,0 +1,57 @@
+# GENERATED from tests/_async/test_close_waiters.py by tools/unasync.py: edit that file, not this one.
+"""A client closed while some of its callers wait in a queue (a FairLock's, an election's
+candidates): ``close()`` wakes them, and each leaves its queue before the client stops
+sending (``Runner.close``). Its entry left behind made the next live waiter wait:
+a FairLock's queue stalled until the entry ran out (10 s, ``watchdog_timeout / 3``), and
+the closed client's candidate was elected when the leader resigned, its live rival waiting
+for that leadership's whole lease."""
+
+from __future__ import annotations
+
+import time
+
+from support.twins import spawn, wait_until
+from support.wire import queue_of
+from tenure.core.election import election_keys
+from tenure.errors import ClientClosedError
+
+LATE = 2.0
+"""Seconds within which the live waiter must get its turn (a stalled queue takes 10 s or
+more: the entry's life, or a lease)."""
+
+
+def test_a_closed_clients_fair_waiter_leaves_the_queue(make_client, r):
+    holder, closing, live = make_client(), make_client(), make_client()
+    lock = holder.fair_lock("close-fair")
+    assert lock.acquire()
+    gone = spawn(lambda: closing.fair_lock("close-fair").acquire(timeout=30))
+    assert wait_until(lambda: len(queue_of(r, "close-fair")) == 1)
+    waiting = spawn(lambda: live.fair_lock("close-fair").acquire(timeout=30))
+    assert wait_until(lambda: len(queue_of(r, "close-fair")) == 2)
+    closing.close()
+    assert isinstance(gone.outcome(5), ClientClosedError)
+    assert len(queue_of(r, "close-fair")) == 1, "the closed client's entry is still queued"
+    released = time.monotonic()
+    lock.release()
+    assert waiting.outcome(30) is True
+    assert time.monotonic() - released < LATE
+
+
+def test_a_closed_clients_candidate_leaves_the_queue(make_client, r):
+    queue = election_keys("close-election")[2]
+    leader = make_client(watchdog_timeout=6.0).election("close-election")
+    closing, live = make_client(watchdog_timeout=6.0), make_client(watchdog_timeout=6.0)
+    assert leader.campaign("leader") == 1
+    gone = spawn(lambda: closing.election("close-election").campaign("gone", timeout=30))
+    assert wait_until(lambda: r.llen(queue) == 1)
+    rival = live.election("close-election")
+    waiting = spawn(lambda: rival.campaign("live", timeout=30))
+    assert wait_until(lambda: r.llen(queue) == 2)
+    closing.close()
+    assert isinstance(gone.outcome(5), ClientClosedError)
+    assert r.llen(queue) == 1, "the closed client's candidate is still queued"
+    resigned = time.monotonic()
+    leader.resign()
+    assert waiting.outcome(30) == 2
+    assert time.monotonic() - resigned < LATE
+    assert rival.term == 2
