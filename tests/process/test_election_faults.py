@@ -26,12 +26,12 @@ from tenure.core.election import election_keys
 
 LEADER = election_keys("sched")[0]
 
+# A long fault run: deselected by default, run by .ci/run (`pytest -m long`).
+pytestmark = pytest.mark.long
+
 WORKER = """
 import os, random, sys, time
 import tenure
-
-# A long fault run: deselected by default, run by .ci/run (`pytest -m long`).
-pytestmark = pytest.mark.long
 url, log, watchdog, mode = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 pid = os.getpid()
 
