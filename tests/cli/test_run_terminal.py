@@ -29,7 +29,8 @@ pytestmark = pytest.mark.skipif(
 LEADER = textwrap.dedent(
     """
     import fcntl, os, signal, subprocess, sys, termios
-    events, gate, shell = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "shell"
+    events, gate, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    shell = kind in ("shell", "background")
 
     def event(text):
         with open(events, "a") as f:
@@ -43,7 +44,7 @@ LEADER = textwrap.dedent(
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # stdin, a pty, becomes the controlling terminal
     signal.signal(signal.SIGINT, lambda s, f: None)  # a terminal's ^C is not ours
     job = subprocess.Popen(sys.argv[4:], process_group=0 if shell else None)
-    if shell:
+    if kind == "shell":
         foreground(job.pid)
     while True:
         _, status = os.waitpid(job.pid, os.WUNTRACED)
@@ -62,8 +63,9 @@ LEADER = textwrap.dedent(
 )
 """The session leader of the test's terminal. ``script``: runs tenure in its own process
 group, as ``script -c CMD`` or a shell script on a terminal do; ``shell``: as an interactive
-shell, in a process group of its own given the terminal's foreground, and resumed in the
-foreground (fg) when the test says so after it stopped. Writes its events: ``stopped``, and
+shell, in a process group of its own given the terminal's foreground (``background``: not
+given it, as ``tenure ... &``), and resumed in the foreground (fg) when the test says so
+after it stopped. Writes its events: ``stopped``, and
 ``exit CODE BACK`` (BACK: whether the terminal came back to tenure's process group)."""
 
 COMMAND = textwrap.dedent(
@@ -75,12 +77,15 @@ COMMAND = textwrap.dedent(
         with open(log, "a") as f:
             f.write(text + "\\n")
 
-    if mode == "tree":  # a grandchild that outlives its parent unless its group is signalled
-        if len(sys.argv) == 3:
-            subprocess.Popen([sys.executable, __file__, log, "tree", "grandchild"])
+    if mode in ("tree", "stubborn-tree"):  # a grandchild outlives its parent unless its
+        if len(sys.argv) == 3:  # group is signalled ('stubborn': it ignores SIGTERM)
+            subprocess.Popen([sys.executable, __file__, log, mode, "grandchild"])
             signal.signal(signal.SIGTERM, lambda s, f: os._exit(143))
         else:
-            signal.signal(signal.SIGTERM, lambda s, f: (write("grandchild term"), os._exit(0)))
+            if mode == "stubborn-tree":
+                signal.signal(signal.SIGTERM, lambda s, f: write("grandchild term"))
+            else:
+                signal.signal(signal.SIGTERM, lambda s, f: (write("grandchild term"), os._exit(0)))
             write(f"grandchild {os.getpid()}")
     elif mode == "interrupt":
         def on_int(signum, frame):
@@ -214,14 +219,23 @@ def grandchild_of(log: Path) -> int | None:
 
 
 @pytest.mark.parametrize(
-    ("verb", "leader_kind"), [("run", "script"), ("run", "shell"), ("elect", "script")]
+    ("verb", "leader_kind", "mode"),
+    [
+        ("run", "script", "tree"),
+        ("run", "shell", "tree"),
+        ("elect", "script", "tree"),
+        ("run", "shell", "stubborn-tree"),
+    ],
 )
 def test_a_lost_hold_stops_the_commands_children_too(
-    server, r, tmp_path, command, verb, leader_kind
+    server, r, tmp_path, command, verb, leader_kind, mode
 ):
+    """'stubborn-tree': the command exits on SIGTERM at once, its child ignores it: the
+    group gets SIGKILL at the end of the grace all the same."""
     argv, log = command
     name = "job"
-    args = (verb, "--watchdog-timeout", "0.6", "--grace", "5", name, "--", *argv, "tree")
+    grace = "5" if mode == "tree" else "0.5"
+    args = (verb, "--watchdog-timeout", "0.6", "--grace", grace, name, "--", *argv, mode)
     with at_terminal(tmp_path, server.url, *args, leader_kind=leader_kind) as terminal:
         assert wait_until(lambda: grandchild_of(log) is not None, timeout=20), lines(log)
         pid = grandchild_of(log)
@@ -299,3 +313,22 @@ def test_the_command_reads_the_terminal(server, r, tmp_path, command):
     assert code == 0, b"".join(terminal.output)
     assert lines(log) == ["ready", "read hello"]
     assert back
+
+
+def test_a_background_job_reading_the_terminal_stops_then_fg_resumes_it(
+    server, r, tmp_path, command
+):
+    """``tenure run ... &`` whose command reads the terminal: the command stops (SIGTTIN),
+    then tenure, so that the shell sees its job stopped; fg lets the command read."""
+    argv, log = command
+    args = ("run", "job", "--", *argv, "read")
+    with at_terminal(tmp_path, server.url, *args, leader_kind="background") as terminal:
+        assert wait_until(lambda: "stopped" in terminal.happened(), timeout=20), terminal.output
+        assert lines(log) == ["ready"]
+        terminal.fg()
+        terminal.type(b"hello\n")
+        code, back = terminal.outcome()
+    assert code == 0, b"".join(terminal.output)
+    assert lines(log) == ["ready", "read hello"]
+    assert back
+    assert not r.exists("job")

@@ -47,6 +47,8 @@ from tenure.core.clock import drift
 EXIT_TIMEOUT = 75
 """EX_TEMPFAIL: the lock stayed held by someone else for the whole --timeout."""
 EXIT_ERROR = 1
+JOB_CONTROL_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+"""What stops a command for job control: Ctrl-Z, a read or write from the background."""
 FORWARDED = (
     signal.SIGINT,
     signal.SIGTERM,
@@ -210,7 +212,7 @@ class Runner:
         before _acquire returned)."""
         self.child: subprocess.Popen[bytes] | None = None
         self.terminal: int | None = None
-        """The controlling terminal while tenure runs in its foreground (see `_supervise`)."""
+        """tenure's controlling terminal, if it has one (see `_supervise`)."""
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def say(self, text: str) -> None:
@@ -218,7 +220,7 @@ class Runner:
 
     # ---------------------------------------------------------------- main
     def main(self) -> int:
-        self.terminal = foreground_terminal()
+        self.terminal = controlling_terminal()
         try:
             with self.client:
                 return self._main()
@@ -339,10 +341,10 @@ class Runner:
     # ---------------------------------------------------------------- child
     def _supervise(self, token: Any) -> int:
         """Run the command in a process group of its own, so that a loss stops its whole
-        tree (its children too, which must not work on without the lock). Started from a
-        terminal, that group gets the terminal's foreground while it runs, as a shell gives
-        it to a job: Ctrl-C, Ctrl-\\ and reads reach the command, and Ctrl-Z stops it and
-        then tenure (`_suspend`)."""
+        tree (its children too, which must not work on without the lock). Started in the
+        foreground of a terminal, that group gets the foreground while it runs, as a shell
+        gives it to a job: Ctrl-C, Ctrl-\\ and reads reach the command; when Ctrl-Z (or a
+        read from the background) stops it, tenure stops too (`_suspend`)."""
         env = dict(os.environ, **self._env(token))
         handlers = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
         try:
@@ -355,7 +357,7 @@ class Runner:
                 self.say(f"permission denied: {self.command[0]}")
                 return 126
             try:
-                if self.terminal is not None:
+                if self._in_foreground():
                     self._set_foreground(self.child.pid)
                     # it may have read the terminal before it was its own, and stopped
                     self._signal_child(signal.SIGCONT)
@@ -383,8 +385,9 @@ class Runner:
         self.stop.set()
 
     def _follow_stops(self, pid: int) -> None:
-        """Return once the child has exited (left for Popen to reap); each time it stops in
-        the meantime (Ctrl-Z at the terminal), `_suspend()`."""
+        """Return once the child has exited (left for Popen to reap); each time job control
+        stops it in the meantime (Ctrl-Z; a read or write from the background), `_suspend()`.
+        A SIGSTOP sent to it is its sender's business."""
         while True:
             try:
                 info = os.waitid(os.P_PID, pid, os.WEXITED | os.WSTOPPED | os.WNOWAIT)
@@ -393,22 +396,32 @@ class Runner:
                 os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)  # seen: consume it
             except ChildProcessError:  # reaped meanwhile (by _terminate's wait)
                 return
-            self._suspend()
+            if info.si_status in JOB_CONTROL_STOPS:
+                self._suspend()
 
     def _suspend(self) -> None:
         """The command stopped (Ctrl-Z): take the terminal back and stop tenure's own process
         group, as the terminal would have had the command been in it, so that the shell
         sees its job stopped. Once continued (fg: the group is in the foreground again; bg:
         it is not), give the terminal back to the command and continue it. While stopped,
-        tenure renews nothing: a lease that runs out meanwhile is a loss, found on return."""
-        assert self.terminal is not None
+        tenure renews nothing: a lease that runs out meanwhile is a loss, found on return.
+        (In an orphaned process group, with no shell to continue it, the kernel discards
+        the stop: the command goes on at once.)"""
         self._take_terminal_back()
         with suppress(ProcessLookupError):
             os.killpg(os.getpgrp(), signal.SIGTSTP)  # returns once continued
-        with suppress(OSError):
-            if os.tcgetpgrp(self.terminal) == os.getpgrp() and self.child is not None:
-                self._set_foreground(self.child.pid)
+        if self._in_foreground() and self.child is not None:
+            self._set_foreground(self.child.pid)
         self._signal_child(signal.SIGCONT)
+
+    def _in_foreground(self) -> bool:
+        """True if tenure's process group is its terminal's foreground."""
+        if self.terminal is None:
+            return False
+        try:
+            return os.tcgetpgrp(self.terminal) == os.getpgrp()
+        except OSError:
+            return False
 
     def _set_foreground(self, pgid: int) -> None:
         """Make ``pgid`` the terminal's foreground process group. SIGTTOU is blocked
@@ -467,13 +480,28 @@ class Runner:
         child = self.child
         assert child is not None
         self.say(f"terminating {self.command[0]} (pid {child.pid}): SIGTERM")
+        ends = time.monotonic() + self.grace
         self._signal_child(signal.SIGTERM)
         self._signal_child(signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
-        try:
+        with suppress(subprocess.TimeoutExpired):
             child.wait(self.grace)
-        except subprocess.TimeoutExpired:
+        # its children get what remains of the grace (no event says that a group emptied)
+        while self._group_runs() and time.monotonic() < ends:
+            time.sleep(0.05)
+        if child.poll() is None or self._group_runs():
             self.say(f"{self.command[0]} still running after {self.grace} s: SIGKILL")
             self._signal_child(signal.SIGKILL)
+
+    def _group_runs(self) -> bool:
+        """True while the command's process group has a member (a zombie included)."""
+        assert self.child is not None
+        try:
+            os.killpg(self.child.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # a member changed user (setuid): still there
+            return True
+        return True
 
     def _signal_child(self, signum: int) -> None:
         """Send ``signum`` to the command's whole process group: its children too."""
@@ -505,21 +533,13 @@ class Runner:
         return True
 
 
-def foreground_terminal() -> int | None:
-    """A descriptor of the controlling terminal when tenure's process group is in its
-    foreground (started at a shell prompt, or by a script on a terminal); None otherwise (no
-    terminal, or a background job)."""
+def controlling_terminal() -> int | None:
+    """A descriptor of tenure's controlling terminal (whatever its stdin is); None without
+    one."""
     try:
-        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        return os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return None
-    try:
-        if os.tcgetpgrp(fd) == os.getpgrp():
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
