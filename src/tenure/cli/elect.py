@@ -75,7 +75,8 @@ def elect(**options: Any) -> None:
     Candidates are elected in the order they started. Elected, tenure prints the term (a
     fencing token that strictly increases per NAME); COMMAND gets TENURE_ELECTION_NAME,
     TENURE_ELECTION_TERM and TENURE_ELECTION_VALUE in its environment, and is terminated
-    (SIGTERM, then SIGKILL after --grace seconds) if the leadership is lost. Exit status:
+    with its children (SIGTERM, then SIGKILL after --grace seconds) if the leadership is
+    lost. Exit status:
     COMMAND's, 0 after stepping down on SIGINT/SIGTERM without COMMAND, 75 when --timeout
     ran out, 1 for a server error or a lost leadership, 2 for a usage error.
 

@@ -156,8 +156,9 @@ def run(**options: Any) -> None:
 
     COMMAND gets TENURE_LOCK_NAME (and TENURE_FENCING_TOKEN with --fenced,
     TENURE_PERMIT_ID with --permits) in its environment; SIGINT, SIGTERM, SIGHUP,
-    SIGQUIT, SIGUSR1/2 are forwarded to it. If the lock is lost while it runs, it gets
-    SIGTERM, then SIGKILL after --grace seconds. While renewal fails but the lease still
+    SIGQUIT, SIGUSR1/2 are forwarded to it. If the lock is lost while it runs, it and its
+    children get SIGTERM, then SIGKILL after --grace seconds. From a terminal it runs in
+    the foreground (Ctrl-C reaches it). While renewal fails but the lease still
     runs, "in doubt" is printed on stderr (once per episode).
     Exit status: COMMAND's (128+N if signal N ended it), 75 when --timeout ran out, 1 for a
     server error or a lost lock, 2 for a usage error.
