@@ -109,7 +109,7 @@ def dirty(client: tenure.Client) -> None:
         assert conn.can_read(timeout=5)
 
 
-@pytest.mark.parametrize("kind", ["spare", "pool", "dirty"])
+@pytest.mark.parametrize("kind", ["spare", "pool", "dirty", "multi"])
 def test_an_interrupt_while_a_connection_is_lent_or_given_back_loses_none(
     make_client: Callable[..., tenure.Client], r: redis.Redis, kind: str
 ) -> None:

@@ -203,3 +203,46 @@ def script_waits(r: redis.Redis) -> bool:
         for entry in r.client_list()
     )
 
+
+def test_a_pause_between_tries_ends_when_the_client_closes(
+    make_client: Callable[..., tenure.Client], server: Server, r: redis.Redis
+) -> None:
+    """close() as a background reconcile begins its longest pause between tries (0.25 s):
+    the pause ends then, and the flow with it. Before, it slept to the pause's end."""
+    holder = make_client()
+    lock = holder.lock("closed-pause")
+    assert lock.acquire(timeout=5)
+    reconciling = holder._runner.ctx.reconciling
+    reconcile = LockCore.reconcile
+    longest = RECONCILE_PAUSE[1]
+    with server_busy(server, r):
+        with pytest.raises(BackendError):
+            lock.release()  # finished by a reconcile in the background
+        # Its pauses have grown to the longest; close as the next one begins.
+        assert wait_until(lambda: pausing(holder, reconcile) == longest, 3.0)
+        assert wait_until(lambda: pausing(holder, reconcile) == 0, 1.0, 0.0002)  # it sends
+        assert wait_until(lambda: pausing(holder, reconcile) == longest, 1.0, 0.0002)
+        holder.close()
+        closed = time.monotonic()
+        ended = wait_until(lambda: not reconciling, PROMPT, 0.001)
+        took = time.monotonic() - closed
+    print(f"the reconcile stopped {took:.3f} s after close(), in a pause of {longest} s")
+    assert ended, f"still reconciling {PROMPT} s after close()"
+    assert took < longest / 2, took
+
+
+def pausing(client: tenure.Client, function: Any) -> float:
+    """The pause (seconds) a background flow of ``client`` running ``function`` is in, at
+    its line holding ``yield Sleep(pause)``; 0 when it is elsewhere."""
+    lines, first = inspect.getsourcelines(function)
+    line = first + next(i for i, text in enumerate(lines) if "yield Sleep(pause)" in text)
+    started: Any = client._runner._started
+    for flow in list(started):
+        frame = getattr(flow, "gi_frame", None)
+        if (
+            getattr(flow, "gi_code", None) is function.__code__
+            and frame is not None
+            and frame.f_lineno == line
+        ):
+            return float(frame.f_locals.get("pause", 0))
+    return 0.0

@@ -23,6 +23,7 @@ from tenure import observe
 from tenure._concurrency import (
     AsyncEvent,
     AsyncMutex,
+    AsyncPauses,
     AsyncSpawner,
     AsyncTask,
     async_current_owner,
@@ -271,6 +272,7 @@ class AsyncRunner(AsyncDriver):
         self._keeper: AsyncTask | None = None
         self._keeper_mutex = AsyncMutex()
         self._look = AsyncEvent()  # set: the keeper looks at the holds again at once
+        self._pauses = AsyncPauses()  # the flows' pauses (`Sleep`): close() ends them
         self._spawner = AsyncSpawner("tenure-watchdog")
         self._callbacks = AsyncSpawner("tenure-callbacks")
         # The background flows started: one yielded again in `Background` after an
@@ -318,7 +320,7 @@ class AsyncRunner(AsyncDriver):
             case Settle(channel=channel, unsure=unsure, rounds=rounds):
                 return await self.backend.settle_count(channel, unsure, rounds)
             case Sleep(seconds=seconds):
-                return await async_sleep(seconds)
+                return await self._pauses.sleep(seconds)
         raise TypeError(f"unknown effect {effect!r}")
 
     def _relay(self, call: Call) -> None:
@@ -434,6 +436,9 @@ class AsyncRunner(AsyncDriver):
             if self._waiting:  # (the last may have ended before the clear)
                 await self._waiters_left.wait(left)
         self.closed = True
+        # A flow in a retry's pause (a reconcile, a permit's release) goes on at once, to
+        # ClientClosedError; not while closing: a waiter's give-up may still retry then.
+        self._pauses.end()
         self._look.set()
         if self._keeper is not None:
             await self._keeper.stop(5.0)

@@ -23,6 +23,7 @@ from tenure import observe
 from tenure._concurrency import (
     Event,
     Mutex,
+    Pauses,
     Spawner,
     Task,
     current_owner,
@@ -271,6 +272,7 @@ class Runner(Driver):
         self._keeper: Task | None = None
         self._keeper_mutex = Mutex()
         self._look = Event()  # set: the keeper looks at the holds again at once
+        self._pauses = Pauses()  # the flows' pauses (`Sleep`): close() ends them
         self._spawner = Spawner("tenure-watchdog")
         self._callbacks = Spawner("tenure-callbacks")
         # The background flows started: one yielded again in `Background` after an
@@ -318,7 +320,7 @@ class Runner(Driver):
             case Settle(channel=channel, unsure=unsure, rounds=rounds):
                 return self.backend.settle_count(channel, unsure, rounds)
             case Sleep(seconds=seconds):
-                return sleep(seconds)
+                return self._pauses.sleep(seconds)
         raise TypeError(f"unknown effect {effect!r}")
 
     def _relay(self, call: Call) -> None:
@@ -434,6 +436,9 @@ class Runner(Driver):
             if self._waiting:  # (the last may have ended before the clear)
                 self._waiters_left.wait(left)
         self.closed = True
+        # A flow in a retry's pause (a reconcile, a permit's release) goes on at once, to
+        # ClientClosedError; not while closing: a waiter's give-up may still retry then.
+        self._pauses.end()
         self._look.set()
         if self._keeper is not None:
             self._keeper.stop(5.0)
