@@ -47,7 +47,7 @@ from tenure import keys, scripts
 from tenure.core.context import Context
 from tenure.core.effects import WATCH_HOLDS, Background, Call, Flow, Sleep
 from tenure.core.holds import Identity
-from tenure.core.lock import LockCore, LossCallback
+from tenure.core.lock import REENTRY_LOST, LockCore, LossCallback
 from tenure.core.watchdog import grace_ms
 from tenure.errors import (
     BackendError,
@@ -227,7 +227,8 @@ class FairLockCore(LockCore):
         self, owner: str, lease: float | None, wait: float, again: bool = False
     ) -> Flow[int | None]:
         entry = 0
-        if wait > 0:  # one attempt (wait 0) never joins the queue
+        hold = self.ctx.holds.get(self.key, self.field(owner))
+        if wait > 0 and hold is None:  # one attempt (wait 0) or a re-entry never joins
             with self._mutex:
                 new = owner not in self._queued
                 self._queued.add(owner)
@@ -242,23 +243,28 @@ class FairLockCore(LockCore):
                 self.ctx.holds.waiters.add(self, owner)
                 yield WATCH_HOLDS  # the keeper's pass keeps the entry alive
         # Built as acquire_call() sends it (its `changes` and `until`): no copy on the way.
+        args: list[Any] = [
+            self.lease_ms(lease),
+            owner,
+            entry,
+            grace_ms(self.ctx),
+            self.waiter_prefix,
+            self.unlock_message,
+            0 if lease is None else 1,
+        ]
+        if hold is not None:
+            args.append(1)  # a re-entry: granted only on top of the hold the server has
         call = Call(
             self.acquire_script,
             self._waiter_keys,
-            [
-                self.lease_ms(lease),
-                owner,
-                entry,
-                grace_ms(self.ctx),
-                self.waiter_prefix,
-                self.unlock_message,
-                0 if lease is None else 1,
-            ],
+            args,
             changes=self._is_grant,
             until=self._until.get(owner),
         )
         reply = yield from self.acquire_call(owner, call, lease)
         if not self.is_grant(reply):
+            if reply in REENTRY_LOST:
+                self.reentry_lost(owner, hold)
             if entry != 0:
                 with self._mutex:
                     if owner not in self._queued:

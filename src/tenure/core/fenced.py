@@ -22,6 +22,10 @@ from tenure.errors import BackendError, ServerError
 
 log = logging.getLogger("tenure")
 
+REENTRY_LOST = -1
+"""fenced_acquire.lua's first reply element for a re-entry that found no hold of the caller:
+its earlier hold was lost, and nothing was granted nor drawn."""
+
 ACCEPT_NO_PERSISTENCE = "TENURE_ACCEPT_NO_PERSISTENCE"
 """Environment variable: set to ``1`` once you know the server persists nothing (a test or
 demo server, say), and the persistence warning of fenced locks is logged at DEBUG instead."""
@@ -40,14 +44,15 @@ class FencedLockCore(LockCore):
     def attempt(
         self, owner: str, lease: float | None, wait: float, again: bool = False
     ) -> Flow[int | None]:
-        call = Call(
-            self.acquire_script,
-            [self.key, self.token_key],
-            [self.lease_ms(lease), owner],
-            changes=True,
-        )
+        args: list[Any] = [self.lease_ms(lease), owner]
+        hold = self.ctx.holds.get(self.key, self.field(owner))
+        if hold is not None:
+            args.append(1)  # a re-entry: granted only on top of the hold the server has
+        call = Call(self.acquire_script, [self.key, self.token_key], args, changes=True)
         granted, value = yield from self.acquire_call(owner, call, lease)
         if int(granted) != 1:
+            if int(granted) == REENTRY_LOST:
+                self.reentry_lost(owner, hold)
             return int(value)
         self.granted(owner, lease)
         self._tokens[owner] = int(value)

@@ -57,6 +57,9 @@ WOKE_SELF, WOKE_OTHER = -1, -2
 """lock_release's replies for a lock freed whose unlock went to one client alone, through
 the wake queue: this client (its other waiters) or another one."""
 FREED_TARGETED = (WOKE_SELF, WOKE_OTHER)
+REENTRY_LOST = (b"lost", "lost")
+"""An acquire script's reply to an attempt made as a re-entry when the caller held nothing
+on the server: its earlier hold was lost, and nothing was granted."""
 T = TypeVar("T")
 
 LossCallback = Callable[[], None]
@@ -239,8 +242,13 @@ class LockCore:
         attempt made: a refusal costs one call on the server instead of two.
         """
         args: list[Any] = [self.lease_ms(lease), owner]
-        retry = again and self.ctx.holds.get(self.key, self.field(owner)) is None
-        if retry:
+        hold = self.ctx.holds.get(self.key, self.field(owner))
+        flag: Any = ""
+        if hold is not None:
+            flag = 2  # a re-entry: granted only on top of the hold the server still has
+            args.append(2)
+        elif again:
+            flag = 1
             args.append(1)
         keys_ = [self.key]
         if (self._registering.get(owner) or self.ctx.hears(self.channel)) and self.targeted:
@@ -252,16 +260,35 @@ class LockCore:
             # to such a client only when no client seen waiting is left, so a client with
             # two waiters would take every unlock for the whole wait (reviewer R6, F1).
             keys_.append(self.wake_queue)
-            args[2:] = [1 if retry else "", self.ctx.identity.client_id]
+            args[2:] = [flag, self.ctx.identity.client_id]
         # Built as acquire_call() sends it (no copy on the way: this is every acquire).
         call = Call(
             self.acquire_script, keys_, args, changes=self._is_grant, until=self._until.get(owner)
         )
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is not None:
+            if reply in REENTRY_LOST:
+                self.reentry_lost(owner, hold)
             return int(reply)
         self.granted(owner, lease)
         return None
+
+    def reentry_lost(self, owner: str, hold: Hold | None) -> None:
+        """An attempt made as a re-entry (``owner`` had ``hold`` in the table) found no hold
+        of it on the server, and took nothing: report the loss (the ``lost`` flag, scopes
+        cancelled, ``on_lost``; unless the keeper took the hold off meanwhile, as it then
+        reports it) and raise LockLostError. The release of the earlier hold raises it too.
+
+        A fresh grant counted as a re-entry would hide the loss: the inner release would
+        free the lock while the outer body still runs (reviewer R8, F1)."""
+        field = self.field(owner)
+        if hold is not None and self.ctx.holds.get(self.key, field) is hold:
+            self.ctx.holds.discard(self.key, field)
+            self.hold_lost(owner)
+        raise LockLostError(
+            f"lock {self.name!r}: the caller's earlier hold on this lock was lost; "
+            "nothing was taken"
+        )
 
     def acquire_call(self, owner: str, call: Call, lease: float | None) -> Flow[Any]:
         """Send an acquire script; its reply. Every `attempt()` sends through here.
@@ -974,10 +1001,17 @@ class LockCore:
         freed = int(reply)
         if freed >= 1 or freed in FREED_TARGETED:
             if hold is not None and hold.leases:
-                # The table counted more holds than the server had: none is left. (When
-                # the release took the last one, the entry is gone already; only this
-                # owner adds to it, and it is releasing.)
-                self.ctx.holds.discard(self.key, self.field(owner))
+                # The table counted more holds than the server had: none is left, and the
+                # caller still counts on the others (a hold lost, then granted afresh by a
+                # script that took it for a re-entry; a failover to a replica that missed
+                # a re-entry). A loss: reported, not discarded quietly (reviewer R8, F1).
+                # (When the release took the last one, the entry is gone already; only
+                # this owner adds to it, and it is releasing. The keeper may have taken it
+                # off meanwhile: it reports it then.)
+                field = self.field(owner)
+                if self.ctx.holds.get(self.key, field) is hold:
+                    self.ctx.holds.discard(self.key, field)
+                    self.hold_lost(owner)
             # 1 + the subscribers the unlock reached, of which this client's own (waited on
             # or lingering) subscription is one if it has one: the rest are other clients.
             # WOKE_OTHER: the unlock went to one other client alone (the wake queue).

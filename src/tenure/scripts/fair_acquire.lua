@@ -10,7 +10,8 @@
 -- ARGV[5] waiter channel prefix (channel = prefix .. owner; channels are not keys, so the
 -- script builds them)   ARGV[6] wake-up message   ARGV[7] 1 when the caller asks for a
 -- lease_time (that lease may run out with no release: the client then watches its end if
--- waiters remain)
+-- waiters remain)   ARGV[8] '1' when the caller's client records a hold here (a re-entry
+-- expected; optional, sent with ARGV[3] 0): granted only on top of the hold the server has
 -- The lock goes to the head of the queue only (or to anyone while the queue is empty). A
 -- release wakes the head; a lease that runs out is noticed by a turn watcher (fair_turn.lua).
 -- O(1) but for the dead heads dropped, and a grant from the queue: every other waiter moves
@@ -22,6 +23,8 @@
 -- told the lease left without reading the queue; one asking for its place (-3) is told
 -- -2 or the lease left, as a caller that joins. A caller that dropped dead heads at a free
 -- lock and woke the next is told that head's turn (ms) instead of -2: it looks again then.
+-- 'lost' when a re-entry was expected (ARGV[8]) and the caller holds nothing: its earlier
+-- hold was lost, and nothing is granted nor queued (lock_acquire.lua says why).
 -- @include server_time
 -- @include kinds
 -- @include fair_queue
@@ -85,6 +88,9 @@ if pttl ~= -2 then
             redis.call('pexpire', lock, ARGV[1])
             return nil
         end
+        if ARGV[8] == '1' then
+            return 'lost'
+        end
         if entry == 0 then
             return pttl
         end
@@ -110,6 +116,9 @@ if pttl ~= -2 then
 end
 
 -- The lock is free.
+if ARGV[8] == '1' then
+    return 'lost'
+end
 if entry == -1 or entry == -3 then
     -- A queued caller is woken as the head, and takes the lock (one read fewer: its entry
     -- is popped, and pushed back in the rare case it is not the head; then one asking for

@@ -5,10 +5,15 @@
 -- ARGV[7] '1' for a caller waiting on the lock's channel (optional): a refusal then puts
 -- READERS in the wake queue, the last KEYS (see _rw_wake.lua), so that the next unlock
 -- wakes every client
+-- ARGV[8] '1' when the caller's client records read holds of the owner here (a re-entry
+-- expected; optional, with ARGV[7] sent, '' for none): granted only on top of the read
+-- holds the server still has
 -- Granted when nobody holds the lock, when it is in read mode, or when the caller holds
 -- the write lock. Each read hold gets its own timeout key; the hash lives at least as long
 -- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
--- reach the new hold (nothing changed), else the lock's PTTL in ms.
+-- reach the new hold (nothing changed), 'lost' when a re-entry was expected and the owner has
+-- no read hold (its earlier ones were lost: nothing is granted; lock_acquire.lua says why),
+-- else the lock's PTTL in ms.
 -- A free lock (PTTL -2: no key, so no kind to check and no hold counted) is granted to a
 -- caller declared alone (1, owner, n >= 1: its hold 1 is KEYS[2]) before the fragments below
 -- are included: PTTL, SET, HSET and PEXPIRE, and no function defined (each local function is
@@ -16,6 +21,9 @@
 -- HMGET (then marks the queue when the reader waits).
 
 local ttl = redis.call('pttl', KEYS[1]) -- the hash's; no write below changes its expiry
+if ttl == -2 and ARGV[8] == '1' then
+    return 'lost'
+end
 if ttl == -2 and ARGV[4] == '1' and ARGV[5] == ARGV[2] and (tonumber(ARGV[6]) or 0) >= 1 then
     -- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.
     redis.call('set', KEYS[2], 1, 'px', ARGV[1])
@@ -40,6 +48,9 @@ if not mode and ttl ~= -2 then
     return kind_reply(KEYS[1], 'a Lock, FairLock or FencedLock, not a ReadWriteLock')
 end
 if mode == 'write' and not found[2] then
+    if ARGV[8] == '1' then -- another writer: the owner's read holds are gone
+        return 'lost'
+    end
     if ARGV[7] == '1' then
         register(KEYS[#KEYS], 'readers') -- READERS in _rw_wake.lua
     end
@@ -51,8 +62,11 @@ if not readers then
     return stale
 end
 local lease = tonumber(ARGV[1])
--- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.
 local own = readers[ARGV[2]]
+if ARGV[8] == '1' and own[2] == 0 then
+    return 'lost'
+end
+-- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.
 redis.call('set', KEYS[own[1] + own[2]], 1, 'px', lease) -- hold count + 1
 redis.call('hincrby', KEYS[1], ARGV[2], 1)
 if mode == false then

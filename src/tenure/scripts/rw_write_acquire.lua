@@ -6,9 +6,14 @@
 -- ARGV[5] '1' for a retry within a wait by an owner that holds nothing here, neither write
 -- nor read holds (optional): its first attempt made the kind and re-entry checks, so a
 -- held lock costs the PTTL alone, as a retry of lock_acquire.lua does
+-- ARGV[6] '1' when the caller's client records a write hold here (a re-entry expected;
+-- optional, with ARGV[4] and ARGV[5] sent, '' for none): granted only on top of the write
+-- hold the server still has
 -- Granted when nobody holds the lock, or on re-entry by the writer (which adds the lease to
 -- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
--- caller holds read holds only (it would wait on itself forever), else the lock's PTTL.
+-- caller holds read holds only (it would wait on itself forever), 'lost' when a re-entry
+-- was expected and the caller has no write hold (its earlier one was lost: nothing is
+-- granted; lock_acquire.lua says why), else the lock's PTTL.
 -- A free lock (PTTL -2: no key, so no kind to check) is granted before the fragments below
 -- are included: every uncontended grant runs PTTL, HSET and PEXPIRE and defines no function
 -- (each local function is made anew on every run of a script). A first attempt on a held
@@ -16,6 +21,9 @@
 
 local ttl = redis.call('pttl', KEYS[1])
 if ttl == -2 then
+    if ARGV[6] == '1' then
+        return 'lost'
+    end
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
@@ -48,6 +56,9 @@ if mode == 'write' and found[2] then
         redis.call('pexpire', KEYS[1], ttl + tonumber(ARGV[1]))
     end
     return nil
+end
+if ARGV[6] == '1' then
+    return 'lost'
 end
 if mode == 'read' and found[3] then
     return 'upgrade'

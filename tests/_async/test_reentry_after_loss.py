@@ -1,0 +1,173 @@
+# Re-entry after a loss (asyncio source of tests/_sync/test_reentry_after_loss.py).
+"""A re-entry after the hold was lost on the server reports the loss (reviewer R8, F1).
+
+The caller holds a lock; its hold goes on the server (``PEXPIRE 1`` stands in for a lease
+run out during a pause, a failover, a FLUSH or a force-release) while its client still counts
+it valid, up to the next renewal. Another client takes the lock. The caller then acquires
+again: a re-entry for its client. The acquire script once granted a fresh hold, which the
+client counted as a second one: the inner release freed the lock under the outer body, and
+the loss was never reported (two holders, ``lost`` False, no ``on_lost``). Now the attempt
+tells the script it expects a re-entry: the script grants only on top of a hold the server
+still has, the acquire raises LockLostError and takes nothing, and the loss is reported as
+the watchdog would (``lost``, ``on_lost``, the outer scope cancelled).
+
+The watchdog lease is 30 s (a renewal every 10 s): the loss is found by the re-entry, not by
+a renewal.
+
+The caller is a task here and a thread in the generated sync twin (tests/_sync).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+import tenure
+from support.twins import async_wait_until
+
+KINDS = ["lock", "fair", "fenced", "spin"]
+
+
+def make_lock(client: Any, kind: str, name: str, **kwargs: Any) -> Any:
+    if kind == "lock":
+        return client.lock(name, **kwargs)
+    if kind == "fair":
+        return client.fair_lock(name, **kwargs)
+    if kind == "fenced":
+        return client.fenced_lock(name, **kwargs)
+    if kind == "spin":
+        return client.spin_lock(name, **kwargs)
+    rw = client.read_write_lock(name, **kwargs)
+    return rw.read_lock() if kind == "read" else rw.write_lock()
+
+
+def other(client: Any, kind: str, name: str) -> Any:
+    """Another client's lock that excludes ``kind``'s holder (a read hold: the write side)."""
+    return make_lock(client, "write" if kind == "read" else kind, name)
+
+
+def fields(r: redis.Redis, name: str) -> set[Any]:
+    """The holders' fields of the lock hash (a ReadWriteLock's ``mode`` left out)."""
+    return set(r.hkeys(name)) - {b"mode"}
+
+
+async def lose(r: redis.Redis, name: str) -> None:
+    """The hold goes on the server, unknown to its client."""
+    r.pexpire(name, 1)
+    await async_wait_until(lambda: not r.exists(name), timeout=2)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_fencing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENURE_ACCEPT_NO_PERSISTENCE", "1")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("blocking", [False, True])
+async def test_a_reentry_after_a_loss_reports_it_and_takes_nothing(
+    async_make_client, r, kind, blocking
+):
+    a, b = async_make_client(), async_make_client()
+    told: list[Any] = []
+    name = f"reentry-{kind}-{blocking}"
+    la = make_lock(a, kind, name, on_lost=told.append)
+    assert await la.acquire()
+    mine = fields(r, name)
+    await lose(r, name)
+    lb = other(b, kind, name)
+    assert await lb.acquire(blocking=False)
+    # Before: granted at once when free (a fresh hold counted as 2), or waited behind B.
+    with pytest.raises(tenure.LockLostError, match="earlier hold on this lock was lost"):
+        await la.acquire(blocking=blocking, timeout=5 if blocking else None)
+    assert la.lost
+    await async_wait_until(lambda: len(told) == 1, timeout=5)
+    assert told == [la]
+    assert not fields(r, name) & mine  # nothing was taken for A
+    assert await lb.owned()
+    await lb.release()
+    # The loss reported, another client takes the lock; A's client holds nothing.
+    lc = other(b, kind, name)
+    assert await lc.acquire(blocking=False)
+    with pytest.raises(tenure.LockLostError):
+        await la.release()  # the outer hold's release says it was lost
+    with pytest.raises(tenure.NotOwnedError) as caught:
+        await la.release()
+    assert type(caught.value) is tenure.NotOwnedError
+    assert await lc.owned()
+    await lc.release()
+    assert len(told) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_free_lock_is_not_taken_by_a_reentry_after_a_loss(async_make_client, r, kind):
+    """Nobody took the lock meanwhile: the re-entry still takes nothing (the caller's outer
+    body is no longer protected, and must hear so), and the lock stays free."""
+    a = async_make_client()
+    name = f"reentry-free-{kind}"
+    la = make_lock(a, kind, name)
+    assert await la.acquire()
+    await lose(r, name)
+    with pytest.raises(tenure.LockLostError):
+        await la.acquire(blocking=False)  # before: True, hold count 2 on the client
+    assert la.lost
+    assert not r.exists(name)
+    assert await la.acquire(blocking=False)  # a new acquire after the loss is a fresh hold
+    assert not la.lost
+    await la.release()
+    assert not r.exists(name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_nested_block_after_a_loss_ends_the_outer_one(async_make_client, r, kind):
+    """``async with lock:`` nested in another on the same lock: the inner block raises
+    LockLostError instead of entering, and the outer block ends with it (its body, in
+    asyncio, cancelled). No other client is let in while the outer body believes it holds,
+    without that body being told."""
+    a, b = async_make_client(), async_make_client()
+    told: list[Any] = []
+    name = f"reentry-nested-{kind}"
+    la = make_lock(a, kind, name, on_lost=told.append)
+    events: list[str] = []
+    error: BaseException | None = None
+    try:
+        async with la:
+            await lose(r, name)
+            lb = other(b, kind, name)
+            assert await lb.acquire(blocking=False)
+            await lb.release()
+            async with la:
+                events.append("inner entered")  # before: entered, hold count 2
+            events.append("outer ran on")  # before: ran on while C could take the lock
+    except BaseException as failure:
+        error = failure
+    assert isinstance(error, tenure.LockLostError), repr(error)
+    assert events == []
+    assert la.lost
+    await async_wait_until(lambda: len(told) == 1, timeout=5)
+    assert not r.exists(name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_release_finding_fewer_holds_than_counted_reports_the_loss(
+    async_make_client, r, kind
+):
+    """The other direction: a release freed the lock while the client counted more holds
+    (the server's count went down unseen: ``HSET`` of the count stands in for a failover to
+    a replica that missed a re-entry). The holds left are lost: reported, not forgotten
+    quietly (before: ``lost`` False, no ``on_lost``, the next release NotOwnedError)."""
+    a = async_make_client()
+    told: list[Any] = []
+    name = f"release-fewer-{kind}"
+    la = make_lock(a, kind, name, on_lost=told.append)
+    assert await la.acquire()
+    assert await la.acquire()
+    (field,) = fields(r, name)
+    r.hset(name, field, 1)
+    await la.release()  # the server's last hold: the lock is free
+    assert not r.exists(name)
+    assert la.lost
+    await async_wait_until(lambda: len(told) == 1, timeout=5)
+    with pytest.raises(tenure.LockLostError):
+        await la.release()
