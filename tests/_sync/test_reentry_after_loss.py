@@ -27,7 +27,7 @@ import redis
 import tenure
 from support.twins import wait_until
 
-KINDS = ["lock", "fair", "fenced", "spin"]
+KINDS = ["lock", "fair", "fenced", "spin", "read", "write"]
 
 
 def make_lock(client: Any, kind: str, name: str, **kwargs: Any) -> Any:

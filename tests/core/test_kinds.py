@@ -332,11 +332,12 @@ def test_read_acquire_call_and_hold(ctx: Context, owner: str) -> None:
     hold = ctx.holds.get("rw", owner)
     assert hold is not None
     assert hold.renewal.name == "rw_read_renew"
-    # re-entry declares the holds the table knows plus the new one
+    # re-entry declares the holds the table knows plus the new one, and that it expects a
+    # re-entry ("" for not waiting, then 1): granted only on top of a hold the server has
     run = drive(lock.acquire(owner, True, None, None), [("rw_read_acquire", None)])
     (call,) = run.effects
     assert call.keys == ["rw", timeout_key(owner, 1), timeout_key(owner, 2)]
-    assert call.args == [30000, owner, f"{owner}:write", 1, owner, 2]
+    assert call.args == [30000, owner, f"{owner}:write", 1, owner, 2, "", 1]
     assert hold.leases == [3, None]
 
 

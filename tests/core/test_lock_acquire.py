@@ -222,7 +222,8 @@ def test_a_late_reentry_retried_in_the_wait_keeps_the_reentry_check(
     ctx: Context, owner: str, clock: Clock
 ) -> None:
     """An owner that holds the lock and whose re-entry was granted too late (undone) retries:
-    that retry must still be able to re-enter, so it is sent without the flag."""
+    that retry must still be able to re-enter, so it is sent without the retry flag (1), as
+    a re-entry (2) like the first attempt."""
     lock = LockCore(ctx, "l")
     assert drive(lock.acquire(owner, True, None, None), [(ACQ, None)]).result is True
     late = Do(lambda call: clock.advance(40.0))  # None: granted, after the 30 s lease
@@ -233,7 +234,7 @@ def test_a_late_reentry_retried_in_the_wait_keeps_the_reentry_check(
     )
     assert run.result is True
     client = ctx.identity.client_id
-    assert [c.args for c in run.calls(ACQ)] == [[30000, owner], [30000, owner, "", client]]
+    assert [c.args for c in run.calls(ACQ)] == [[30000, owner, 2], [30000, owner, 2, client]]
 
 
 def test_the_first_attempt_after_a_yield_checks_the_kind(

@@ -43,8 +43,10 @@ def test_reentrancy_matches_a_model_server(ops: list[tuple[str, int, float | Non
     owners = [ctx.identity.thread_owner(), "other-client:1"]
     model = Model()
 
-    def acquire_reply(call: object) -> int | None:
+    def acquire_reply(call: object) -> int | str | None:
         owner = call.args[1]  # type: ignore[attr-defined]
+        if call.args[2:3] == [2] and owner not in model.server:  # type: ignore[attr-defined]
+            return "lost"  # a re-entry expected, and the hold is gone: nothing granted
         if not model.server or owner in model.server:
             model.server[owner] = model.server.get(owner, 0) + 1
             return None
@@ -76,12 +78,23 @@ def test_reentrancy_matches_a_model_server(ops: list[tuple[str, int, float | Non
         mine = model.leases.setdefault(owner, [])
         if op == "acquire":
             free = not model.server or owner in model.server
+            reentry = bool(mine)
             run = drive(
-                lock.acquire(owner, False, None, lease), [("lock_acquire", Do(acquire_reply))]
+                lock.acquire(owner, False, None, lease),
+                [("lock_acquire", Do(acquire_reply))],
+                raises=True,
             )
-            assert run.result is free
-            assert run.effects[0].args == [to_ms(lease or 30), owner]
-            if free:
+            assert run.effects[0].args == [to_ms(lease or 30), owner, *([2] * reentry)]
+            if reentry and owner not in model.server:
+                # Its earlier hold was lost: reported, and the acquire took nothing.
+                event("re-entry found the hold lost")
+                assert type(run.error) is LockLostError
+                mine.clear()
+                model.unreported.add(owner)
+            else:
+                assert run.error is None
+                assert run.result is free
+            if free and not (reentry and owner not in model.server):
                 mine.append(lease)
                 model.unreported.discard(owner)
         elif op == "release" and not mine and owner in model.unreported:
@@ -97,6 +110,10 @@ def test_reentrancy_matches_a_model_server(ops: list[tuple[str, int, float | Non
             assert run.effects[0].args[1] == to_ms((mine[-1] if mine else None) or 30)
             if run.error is None:
                 event(f"release reply {'1' if owner not in model.server else '0'}")
+                if owner not in model.server and mine:
+                    # Reply 1 while the client counted more: a loss, reported.
+                    event("release found the other holds lost")
+                    model.unreported.add(owner)
                 if owner not in model.server:
                     mine.clear()  # reply 1: the last hold is gone
             else:

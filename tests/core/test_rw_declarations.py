@@ -78,9 +78,10 @@ def test_read_acquire_stale_reply_without_its_field_declares_the_new_hold(
         [("rw_read_acquire", stale((OTHER, 4))), ("rw_read_acquire", None)],
     )
     first, second = run.effects
-    assert first.args[3:] == [1, owner, 2]
+    # A re-entry ("", then 1): the script grants only on top of a hold the server has.
+    assert first.args[3:] == [1, owner, 2, "", 1]
     assert first.keys == ["rw", timeout_key(owner, 1), timeout_key(owner, 2)]
-    assert second.args[3:] == [1, owner, 1]  # the owner's field is gone on the server
+    assert second.args[3:] == [1, owner, 1, "", 1]  # the owner's field is gone on the server
     assert second.keys == ["rw", timeout_key(owner, 1)]
 
 

@@ -100,6 +100,11 @@ class AsyncLock(AsyncLockContext):
         Raises:
             TypeError, ValueError: a bad argument (NaN, negative, ``lease_time`` below
                 0.01 or above 1e12, ``max_hold`` <= 0), before any I/O.
+            LockLostError: a re-entry: the caller's earlier hold on this lock was lost
+                (its lease ran out on the server, a failover, a force-release); nothing
+                was taken. The loss is reported as a renewal would (``lost``,
+                ``on_lost``, the ``async with`` blocks under that hold cancelled), and the
+                release of the earlier hold raises LockLostError too.
             BackendError: the server failed or did not answer within the socket timeout.
                 The attempt may still have been granted: the client undoes any such grant
                 in the background as soon as the server answers (a cancelled or

@@ -48,7 +48,7 @@ from tenure import keys, scripts
 from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow, Subscribe
-from tenure.core.lock import LockCore, LossCallback, guard
+from tenure.core.lock import REENTRY_LOST, LockCore, LossCallback, guard
 from tenure.errors import BackendError, LockUpgradeError, ReplicationError
 
 Readers = dict[str, int]
@@ -175,6 +175,9 @@ class ReadLockCore(_SideCore):
         self, owner: str, lease: float | None, wait: float, again: bool = False
     ) -> Flow[int | None]:
         lease_ms = self.lease_ms(lease)
+        hold = self.ctx.holds.get(self.key, owner)
+        # A re-entry: granted only on top of the read holds the server still has.
+        reentry = [1] if hold is not None else []
 
         def build(readers: Readers) -> Call:
             timeout_keys, declaration = self.declare(readers)
@@ -182,7 +185,14 @@ class ReadLockCore(_SideCore):
                 return Call(
                     self.acquire_script,
                     [self.key, *timeout_keys],
-                    [lease_ms, owner, keys.rw_writer_field(owner), *declaration],
+                    [
+                        lease_ms,
+                        owner,
+                        keys.rw_writer_field(owner),
+                        *declaration,
+                        *([""] if reentry else []),
+                        *reentry,
+                    ],
                     changes=True,
                 )
             # A reader waiting on the channel: its refusal marks the wake queue, so that the
@@ -190,7 +200,7 @@ class ReadLockCore(_SideCore):
             return Call(
                 self.acquire_script,
                 [self.key, *timeout_keys, self.wake_queue],
-                [lease_ms, owner, keys.rw_writer_field(owner), *declaration, 1],
+                [lease_ms, owner, keys.rw_writer_field(owner), *declaration, 1, *reentry],
                 changes=True,
             )
 
@@ -198,9 +208,11 @@ class ReadLockCore(_SideCore):
             return self.acquire_call(owner, call, lease)  # undoes a grant too few replicas saw
 
         # The new hold is number count + 1: declare the holds the table knows, plus it.
-        first = {owner: self.read_holds(owner) + 1}
+        first = {owner: (len(hold.leases) if hold is not None else 0) + 1}
         reply = yield from self.declared(build, first, owner, 1, send)
         if reply is not None:
+            if reply in REENTRY_LOST:
+                self.reentry_lost(owner, hold)
             return int(reply)
         self.granted(owner, lease)
         return None
@@ -289,26 +301,27 @@ class WriteLockCore(_SideCore):
         keys_ = [self.key]
         args: list[str | int] = [self.lease_ms(lease), self.field(owner), owner]
         registering = self._registering.get(owner, False)
+        hold = self.ctx.holds.get(self.key, self.field(owner))
         # A retry within a wait by an owner holding nothing here: the script skips the kind
         # and re-entry checks its first attempt made (a refusal costs the PTTL alone).
-        retry = (
-            again
-            and self.ctx.holds.get(self.key, self.field(owner)) is None
-            and self.read_holds(owner) == 0
-        )
+        retry = again and hold is None and self.read_holds(owner) == 0
         if registering:
             # A waiter listening on its client channel: a refusal registers its client.
             keys_.append(self.wake_queue)
             args.append(self.ctx.identity.client_id)
-        elif retry:
+        elif retry or hold is not None:
             args.append("")
         if retry:
             args.append(1)
+        elif hold is not None:
+            args += ["", 1]  # a re-entry: granted only on top of the write hold it still has
         call = Call(self.acquire_script, keys_, args, changes=True)
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is None:
             self.granted(owner, lease)
             return None
+        if reply in REENTRY_LOST:
+            self.reentry_lost(owner, hold)
         if isinstance(reply, bytes | str):
             raise LockUpgradeError(
                 f"read-write lock {self.name!r}: the caller holds read holds only and "

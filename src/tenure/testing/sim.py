@@ -1498,7 +1498,9 @@ class Worker:
                 sim.after_cancel(self)
                 if self.side:  # (a task cancelled is a task ended: its late grant is undone
                     self.new_owner()  # in the background, as another owner's)
-            elif error is not None and not isinstance(error, BackendError):
+            elif error is not None and not isinstance(error, BackendError | LockLostError):
+                # LockLostError: an acquire made as a re-entry found its earlier hold gone
+                # (nothing taken); `told_lost()` checks that loss as any other.
                 raise error
             self._again()
             return
@@ -1531,7 +1533,8 @@ class Worker:
 
         def done(result: Any, error: BaseException | None) -> None:
             self.task = None
-            if error is not None and not isinstance(error, BackendError):
+            if error is not None and not isinstance(error, BackendError | LockLostError):
+                # LockLostError: the hold it re-enters was lost (reported, `told_lost()`).
                 raise error
             if result and error is None:
                 sim.acquisitions += 1
