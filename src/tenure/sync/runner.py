@@ -150,7 +150,10 @@ class Driver:
         finally:
             if waited:
                 self._waiting.discard(flow)
-                if not self._waiting:
+                # Only while closing: a sync Event's set() runs Python code holding its
+                # Condition's lock, which a signal handler's exception can leave held (and
+                # the next set() then waits for ever: seen in an interrupt storm).
+                if not self._waiting and self.closing:
                     self._waiters_left.set()
 
     def perform(self, effect: Any) -> Any:
