@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -201,3 +202,27 @@ def test_a_block_entered_after_a_server_side_loss_ends_every_block(client, r):
     assert a.lost
     assert not r.exists(LEADER)
     assert r.get(TERM) == b"1"
+
+
+def test_the_first_campaign_warns_once_when_the_server_persists_nothing(
+    make_client, r, caplog, monkeypatch
+):
+    # Terms are fencing tokens: a restart of a server that persists nothing (the test
+    # servers persist nothing) starts them over. One warning per client, as a FencedLock's.
+    monkeypatch.delenv("TENURE_ACCEPT_NO_PERSISTENCE", raising=False)
+    caplog.set_level(logging.WARNING, logger="tenure")
+    c = make_client()
+    election = c.election("sched")
+    assert election.campaign("a") == 1
+    election.resign()
+    assert election.campaign("a") == 2
+    assert c.election("other").campaign("b") == 1
+    c.fenced_lock("ledger").acquire()
+    warned = [rec.getMessage() for rec in caplog.records if "persists nothing" in rec.getMessage()]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("election 'sched': ")
+    assert "its terms start over" in warned[0]
+    monkeypatch.setenv("TENURE_ACCEPT_NO_PERSISTENCE", "1")  # acknowledged: DEBUG
+    caplog.clear()
+    assert make_client().election("sched").campaign("c", timeout=0) is None
+    assert not [rec for rec in caplog.records if "persists nothing" in rec.getMessage()]

@@ -124,7 +124,8 @@ class Context:
         (waited on, or lingering after its waiters left): a release counts how many other
         clients its unlock reached. No I/O."""
         self.persistence_checked = False
-        """True once a FencedLock checked the server's persistence (one warning per client)."""
+        """True once a FencedLock or an Election checked the server's persistence (one
+        warning per client)."""
         self.client_name: str | None = None
         """The name this client's owners are registered with (``Client(name=...)``); None:
         ``"<hostname>:<pid>"`` (`tenure.core.watchdog.registration()`)."""

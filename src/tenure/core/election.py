@@ -56,6 +56,7 @@ from tenure.core.effects import (
     Unsubscribe,
     Wait,
 )
+from tenure.core.fenced import check_persistence_once
 from tenure.core.lock import LockCore, LossCallback
 from tenure.core.parking import WAKE_ANY
 from tenure.core.waiting import subscribed
@@ -228,7 +229,18 @@ class ElectionCore(LockCore):
         Arguments are checked now, before the flow runs any I/O."""
         checked = check_value(value)
         wait = check_wait(True, timeout)
-        return self._campaign(owner, checked, wait)
+        campaigning = self._campaign(owner, checked, wait)
+        if self.ctx.persistence_checked:
+            return campaigning
+        return self._checked_first(campaigning)
+
+    def _checked_first(self, campaigning: Flow[int | None]) -> Flow[int | None]:
+        """The client's one persistence check, then ``campaigning``: terms are fencing
+        tokens, which go backwards after a restart of a server that persists nothing (the
+        same once-per-client warning as a FencedLock's)."""
+        if not self.ctx.persistence_checked:
+            yield from check_persistence_once(self.ctx, f"election {self.name!r}", "terms")
+        return (yield from campaigning)
 
     def _attempt(self, owner: str, value: str, until: float) -> Flow[tuple[int | None, int]]:
         """One campaign script: (term, 0) when ``owner`` leads, else (None, the leader's

@@ -16,6 +16,7 @@ import os
 from typing import Any, ClassVar
 
 from tenure import keys, scripts
+from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow
 from tenure.core.lock import LockCore
 from tenure.errors import BackendError, ServerError
@@ -28,7 +29,45 @@ its earlier hold was lost, and nothing was granted nor drawn."""
 
 ACCEPT_NO_PERSISTENCE = "TENURE_ACCEPT_NO_PERSISTENCE"
 """Environment variable: set to ``1`` once you know the server persists nothing (a test or
-demo server, say), and the persistence warning of fenced locks is logged at DEBUG instead."""
+demo server, say), and the persistence warning of fenced locks and elections is logged at
+DEBUG instead."""
+
+
+def check_persistence_once(ctx: Context, what: str, numbers: str) -> Flow[None]:
+    """The client's one persistence check (`check_persistence()`), made by its first fenced
+    acquire or election campaign, whichever comes first (they look at
+    ``ctx.persistence_checked`` before calling)."""
+    ctx.persistence_checked = True
+    yield from check_persistence(what, numbers)
+
+
+def check_persistence(what: str, numbers: str) -> Flow[None]:
+    """Log a WARNING when the server persists nothing (no RDB save points, AOF off): a
+    restart then starts the counter of ``numbers`` (fencing tokens, election terms) over,
+    and they go backwards. ``what`` names the object in the message. A server that
+    refuses INFO or CONFIG GET (ACL) is not checked."""
+    try:
+        info = yield Command(("INFO", "persistence"))
+        save = yield Command(("CONFIG", "GET", "save"))
+    except (BackendError, ServerError) as error:  # an ACL may refuse INFO or CONFIG
+        log.debug("%s: persistence not checked: %s", what, error)
+        return
+    aof = "aof_enabled:1" in _text(info)
+    if isinstance(save, dict):
+        points = "".join(_text(v) for v in save.values())
+    else:
+        points = "".join(_text(v) for v in list(save or [])[1::2])
+    if not aof and not points.strip():
+        accepted = os.environ.get(ACCEPT_NO_PERSISTENCE, "") not in ("", "0")
+        log.log(
+            logging.DEBUG if accepted else logging.WARNING,
+            "%s: the server persists nothing (no RDB save points, AOF off): after a restart "
+            "its %s start over and go backwards, so a resource that compares them would "
+            "accept stale writers (set %s=1 to acknowledge and log this at DEBUG)",
+            what,
+            numbers,
+            ACCEPT_NO_PERSISTENCE,
+        )
 
 
 class FencedLockCore(LockCore):
@@ -69,37 +108,9 @@ class FencedLockCore(LockCore):
 
     def _checked_first(self, acquiring: Flow[bool]) -> Flow[bool]:
         if not self.ctx.persistence_checked:
-            self.ctx.persistence_checked = True
-            yield from self.check_persistence()
+            what = f"fenced lock {self.name!r}"
+            yield from check_persistence_once(self.ctx, what, "fencing tokens")
         return (yield from acquiring)
-
-    def check_persistence(self) -> Flow[None]:
-        """Log a WARNING when the server persists nothing (no RDB save points, AOF off): a
-        restart then starts the token counter over and tokens go backwards. Done at the
-        client's first fenced acquire; a server that refuses INFO or CONFIG GET (ACL) is
-        not checked."""
-        try:
-            info = yield Command(("INFO", "persistence"))
-            save = yield Command(("CONFIG", "GET", "save"))
-        except (BackendError, ServerError) as error:  # an ACL may refuse INFO or CONFIG
-            log.debug("fenced lock %r: persistence not checked: %s", self.name, error)
-            return
-        aof = "aof_enabled:1" in _text(info)
-        if isinstance(save, dict):
-            points = "".join(_text(v) for v in save.values())
-        else:
-            points = "".join(_text(v) for v in list(save or [])[1::2])
-        if not aof and not points.strip():
-            accepted = os.environ.get(ACCEPT_NO_PERSISTENCE, "") not in ("", "0")
-            log.log(
-                logging.DEBUG if accepted else logging.WARNING,
-                "fenced lock %r: the server persists nothing (no RDB save points, AOF off): "
-                "after a restart its fencing tokens start over and go backwards, so a "
-                "resource that compares tokens would accept stale writers (set %s=1 to "
-                "acknowledge and log this at DEBUG)",
-                self.name,
-                ACCEPT_NO_PERSISTENCE,
-            )
 
     def is_grant(self, reply: Any) -> bool:
         return reply is not None and int(reply[0]) == 1
