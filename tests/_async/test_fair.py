@@ -318,6 +318,7 @@ async def test_bad_arguments_fail_before_io(async_client: tenure.AsyncClient) ->
         await lock.acquire(lease_time=math.inf)
 
 
+@pytest.mark.long  # a fault run: the server paused, 6 s a server
 async def test_failed_give_up_is_retried_within_half_a_second_of_the_server_answering(
     own_server: Server,
 ) -> None:

@@ -74,6 +74,7 @@ def own_server(server):
     s.stop()
 
 
+@pytest.mark.long  # a fault run: 12 s a server
 def test_in_doubt_is_printed_while_renewal_fails(own_server, child):
     # renewal every 4 s; the CLI's socket timeout is 5 s: a pass that hangs from 4 s fails
     # at about 9 s, within the 12 s lease: in doubt, then lost at the lease end

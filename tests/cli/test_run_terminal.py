@@ -22,9 +22,14 @@ from support.twins import wait_until
 
 from .runner import ENTRY, env
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="reads process states from /proc"
-)
+# A long fault run (real ptys, process groups stopped and killed): deselected by default,
+# run by .ci/run (`pytest -m long`).
+pytestmark = [
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="reads process states from /proc"
+    ),
+    pytest.mark.long,
+]
 
 LEADER = textwrap.dedent(
     """
