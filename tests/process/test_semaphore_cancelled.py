@@ -7,53 +7,52 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 
 import pytest
 
 from support.twins import async_wait_until
+from tenure import _redis
+from tenure.aio import backend as backend_module
 
 PERMITS = 2
 ROUNDS = 200
 
 
-BUSY = """
-local n = 0
-for i = 1, tonumber(ARGV[1]) do n = n + i end
-return 1
-"""
-"""Keeps the server busy for ARGV[1] loop steps (`busy_steps()`): a script sent meanwhile
-waits, in flight. (A loop on TIME ends after 5 s on Valkey 9, not after the time asked:
-its scripts see a cached clock, refreshed only once the script counts as busy.)"""
-
-
-def busy_steps(r, seconds: float) -> int:
-    """Loop steps that keep this server busy for about ``seconds``, measured on it."""
-    steps = 1_000_000
-    started = time.monotonic()
-    r.eval(BUSY, 0, steps)
-    return max(1, int(steps * seconds / max(time.monotonic() - started, 1e-3)))
-
-
 async def test_acquire_cancelled_with_its_script_in_flight_gives_the_permits_back(
-    async_make_client, r
+    async_make_client, r, server, monkeypatch
 ):
-    """The caller is cancelled while its acquire script waits behind another one: the
-    script then runs and takes the permits; the reply, read after the cancellation, gives
-    them back (before: the connection was dropped, the reply lost, the permits kept)."""
+    """The caller is cancelled while its acquire script is in flight (sent to a server
+    stopped with SIGSTOP, so it has not run yet): the script then runs and takes the
+    permits; the reply, read after the cancellation, gives them back (before: the
+    connection was dropped, the reply lost, the permits kept).
+
+    Each step waits for the one before it (the script's bytes written, the server
+    stopped), never for a time: a busy script racing two sleeps let the acquire run
+    before the cancellation on a loaded CI machine (bb99ec6, 1 run of 2)."""
     name = "in-flight"
     sem = async_make_client().semaphore(name)
     await sem.set_permits(PERMITS)
     assert await sem.acquire(2, blocking=False)  # the script is cached: EVALSHA runs it
     await sem.release(2)
-    busy = asyncio.create_task(asyncio.to_thread(r.eval, BUSY, 0, busy_steps(r, 0.3)))
-    await asyncio.sleep(0.05)  # the server is running the busy script
-    task = asyncio.create_task(sem.acquire(2))
-    await asyncio.sleep(0.05)  # its script is sent, behind the busy one
-    task.cancel()
+    sent = asyncio.Event()
+    send = _redis.async_send_kept  # how a call with a settle sends its script
+
+    async def noting(conn, *args):
+        await send(conn, *args)
+        if args[:1] == ("EVALSHA",):
+            sent.set()  # written into the socket: the server has it, unread
+
+    monkeypatch.setattr(backend_module, "async_send_kept", noting)
+    server.pause()
+    try:
+        task = asyncio.create_task(sem.acquire(2))
+        await asyncio.wait_for(sent.wait(), 5)
+        assert not task.done()
+        task.cancel()  # the reply cannot have come: the server is stopped
+    finally:
+        server.resume()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await busy == 1
     assert await async_wait_until(lambda: r.get(name) == str(PERMITS).encode(), 0.5, 0.01), (
         f"{r.get(name)!r} of {PERMITS} permits available"
     )
@@ -94,7 +93,6 @@ async def test_cancelled_acquires_leave_every_permit(async_make_client, r):
     assert await async_wait_until(lambda: r.get(name) == str(PERMITS).encode(), 0.5, 0.01), (
         f"{r.get(name)!r} of {PERMITS} permits available after {cancelled} cancellations"
     )
-
 
 
 def _asleep(client, channel: str, count: int) -> bool:
