@@ -10,7 +10,6 @@ import contextlib
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,8 @@ import pytest
 
 import tenure
 from support.twins import wait_until
+from tenure import _redis
+from tenure.sync import backend as sync_backend
 
 PERMITS = 2
 TENURE_SRC = str(Path(tenure.__file__).parent)
@@ -65,45 +66,48 @@ def alarm() -> Iterator[Callable[[type[BaseException]], dict[str, int]]]:
 
 
 def test_an_acquire_interrupted_with_its_script_in_flight_gives_the_permits_back(
-    alarm, make_client, r
+    alarm, make_client, r, server, monkeypatch
 ) -> None:
-    """The caller is interrupted while its acquire script waits behind a busy one: the
-    script then runs and takes the permits; the reply, read in the background after the
-    interruption, gives them back (before: the connection was dropped with the reply)."""
+    """The caller is interrupted while it awaits the reply to its acquire script, sent to
+    a server stopped with SIGSTOP: the script then runs and takes the permits; the reply,
+    read in the background after the interruption, gives them back (before: the
+    connection was dropped with the reply).
+
+    The alarm is set once the script's bytes are written, and the server goes on from
+    the handler: nothing waits for a time to pass (a busy script racing a 50 ms sleep
+    let the acquire end first on a loaded machine, as its asyncio twin did in CI)."""
     name = "interrupted-in-flight"
-    alarm(Interrupted)
+    landed = alarm(Interrupted)
     sem = make_client().semaphore(name)
     sem.set_permits(PERMITS)
     assert sem.acquire(2, blocking=False)  # the script is cached: EVALSHA runs it
     sem.release(2)
-    busy = threading.Thread(target=r.eval, args=(BUSY, 0, busy_steps(r, 0.3)))
-    busy.start()
-    time.sleep(0.05)  # the server is running the busy script
-    signal.setitimer(signal.ITIMER_REAL, 0.05)  # lands while the reply is awaited
-    with pytest.raises(Interrupted):
-        sem.acquire(2)
-    busy.join(5)
+    send = _redis.send_kept  # how a call with a settle sends its script
+
+    def noting(conn, *args):
+        send(conn, *args)
+        if args[:1] == ("EVALSHA",):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # lands while the reply is awaited
+
+    monkeypatch.setattr(sync_backend, "send_kept", noting)
+    previous = signal.getsignal(signal.SIGALRM)
+    assert callable(previous)  # the alarm fixture's handler
+
+    def resuming(signum: int, frame: Any) -> None:
+        server.resume()  # the reply comes once the interruption has landed
+        previous(signum, frame)
+
+    signal.signal(signal.SIGALRM, resuming)
+    server.pause()
+    try:
+        with pytest.raises(Interrupted):
+            sem.acquire(2)
+    finally:
+        server.resume()
+    assert landed == {"tenure": 1, "caller": 0}
     assert wait_until(lambda: r.get(name) == str(PERMITS).encode(), 0.5, 0.01), (
         f"{r.get(name)!r} of {PERMITS} permits available"
     )
-
-
-BUSY = """
-local n = 0
-for i = 1, tonumber(ARGV[1]) do n = n + i end
-return 1
-"""
-"""Keeps the server busy for ARGV[1] loop steps (`busy_steps()`): a script sent meanwhile
-waits, in flight. (A loop on TIME ends after 5 s on Valkey 9, not after the time asked:
-its scripts see a cached clock, refreshed only once the script counts as busy.)"""
-
-
-def busy_steps(r, seconds: float) -> int:
-    """Loop steps that keep this server busy for about ``seconds``, measured on it."""
-    steps = 1_000_000
-    started = time.monotonic()
-    r.eval(BUSY, 0, steps)
-    return max(1, int(steps * seconds / max(time.monotonic() - started, 1e-3)))
 
 
 class _AlarmOnGrant(logging.Handler):
@@ -118,9 +122,7 @@ class _AlarmOnGrant(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
-        if not self.fired and text.startswith(f"acquire {self.kind} ") and (
-            " failed " not in text
-        ):
+        if not self.fired and text.startswith(f"acquire {self.kind} ") and (" failed " not in text):
             self.fired += 1
             signal.raise_signal(signal.SIGALRM)  # its handler raises here, in this thread
 
