@@ -8,6 +8,7 @@ for that leadership's whole lease."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from support.twins import async_spawn, async_wait_until
@@ -55,3 +56,30 @@ async def test_a_closed_clients_candidate_leaves_the_queue(async_make_client, r)
     assert await waiting.outcome(30) == 2
     assert time.monotonic() - resigned < LATE
     assert rival.term == 2
+
+
+async def test_a_second_close_returns_once_the_first_has_closed(async_make_client, r, server):
+    """``close()`` called again while the first is still closing (its waiter's give-up
+    waits for a stopped server) returns only when the client is closed: the waiter has
+    left the queue and the connections are given back (before: the second call returned
+    at once, and closed the connection pool under the first's give-up)."""
+    holder, closing = async_make_client(), async_make_client()
+    lock = holder.fair_lock("close-twice")
+    assert await lock.acquire()
+    gone = async_spawn(lambda: closing.fair_lock("close-twice").acquire(timeout=30))
+    assert await async_wait_until(lambda: len(queue_of(r, "close-twice")) == 1)
+    resume = threading.Timer(0.3, server.resume)  # the fault's length, not a sync
+    server.pause()  # the give-up cannot finish: the first close() waits for it
+    try:
+        first = async_spawn(closing.close)
+        assert await async_wait_until(lambda: closing._runner.closing)
+        resume.start()
+        await closing.close()
+        assert closing._runner.closed, "the second close() returned before the first ended"
+    finally:
+        resume.cancel()
+        server.resume()
+    assert await first.outcome(5) is None
+    assert isinstance(await gone.outcome(5), ClientClosedError)
+    assert queue_of(r, "close-twice") == [], "the closed client's entry is still queued"
+    await lock.release()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from tenure._concurrency import AsyncEvent
 from tenure._redis import (
     AsyncBlockingPool,
     AsyncRedis,
@@ -123,6 +124,8 @@ class AsyncClient:
         self._route = AsyncRoute(self.redis, url, socket_timeout, socket_connect_timeout)
         # Spare connections only from a pool tenure made: a borrowed pool may be small.
         self._runner = AsyncRunner(self._route, ctx, timeout, park=self._owns_redis)
+        self._closing: AsyncEvent | None = None
+        """Set once `close()` has closed everything; None until a `close()` starts."""
 
     @property
     def name(self) -> str:
@@ -287,15 +290,29 @@ class AsyncClient:
     async def close(self) -> None:
         """Stop the watchdog and the listener. Holds are not released: they expire.
 
-        Waiters wake with BackendError. Closes the connection pool when the client was made
-        from a URL.
+        Waiters wake with ClientClosedError (a BackendError) and leave their queues first
+        (a FairLock's, an election's), for up to the socket timeout. Closes the connection
+        pool when the client was made from a URL. Called again, or from another task or
+        thread meanwhile, it returns once the client is closed.
         """
-        if self._runner.closed:
-            return
-        await self._runner.close()
-        await self._route.close()
-        if self._owns_redis:
-            await self.redis.aclose()
+        while (closing := self._closing) is not None:
+            # Closing or closed: return once that call has closed everything (its waiters'
+            # give-ups still use the connections it is about to close), or close here if
+            # it was cut short (it took itself back).
+            await closing.wait()
+            if self._closing is closing:
+                return
+        self._closing = closing = AsyncEvent()
+        try:
+            await self._runner.close()
+            await self._route.close()
+            if self._owns_redis:
+                await self.redis.aclose()
+        except BaseException:
+            self._closing = None
+            raise
+        finally:
+            closing.set()
 
     async def __aenter__(self) -> AsyncClient:
         return self

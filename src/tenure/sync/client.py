@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from tenure._concurrency import Event
 from tenure._redis import (
     BlockingPool,
     Redis,
@@ -123,6 +124,8 @@ class Client:
         self._route = Route(self.redis, url, socket_timeout, socket_connect_timeout)
         # Spare connections only from a pool tenure made: a borrowed pool may be small.
         self._runner = Runner(self._route, ctx, timeout, park=self._owns_redis)
+        self._closing: Event | None = None
+        """Set once `close()` has closed everything; None until a `close()` starts."""
 
     @property
     def name(self) -> str:
@@ -287,15 +290,29 @@ class Client:
     def close(self) -> None:
         """Stop the watchdog and the listener. Holds are not released: they expire.
 
-        Waiters wake with BackendError. Closes the connection pool when the client was made
-        from a URL.
+        Waiters wake with ClientClosedError (a BackendError) and leave their queues first
+        (a FairLock's, an election's), for up to the socket timeout. Closes the connection
+        pool when the client was made from a URL. Called again, or from another task or
+        thread meanwhile, it returns once the client is closed.
         """
-        if self._runner.closed:
-            return
-        self._runner.close()
-        self._route.close()
-        if self._owns_redis:
-            self.redis.close()
+        while (closing := self._closing) is not None:
+            # Closing or closed: return once that call has closed everything (its waiters'
+            # give-ups still use the connections it is about to close), or close here if
+            # it was cut short (it took itself back).
+            closing.wait()
+            if self._closing is closing:
+                return
+        self._closing = closing = Event()
+        try:
+            self._runner.close()
+            self._route.close()
+            if self._owns_redis:
+                self.redis.close()
+        except BaseException:
+            self._closing = None
+            raise
+        finally:
+            closing.set()
 
     def __enter__(self) -> Client:
         return self
