@@ -7,6 +7,7 @@ import pytest
 
 import tenure
 from support.twins import Barrier, Event, spawn
+from tenure.errors import ClientClosedError
 
 
 def test_empty_and_bad_members(client):
@@ -155,3 +156,21 @@ def test_members_on_three_servers(three):
     finally:
         for c in clients:
             c.close()
+
+
+def test_a_closed_members_client_is_refused_and_opens_no_connection(make_client, r):
+    """A MultiLock whose member's client was closed: its release releases the live
+    members and raises ClientClosedError for the closed one (its hold expires, as a plain
+    lock's of a closed client does), without connecting again (before: the round sent
+    the member's script on the closed client's pool, which opened a new connection that
+    stayed open after both clients closed)."""
+    closed, live = make_client(), make_client()
+    both = closed.multi_lock(closed.lock("closed-member"), live.lock("live-member"))
+    assert both.acquire()
+    closed.close()
+    connected = len(r.client_list())
+    with pytest.raises(ClientClosedError):
+        both.release()
+    assert r.exists("closed-member") == 1, "the closed client sent its member's release"
+    assert r.exists("live-member") == 0, "the live member is still held"
+    assert len(r.client_list()) <= connected, "the closed client connected again"

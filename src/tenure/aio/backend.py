@@ -230,7 +230,13 @@ class AsyncBackend:
         servers can be on their way at once (RedLock, MultiLock); `receive()` reads it.
 
         None when ``call`` must go through `call()` instead (in a cluster, which routes
-        and follows redirections per command, or with ``wait_for_replicas``)."""
+        and follows redirections per command, or with ``wait_for_replicas``).
+
+        Raises ClientClosedError once the client is closed (a MultiLock/RedLock round
+        sends here without its member's runner, which refuses a closed client itself):
+        redis-py's pool would connect again, and the connection outlive the client."""
+        if self.closed:
+            raise ClientClosedError("the client is closed")
         try:
             pool = await self.route.pool_for(None)  # the first use asks the server (INFO)
         except BaseException:
