@@ -396,7 +396,11 @@ class ElectionCore(LockCore):
     def resign(self, owner: str) -> Flow[None]:
         """``owner`` steps down; the first live candidate is elected in the same script."""
         hold = self.ctx.holds.discard(self.key, owner)
-        if hold is None and owner in self._lost_unreported:
+        if hold is None and (
+            owner in self._lost_unreported or self.ctx.holds.loss_at_release(self.key, owner)
+        ):
+            # Lost (reported, or taken off by the keeper and not reported yet): say so, as a
+            # lock's release does, with no I/O; the report that follows adds no error.
             self._lost_unreported.discard(owner)
             raise LockLostError(f"election {self.name!r}: the leadership was lost before resign")
         reply = yield Call(self.resign_script, self.keys, [owner, self.channel], changes=True)

@@ -83,7 +83,7 @@ class LossSink(Protocol):
     with the hold at the grant (`HoldTable.push()`). It also names the keys the watchdog
     renews, as `tenure.keys` builds them; the table asks when the number of holds
     changes, never during a renewal pass. Only the core calls it
-    (`tenure.core.watchdog.report_lost()`, `renew()`): a
+    (`Hold.report_loss()`, `tenure.core.watchdog.renew()`): a
     driver never calls into a lock object."""
 
     def hold_lost(self, owner: str) -> None: ...
@@ -127,6 +127,8 @@ class Hold:
     whenever the number of holds changes (a read lock has a timeout key per hold)."""
     channel: str = ""
     """The channel a renewal announces the new lease on ('' for none), set at the grant."""
+    reported: bool = False
+    """True once its loss is being reported to `sink` (`report_loss()`): each loss once."""
 
     @property
     def watchdog(self) -> bool:
@@ -167,6 +169,31 @@ class Hold:
         """The number of holds changed: name the renewal keys for the new count."""
         if self.leases:
             self.keys = self.sink.renewal_keys(self.owner, len(self.leases))
+
+    def report_loss(self) -> None:
+        """Report this hold, removed from its table as lost, to its sink (the ``lost``
+        flag, the scopes under it cancelled, ``on_lost``), unless that was done already.
+
+        The keeper reports after the pass that found the loss, and its owner's next look at
+        the lock (`HoldTable.get()`) sooner: whichever comes first reports, and the other
+        returns once that report is made (`_REPORTING`). Once the owner's look returns, no
+        report of this hold is left to come: a later one would mark the owner's next hold
+        on the lock (a new grant, a new term) as lost and cancel its body
+        (docs/internals.md, "Watchdog")."""
+        with _REPORTING:
+            if self.reported:  # (or being reported, by this thread: a look meanwhile)
+                return
+            self.reported = True
+            try:
+                self.sink.hold_lost(self.owner)
+            except BaseException:  # cut short (an interrupt): the next look or the keeper
+                self.reported = False
+                raise
+
+
+_REPORTING = threading.RLock()
+"""Held while a loss is reported (`Hold.report_loss()`): a look of another thread at a lost
+hold whose report is under way waits for its end. Reentrant: the report's own looks go on."""
 
 
 DOUBT_SLACK = 0.5
@@ -235,11 +262,15 @@ class HoldTable:
         self.doubt_period: float | None = None
         """The renewal period, once the keeper looks for holds in doubt on its clock
         (`doubtful()`); None before."""
+        self._losses: dict[tuple[str, str], Hold] = {}
+        """(key, field) -> the hold removed there as lost (`renewed()`, `expired()`), until
+        a look there (`get()`) saw its loss reported; one the keeper reported is dropped at
+        its next look (`expired()`)."""
         self._unreported: dict[tuple[str, str], bool] = {}
         """(key, field) of each hold removed as lost (`renewed()`, `expired()`)
-        whose loss the keeper has not reported yet -> True once a release raised it. The
-        keeper reports after the rest of its renewal pass, or when its thread runs again: a
-        release in between must still see the loss (`loss_at_release()`)."""
+        whose loss was not reported yet -> True once a release raised it. The keeper
+        reports after the rest of its renewal pass, or when its thread runs again: a
+        release (or a resign) in between must still see the loss (`loss_at_release()`)."""
 
     def push(
         self,
@@ -295,9 +326,35 @@ class HoldTable:
                 hold.lease, hold.confirmed = applied, sent
 
     def get(self, key: str, field: str) -> Hold | None:
-        # One read of the dict, atomic as it is (every acquire asks, before its attempt):
-        # no mutex needed.
-        return self._holds.get((key, field))
+        """The hold recorded on (key, field), or None. A hold removed there as lost is
+        reported first, if the keeper has not reported it yet (`Hold.report_loss()`): every
+        acquire asks before its attempt, so a loss is reported before its owner can hold
+        the lock again, and the report never lands on the new hold."""
+        # One read of the dict, atomic as it is: no mutex needed. (`_losses` is set before
+        # a hold is removed as lost, and empty but from a loss to the keeper's next look:
+        # an uncontended acquire makes no call more.)
+        hold = self._holds.get((key, field))
+        if hold is None and self._losses:
+            self._settle(key, field)
+        return hold
+
+    def _settle(self, key: str, field: str) -> None:
+        """A look at (key, field) found no hold: report the one removed there as lost, if
+        any, or wait for its report under way, then forget it."""
+        lost = self._losses.get((key, field))
+        if lost is None:
+            return
+        lost.report_loss()
+        with self._mutex:
+            if self._losses.get((key, field)) is lost:
+                del self._losses[key, field]
+
+    def _remove_lost(self, hold: Hold) -> None:
+        """Remove ``hold`` as lost (with the mutex held); its report is still to be made."""
+        # Named a loss before it leaves the table: a look in between sees one or the other.
+        self._losses[hold.key, hold.field] = hold
+        self._unreported[hold.key, hold.field] = False
+        del self._holds[hold.key, hold.field]
 
     def counts(self, key: str) -> dict[str, int]:
         """Field -> number of holds recorded on ``key``, for every owner of this client."""
@@ -420,8 +477,7 @@ class HoldTable:
                     hold.lease, hold.confirmed = lease, at
                     hold.doubted = False
                 else:
-                    del self._holds[hold.key, hold.field]
-                    self._unreported[hold.key, hold.field] = False
+                    self._remove_lost(hold)
                     lost.append(hold)
         return lost
 
@@ -429,10 +485,12 @@ class HoldTable:
         """The holds whose lease surely ran out by ``now`` (`Hold.valid_until`),
         now removed as lost: no renewal confirmed them in time, whatever the reason."""
         with self._mutex:
+            if self._losses:  # those the keeper reported since its last look: forgotten
+                for k in [k for k, hold in self._losses.items() if hold.reported]:
+                    del self._losses[k]
             lost = [hold for hold in self._holds.values() if hold.valid_until <= now]
             for hold in lost:
-                del self._holds[hold.key, hold.field]
-                self._unreported[hold.key, hold.field] = False
+                self._remove_lost(hold)
         return lost
 
     def loss_at_release(self, key: str, field: str) -> bool:
@@ -507,6 +565,7 @@ class HoldTable:
     def clear(self) -> None:
         with self._mutex:
             self._holds.clear()
+            self._losses.clear()
 
 
 OnLost = Callable[[Any], None]

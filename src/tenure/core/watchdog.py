@@ -119,10 +119,12 @@ def report_lost(lost: list[Hold]) -> None:
     """Report each of ``lost`` (holds the table already removed as lost: found gone by
     `renew()`, or run out on the keeper's clock) to the core that granted it, which
     sets its ``lost`` flag, cancels the bodies it guards and has ``on_lost`` delivered
-    (apart from the renewal loop). A driver calls this with what a pass or its clock
+    (apart from the renewal loop); unless its owner's look at the lock reported it
+    meanwhile (`tenure.core.holds.Hold.report_loss()`: a report after the owner's next
+    grant would land on that). A driver calls this with what a pass or its clock
     returned; it never calls into a lock object itself."""
     for hold in lost:
-        hold.sink.hold_lost(hold.owner)
+        hold.report_loss()
 
 
 def refresh_waiters(ctx: Context, *, by_slot: bool = False) -> Flow[int]:

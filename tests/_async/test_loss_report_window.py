@@ -1,0 +1,197 @@
+# A late loss report (asyncio source of tests/_sync/test_loss_report_window.py).
+"""A loss report that comes after the owner took the lock (or won a term) again.
+
+A renewal pass finds a hold gone on the server (a lease run out, a failover, a
+force-release: here a DEL) and takes it off the client's hold table; the loss is reported
+(the ``lost`` flag, ``on_lost``, the bodies under it cancelled) once the pass ends. A pass
+of two batches reports after its second batch's reply: held back here (a hook on the
+runner's ``perform``, real server all the same), that opens the gap between the finding and
+the report. In that gap the same owner acquires the lock again, or the same candidate wins
+a new term. The old hold's loss must still reach the old body and ``on_lost`` (no silent
+loss), and must not land on the new hold: its body runs to its end, ``lost`` stays False.
+
+The watchdog lease is 30 s (a pass every 10 s): the test drives the one pass it needs.
+The owner is a task here and a thread in the generated sync twin (tests/_sync).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import tenure
+from support.twins import AsyncEvent, async_spawn
+from tenure.core.effects import Call
+from tenure.core.election import election_keys
+from tenure.core.watchdog import READ_RENEW
+
+LEADER = election_keys("window-e")[0]
+
+
+def hold_back_second_batch(runner: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """Make the pass's read-hold batch (its second) wait for ``go`` before it is sent;
+    ``reached`` is set when it gets there (the first batch's reply is applied by then)."""
+    reached, go = AsyncEvent(), AsyncEvent()
+    perform = runner.perform
+
+    async def held_back(effect: Any) -> Any:
+        if isinstance(effect, Call) and effect.script is READ_RENEW:
+            reached.set()
+            assert await go.wait(10)
+        return await perform(effect)
+
+    monkeypatch.setattr(runner, "perform", held_back)
+    return reached, go
+
+
+async def test_a_late_loss_report_leaves_the_owners_new_hold_alone(
+    async_make_client, r, monkeypatch
+):
+    reported: list[object] = []
+    landed = AsyncEvent()
+
+    def on_lost(lock: object) -> None:
+        reported.append(lock)
+        landed.set()
+
+    client = async_make_client(watchdog_timeout=30)
+    lock = client.lock("window", on_lost=on_lost)
+    reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
+    reached, go = hold_back_second_batch(client._runner, monkeypatch)
+    entered, gone, again = AsyncEvent(), AsyncEvent(), AsyncEvent()
+    seen: list[object] = []
+
+    async def old_hold() -> None:
+        async with lock:
+            entered.set()
+            assert await gone.wait(10)
+
+    async def owner() -> None:
+        with pytest.raises(tenure.LockLostError):  # the old body gets its loss
+            await old_hold()
+        async with lock:  # the same owner, a new hold, before the old one's report
+            again.set()
+            assert await landed.wait(10)  # the old hold's loss was reported meanwhile
+            seen.extend([lock.lost, lock.valid_for() > 0])
+            lock.checkpoint()
+        seen.append(lock.lost)
+
+    job = async_spawn(owner)
+    try:
+        assert await entered.wait(10)
+        assert await reader.acquire(timeout=1)
+        assert r.delete("window") == 1  # the hold goes on the server
+        renewal = async_spawn(client._runner._renewal_pass)
+        assert await reached.wait(10)  # found gone and taken off; not reported yet
+        gone.set()
+        assert await again.wait(10)
+        go.set()
+        await renewal.result(10)
+        await job.result(10)
+        assert seen == [False, True, False]  # the new hold was never marked lost
+        assert reported == [lock]  # the old one was, once
+        assert not r.exists("window")  # the new hold was released
+    finally:
+        go.set()
+        gone.set()
+        await job.join(10)
+        await reader.release()
+
+
+async def test_a_late_loss_report_leaves_a_new_term_alone(async_make_client, r, monkeypatch):
+    reported: list[object] = []
+    landed = AsyncEvent()
+
+    def on_lost(election: object) -> None:
+        reported.append(election)
+        landed.set()
+
+    client = async_make_client(watchdog_timeout=30)
+    election = client.election("window-e", on_lost=on_lost)
+    reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
+    reached, go = hold_back_second_batch(client._runner, monkeypatch)
+    entered, leave, elected, finish = AsyncEvent(), AsyncEvent(), AsyncEvent(), AsyncEvent()
+    seen: list[object] = []
+
+    async def old_term() -> int:
+        async with election.leadership("a") as term:
+            entered.set()
+            assert await leave.wait(10)  # asyncio: cancelled when the loss is reported
+        return term
+
+    async def new_term() -> int:
+        async with election.leadership("a") as term:  # the same candidate, a new term
+            elected.set()
+            assert await finish.wait(10)
+            seen.extend([election.lost, election.term, election.valid_for() > 0])
+            election.checkpoint()
+        return term
+
+    first = async_spawn(old_term)
+    second = None
+    try:
+        assert await entered.wait(10)
+        assert await reader.acquire(timeout=1)
+        assert r.delete(LEADER) == 1  # the leadership goes on the server
+        renewal = async_spawn(client._runner._renewal_pass)
+        assert await reached.wait(10)  # found gone and taken off; not reported yet
+        second = async_spawn(new_term)
+        assert await elected.wait(10)
+        go.set()
+        await renewal.result(10)
+        assert await landed.wait(10)
+        leave.set()
+        outcome = await first.outcome(10)
+        assert isinstance(outcome, tenure.LockLostError)  # the old block got its loss
+        finish.set()
+        term = await second.result(10)
+        assert term == 2
+        assert seen == [False, 2, True]  # the new term was never marked lost
+        assert reported == [election]  # the old one was, once
+        assert not election.lost
+        assert not r.exists(LEADER)  # the new term was resigned
+    finally:
+        go.set()
+        leave.set()
+        finish.set()
+        await first.join(10)
+        if second is not None:
+            await second.join(10)
+        await reader.release()
+
+
+async def test_a_resign_before_the_loss_report_raises_the_loss(
+    async_make_client, r, monkeypatch
+):
+    # As a lock's release in the gap raises LockLostError (not NotOwnedError): the caller
+    # led, and its leadership is gone. The report that follows adds no second error.
+    reported: list[object] = []
+    landed = AsyncEvent()
+
+    def on_lost(election: object) -> None:
+        reported.append(election)
+        landed.set()
+
+    client = async_make_client(watchdog_timeout=30)
+    election = client.election("window-e", on_lost=on_lost)
+    reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
+    reached, go = hold_back_second_batch(client._runner, monkeypatch)
+    try:
+        assert await election.campaign("a", timeout=1) == 1
+        assert await reader.acquire(timeout=1)
+        assert r.delete(LEADER) == 1  # the leadership goes on the server
+        renewal = async_spawn(client._runner._renewal_pass)
+        assert await reached.wait(10)  # found gone and taken off; not reported yet
+        with pytest.raises(tenure.LockLostError, match="lost before resign"):
+            await election.resign()
+        go.set()
+        await renewal.result(10)
+        assert await landed.wait(10)
+        assert reported == [election]
+        assert election.lost
+        with pytest.raises(tenure.NotOwnedError):  # the loss was raised once
+            await election.resign()
+    finally:
+        go.set()
+        await reader.release()
