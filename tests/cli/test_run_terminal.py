@@ -320,11 +320,6 @@ def test_the_command_reads_the_terminal(server, r, tmp_path, command):
     assert back
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open: after fg, tenure (or its command) stays stopped in about half the runs on "
-    "the 2-core machine (no exit within 30 s); found by the lead, not yet traced",
-)
 def test_a_background_job_reading_the_terminal_stops_then_fg_resumes_it(
     server, r, tmp_path, command
 ):

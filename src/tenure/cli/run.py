@@ -207,6 +207,9 @@ class Runner:
         self.grace, self.fair, self.fenced, self.permits = grace, fair, fenced, permits
         self.client = client(url, watchdog_timeout=watchdog_timeout)
         self.stop = threading.Event()  # the child exited, or the lock was lost
+        self.job_stopped = threading.Event()
+        """Job control stopped the child: tenure is to stop too (`_suspend`)."""
+        self.wake = threading.Event()  # set after stop or job_stopped: `_watch` looks again
         self.lost_reason: str | None = None
         self.lease_ends: float | None = None
         """With --lease: monotonic time by which the hold's lease ends (the grant was sent
@@ -364,7 +367,7 @@ class Runner:
                     self._signal_child(signal.SIGCONT)
                 waiter = threading.Thread(target=self._wait_child, daemon=True)
                 waiter.start()
-                self.stop.wait()  # interruptible: forwarding handlers run meanwhile
+                self._watch()
                 if self.lost_reason is not None:
                     self.say(f"{self.name!r}: {self.lost_reason}")
                     if self.child.poll() is None:
@@ -377,6 +380,19 @@ class Runner:
                 signal.signal(sig, handler)
         return 128 - code if code < 0 else code
 
+    def _watch(self) -> None:
+        """Return once the child exited or the hold was lost; meanwhile, each time job
+        control stops the child, `_suspend()`. In the main thread: it alone may change a
+        signal's disposition, and waits interruptibly (the forwarding handlers run)."""
+        while True:
+            self.wake.wait()
+            self.wake.clear()  # before looking: a later set() is seen on the next turn
+            if self.stop.is_set():
+                return
+            if self.job_stopped.is_set():
+                self.job_stopped.clear()
+                self._suspend()
+
     def _wait_child(self) -> None:
         child = self.child
         assert child is not None
@@ -384,11 +400,12 @@ class Runner:
             self._follow_stops(child.pid)
         child.wait()
         self.stop.set()
+        self.wake.set()
 
     def _follow_stops(self, pid: int) -> None:
         """Return once the child has exited (left for Popen to reap); each time job control
-        stops it in the meantime (Ctrl-Z; a read or write from the background), `_suspend()`.
-        A SIGSTOP sent to it is its sender's business."""
+        stops it in the meantime (Ctrl-Z; a read or write from the background), have
+        `_watch` suspend tenure. A SIGSTOP sent to it is its sender's business."""
         while True:
             try:
                 info = os.waitid(os.P_PID, pid, os.WEXITED | os.WSTOPPED | os.WNOWAIT)
@@ -398,7 +415,8 @@ class Runner:
             except ChildProcessError:  # reaped meanwhile (by _terminate's wait)
                 return
             if info.si_status in JOB_CONTROL_STOPS:
-                self._suspend()
+                self.job_stopped.set()
+                self.wake.set()
 
     def _suspend(self) -> None:
         """The command stopped (Ctrl-Z): take the terminal back and stop tenure's own process
@@ -407,10 +425,22 @@ class Runner:
         it is not), give the terminal back to the command and continue it. While stopped,
         tenure renews nothing: a lease that runs out meanwhile is a loss, found on return.
         (In an orphaned process group, with no shell to continue it, the kernel discards
-        the stop: the command goes on at once.)"""
+        the stop: the command goes on at once.)
+
+        tenure stops by raise(): the signal goes to the calling thread, which stops before
+        raise() returns. A SIGTSTP sent to the process (kill, killpg) may be taken by another
+        of its threads, and the caller runs on for a while: it saw the terminal still the
+        shell's, continued the command, which read in the background and stopped again, and
+        tenure stopped a second time after fg. The rest of tenure's process group (a
+        pipeline's other members) gets killpg meanwhile, SIGTSTP ignored by tenure itself."""
         self._take_terminal_back()
-        with suppress(ProcessLookupError):
-            os.killpg(os.getpgrp(), signal.SIGTSTP)  # returns once continued
+        disposition = signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+        try:
+            with suppress(ProcessLookupError):
+                os.killpg(os.getpgrp(), signal.SIGTSTP)
+        finally:
+            signal.signal(signal.SIGTSTP, disposition)
+        signal.raise_signal(signal.SIGTSTP)  # returns once continued (fg or bg)
         if self._in_foreground() and self.child is not None:
             self._set_foreground(self.child.pid)
         self._signal_child(signal.SIGCONT)
@@ -476,6 +506,7 @@ class Runner:
         if self.lost_reason is None and not self.stop.is_set():
             self.lost_reason = reason
             self.stop.set()
+            self.wake.set()
 
     def _terminate(self) -> None:
         child = self.child
