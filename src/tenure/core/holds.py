@@ -196,6 +196,15 @@ _REPORTING = threading.RLock()
 hold whose report is under way waits for its end. Reentrant: the report's own looks go on."""
 
 
+def _forked_child() -> None:
+    # A report under way in another thread at the fork never ends in the child.
+    global _REPORTING
+    _REPORTING = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_forked_child)
+
+
 DOUBT_SLACK = 0.5
 """Share of a renewal period a renewal pass may take to be confirmed before the holds it
 renews are counted in doubt (`Hold.in_doubt()`)."""
