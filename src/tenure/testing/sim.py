@@ -12,11 +12,15 @@ Faults (seeded, each switchable in `Faults`): message delay (every message), reo
 across connections (independent delays; one connection stays FIFO), pub/sub connection resets
 (a lost pub/sub message is a reset: TCP does not drop one message and go on), server pauses,
 client pauses, cancellation of an acquire at any step, client clock drift within the
-allowance, a server restart without persistence (down for longer than any lease), and
-crashes of candidates' clients.
+allowance, a server restart without persistence (down for longer than any lease),
+crashes of candidates' clients, and (off by default: ``Faults.drops``) holds deleted on the
+server behind their owners' backs, by an operator's force-release or a failover that lost
+the writes, now and then just before their owner re-enters.
 
 Checkers: mutual exclusion (at most one owner field in a lock hash; no two owners believing
-they hold while both their leases are valid on their own clocks), FIFO for FairLock (checked
+they hold while both their leases are valid on their own clocks, checked at every grant and
+every 10 ms, and the server has the hold of each: a belief a drop made stale is left out
+until its owner next asks the server, whose answer must tell it), FIFO for FairLock (checked
 on the server when a grant is made), no lost wake-up (a free lock with live waiters is taken
 within one round trip plus the rules' bounds), no orphan hold or queue entry after a
 cancellation, every loss reported (and only losses); for elections (candidates that
@@ -48,7 +52,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lupa import lua51
@@ -108,6 +112,8 @@ READ_HELD = "/read-held"
 """`Sim.free_since` key suffix: since when a ReadWriteLock is in read mode with a reader
 waiting (a reader could get in)."""
 RELEASES = ("lock_release", "fair_release")
+FORCE_RELEASES = ("lock_force_release", "fair_force_release", "rw_force_release")
+"""Scripts that delete a lock whoever holds it (an operator's: `Sim.force_release`)."""
 RW_ACQUIRES = ("rw_read_acquire", "rw_write_acquire")
 RW_MESSAGES = (keys.READ_UNLOCK_MESSAGE, keys.WRITE_UNLOCK_MESSAGE)
 """Scripts by which an owner ends its own hold (``+guard``: a reconcile's)."""
@@ -139,6 +145,7 @@ PLANTS = (
     "rw_release_wakes_nobody",
     "rw_read_granted_beside_writer",
     "rw_unlock_ignores_waiting_readers",
+    "reentry_granted_afresh",
 )
 """Bugs the simulator can swap in (never shipped behaviour) to show that it finds them."""
 
@@ -756,6 +763,15 @@ class Faults:
     crashes: float = 0.05
     """Crashes of a candidates' client (its process dies: nothing more sent, read or
     renewed); a new client with as many candidates starts a little later."""
+    drops: float = 0.0
+    """Holds deleted on the server behind their owners' backs (`Sim.drop`): an operator's
+    force-release (the real script: the hash deleted, the waiters told) or a failover to a
+    replica that missed the writes (the hash gone, with a ReadWriteLock's read-timeout
+    keys, and no message). Off by default: the seeds of the other runs draw as before."""
+    drops_before_reentry: float = 0.0
+    """Share of holds about to be re-entered (``Options.reentries``, ``lock_reentries``)
+    whose lock a drop deletes first, at a seeded moment; the re-entry then comes a little
+    later (0.02 s on average), time for other owners to take the lock and give it back."""
 
     @classmethod
     def none(cls) -> Faults:
@@ -772,14 +788,20 @@ class Options:
     """Workers (owners taking locks in a loop) per client (None: 1 to 4, by the seed; 0:
     none, e.g. to run the candidates alone)."""
     locks: int | None = None
-    """Lock names, each a Lock or a FairLock by the seed (None: 1 to 3, by the seed; 0:
-    none, e.g. to run ReadWriteLocks alone)."""
+    """Lock names, each a Lock, FairLock or FencedLock by the seed (None: 1 to 3, by the
+    seed; 0: none, e.g. to run ReadWriteLocks alone)."""
+    kinds: tuple[str, ...] = ()
+    """The kinds of `KINDS` the seed draws the locks from (empty: every one)."""
     rwlocks: int | None = 0
     """ReadWriteLock names (None: 1 or 2, by the seed). 0 by default: the seeds of the
     other models draw as they did before the ReadWriteLock model."""
     reentries: float = 0.3
     """Share of ReadWriteLock holds whose worker takes a second hold (the same side, or a
     read under its write hold) before it releases."""
+    lock_reentries: float = 0.0
+    """Share of Lock, FairLock and FencedLock holds whose worker re-enters (one more hold,
+    blocking or not) before it releases. 0 by default: the seeds of the other runs draw as
+    they did before."""
     elections: int | None = None
     """Election names (None: 1 or 2, by the seed); 0 runs no candidates."""
     candidates: int | None = None
@@ -1405,6 +1427,11 @@ def _describe(item: Any) -> str:
     return repr(item)[:100]
 
 
+def _owner_of(field: str) -> str:
+    """The owner of a lock hash field (a ReadWriteLock writer's ends in ``:write``)."""
+    return field.removesuffix(":write")
+
+
 def _short(arg: Any) -> Any:
     """An owner field's last characters (its client id is long and seeded)."""
     return f"..{arg[-8:]}" if isinstance(arg, str) and len(arg) > 36 else arg
@@ -1511,22 +1538,45 @@ class Worker:
         hold_for = sim.rng.uniform(0.5, 4.0) if long else sim.rng.expovariate(1 / 0.004)
         if self.side:
             self.held = [self.side]
+            sim.forget_drop(self, self.side)
             sim.check_rw_exclusion(self, self.side)
             if sim.rng.random() < sim.options.reentries:
-                sim.at(sim.now + sim.rng.uniform(0, hold_for), self.client, self.reenter)
+                self._plan_reentry(hold_for)
                 return
             sim.at(sim.now + hold_for, self.client, self.release)
             return
+        self.held = [""]
+        sim.forget_drop(self, "")  # (an earlier hold's, heard of by now)
         sim.check_exclusion(self)
-        if not isinstance(result, bool):  # a FencedLock's token
-            sim.check_token(self, result)
+        if not isinstance(result, bool) and (self.lock, self.field()) not in sim.dropped:
+            sim.check_token(self, result)  # (a dropped grant's: a later one may have come first)
+        share = sim.options.lock_reentries
+        if share and sim.rng.random() < share:  # (no draw when off: the seeds stay as they were)
+            self._plan_reentry(hold_for)
+            return
         sim.at(sim.now + hold_for, self.client, self.release)
+
+    def _plan_reentry(self, hold_for: float) -> None:
+        """Re-enter within ``hold_for``; first, now and then, a drop deletes the lock
+        (``Faults.drops_before_reentry``)."""
+        sim, rng = self.sim, self.sim.rng
+        at = sim.now + rng.uniform(0, hold_for)
+        aim = sim.options.faults.drops_before_reentry
+        if aim and rng.random() < aim:  # (no draw when off: the seeds stay as they were)
+            sim.at(at, None, sim.drop_held, self.lock)
+            at += rng.expovariate(1 / 0.02)
+        sim.at(at, self.client, self.reenter)
 
     def reenter(self) -> None:
         """A second hold of its ReadWriteLock, tried without waiting: the same side, or a
-        read under its write hold."""
+        read under its write hold. On the other kinds, `_reenter_lock()`."""
         sim = self.sim
+        if not self.side:
+            self._reenter_lock()
+            return
+        started = sim.now
         side = sim.rng.choice((READ, WRITE)) if self.held == [WRITE] else READ
+        again = side in self.held
         lease = sim.rng.choice((None, sim.rng.uniform(0.05, 2.0)))
         sim.note(self.client, "re-enter", self.name, _short(self.owner), self.lock, side)
         flow = self.core(side).acquire(self.owner, False, None, lease)
@@ -1543,17 +1593,54 @@ class Worker:
                 sim.check_rw_exclusion(self, side)
             else:
                 sim.note(self.client, "not re-entered", self.name, error)
+            if again:
+                sim.heard(self, side, started, "re-entry", result, error)
             sim.at(sim.now + sim.rng.expovariate(1 / 0.004), self.client, self.release)
 
         self.task = self.client.spawn(flow, f"{self.name}.re", done)
 
+    def _reenter_lock(self) -> None:
+        """One more hold of its Lock, FairLock or FencedLock: blocking (within a timeout)
+        or not, with the watchdog or a lease."""
+        sim, rng = self.sim, self.sim.rng
+        started = sim.now
+        blocking = rng.random() < 0.5
+        timeout = rng.uniform(0.01, 1.0) if blocking else None
+        lease = rng.choice((None, rng.uniform(0.05, 2.0)))
+        sim.note(
+            self.client, "re-enter", self.name, _short(self.owner), self.lock,
+            f"blocking={blocking} timeout={timeout} lease={lease}",
+        )  # fmt: skip
+        flow = self.core().acquire(self.owner, blocking, timeout, lease)
+
+        def done(result: Any, error: BaseException | None) -> None:
+            self.task = None
+            if error is not None and not isinstance(error, BackendError | LockLostError):
+                raise error  # (LockLostError: the hold it re-enters was lost, `heard()`)
+            if result and error is None:
+                sim.acquisitions += 1
+                self.held.append("")
+                sim.note(self.client, "holds", self.name, _short(self.owner), self.lock)
+                sim.check_exclusion(self)
+            else:
+                sim.note(self.client, "not re-entered", self.name, error)
+            sim.heard(self, "", started, "re-entry", result, error)
+            sim.at(sim.now + rng.expovariate(1 / 0.004), self.client, self.release)
+
+        self.task = self.client.spawn(flow, f"{self.name}.re", done)
+
     def believes(self) -> bool:
-        """Holding, told of no loss, its hold in the client's table, and its lease still
-        valid on its client's clock (less the drift allowance)."""
-        if self.state != "holding" or self.loss_told:
+        """Holding (a hold left while it releases another), told of no loss, its hold in
+        the client's table, and its lease still valid on its client's clock (less the drift
+        allowance); unless a drop deleted the hold and it has not asked the server since
+        (`Sim.dropped`: it cannot know yet)."""
+        if self.state not in ("holding", "releasing") or self.loss_told or not self.held:
             return False
         core = self.client.cores[self.lock]
-        hold = self.client.ctx.holds.get(core.key, core.field(self.owner))
+        field = core.field(self.owner)
+        if (self.lock, field) in self.sim.dropped:
+            return False
+        hold = self.client.ctx.holds.get(core.key, field)
         return hold is not None and self.client.local() < hold.valid_until
 
     def beliefs(self) -> set[str]:
@@ -1564,7 +1651,10 @@ class Worker:
         sides = set()
         for side in set(self.held):
             core = self.core(side)
-            hold = self.client.ctx.holds.get(core.key, core.field(self.owner))
+            field = core.field(self.owner)
+            if (self.lock, field) in self.sim.dropped:
+                continue  # deleted by a drop, and not asked about since (`believes()`)
+            hold = self.client.ctx.holds.get(core.key, field)
             if hold is not None and self.client.local() < hold.valid_until:
                 sides.add(side)
         return sides
@@ -1576,11 +1666,16 @@ class Worker:
             downgrade = self.held[:2] == [WRITE, READ] and self.sim.rng.random() < 0.5
             side = self.held.pop(0 if downgrade else -1)
         core = self.core(side or None)
+        started = self.sim.now
         self.task = self.client.spawn(
-            core.release(self.owner), f"{self.name}.rel", lambda r, e: self.released(r, e, side)
+            core.release(self.owner),
+            f"{self.name}.rel",
+            lambda r, e: self.released(r, e, side, started),
         )
 
-    def released(self, result: Any, error: BaseException | None, side: str = "") -> None:
+    def released(
+        self, result: Any, error: BaseException | None, side: str = "", started: float = 0.0
+    ) -> None:
         sim = self.sim
         self.task = None
         if isinstance(error, LockLostError | NotOwnedError | BackendError):
@@ -1588,6 +1683,7 @@ class Worker:
         elif error is not None:
             raise error
         sim.note(self.client, "released", self.name, side, error)
+        sim.heard(self, side, started, "release", result, error)
         if side not in self.held:  # (a hold of the same field left: checked at its release,
             sim.check_loss_told(self, self.field(side or None))  # as the field ends then)
         if self.held:
@@ -1770,7 +1866,8 @@ class Sim:
         self.acquisitions = 0
         rng, options = self.rng, self.options
         count = rng.randint(1, 3) if options.locks is None else options.locks
-        self.locks = {f"lock{i}": rng.choice(sorted(KINDS)) for i in range(count)}
+        kinds = sorted(options.kinds or KINDS)
+        self.locks = {f"lock{i}": rng.choice(kinds) for i in range(count)}
         count = rng.randint(1, 2) if options.rwlocks is None else options.rwlocks
         self.locks.update({f"rw{i}": RW for i in range(count)})
         if not self.locks and (options.workers is None or options.workers > 0):
@@ -1810,6 +1907,15 @@ class Sim:
             assert scripts.get("rw_read_acquire").source.count(refusal) == 1
             self.server.patches["rw_read_acquire"] = lambda source: source.replace(
                 refusal, "if false then"
+            )
+        elif self.options.plant == "reentry_granted_afresh":
+            # The acquire script before 0d55485: a re-entry whose hold is gone on the server
+            # is granted afresh (the same nil as a re-entry), and its client counts it on
+            # top of the lost hold (reviewer R8, F1).
+            lost = "    if ARGV[3] == '2' then\n        return 'lost'\n    end\n"
+            assert scripts.get("lock_acquire").source.count(lost) == 2
+            self.server.sources["lock_acquire"] = scripts.get("lock_acquire").source.replace(
+                lost, ""
             )
         elif self.options.plant is not None and self.options.plant not in PLANTS:
             raise ValueError(f"unknown plant {self.options.plant!r}; one of {PLANTS}")
@@ -1854,6 +1960,16 @@ class Sim:
         self.freed_by: dict[str, str] = {}
         """Lock -> how it was last freed: "release" (an unlock message) or "expiry"."""
         """(lock, owner) whose hold ended on the server other than by its own release."""
+        self.dropped: dict[tuple[str, str], _Drop] = {}
+        """(Lock, field) -> the drop that deleted that hold, while its owner has neither been
+        told nor asked the server about it since (`heard()`): its belief is stale, and it
+        cannot know yet."""
+        self.drops = 0
+        """Holds deleted by drops (`Faults.drops`)."""
+        self.lost_reentries = 0
+        """Re-entries made after a drop deleted the hold they re-enter."""
+        self.overtaken = 0
+        """Of those, re-entries made after another owner was granted the lock since the drop."""
         self.violation: Violation | None = None
         if self.elections:
             for _ in range(options.candidates or rng.randint(2, 3)):
@@ -1904,7 +2020,16 @@ class Sim:
         if self.violation is not None:
             raise self.violation
         took = real_time.perf_counter() - started
-        return Result(self.seed, self.acquisitions, self.now, took, self.elected)
+        return Result(
+            self.seed,
+            self.acquisitions,
+            self.now,
+            took,
+            self.elected,
+            self.drops,
+            self.lost_reentries,
+            self.overtaken,
+        )
 
     # ---- the server's side of the network
     def server_down(self) -> bool:
@@ -1960,6 +2085,7 @@ class Sim:
             (faults.interrupts, self._interrupt),
             (faults.restarts, self._restart),
             (faults.crashes if self.elections else 0.0, self._crash),
+            (faults.drops, self._drop),
         ]
         for rate, fn in plans:
             if rate <= 0:
@@ -2030,6 +2156,109 @@ class Sim:
             self.note(candidate.client, "started", candidate.name)
             candidate.start()
 
+    def _drop(self) -> None:
+        """Fault ``drops``: a lock held now loses its holds on the server, unknown to its
+        holders' clients: a force-release (half of the drops) or a failover."""
+        held = [name for name in sorted(self.locks) if self._holders(name)]
+        if held:
+            self.drop_held(self.rng.choice(held))
+
+    def _holders(self, name: str) -> set[str]:
+        """The holders' fields of lock ``name`` on the server now."""
+        return self.server.fields(name).keys() - {keys.RW_MODE_FIELD}
+
+    def drop_held(self, name: str) -> None:
+        """Lock ``name``, if held, loses its holds: by a force-release or a failover."""
+        if not self._holders(name) or self.server_down():
+            return
+        if self.rng.random() < 0.5:
+            self.force_release(name, self.rng.choice(self.clients))
+        else:
+            self.drop(name)
+
+    def force_release(self, name: str, client: SimClient) -> None:
+        """An operator's ``force-release`` of lock ``name`` from ``client``: the real flow
+        and script (the hash deleted whoever holds it, its waiters told); `ran()` counts
+        the holds it deletes as dropped. A ReadWriteLock in read mode is dropped by `drop()`
+        instead (its force-release declares the readers its client knows)."""
+        if self.locks[name] == RW:
+            if self.server.fields(name).get(keys.RW_MODE_FIELD) != keys.RW_WRITE_MODE:
+                self.drop(name)
+                return
+            core: LockCore = client.sides[name][WRITE]
+        else:
+            core = client.cores[name]
+        self.note(client, "force-release", name)
+        client.spawn(core.force_release(), f"{client.name}/force")
+
+    def drop(self, name: str) -> None:
+        """A failover to a replica that missed the writes of lock ``name``: its hash is gone
+        now (a ReadWriteLock's read-timeout keys with it) and no message says so. Its
+        waiters learn it at the lease end they were told: a fault until then."""
+        server = self.server
+        server.now_ms = EPOCH_MS + int(self.now * 1000)
+        fields = server.fields(name)
+        ttl = server.cmd_pttl(name)
+        gone = [name]
+        if self.locks[name] == RW:
+            for reader in fields:
+                if keys.rw_is_reader_field(reader):
+                    prefix = keys.rw_read_timeout_prefix(name, reader) + ":"
+                    gone += [key for key in server.data if key.startswith(prefix)]
+        server.cmd_del(*gone)
+        self.note(None, "failover", name, f"lost {sorted(_short(f) for f in fields)}")
+        self.dropped_now(name, fields)
+        self.freed_by[name] = "expiry"  # (its waiters re-check at the lease end)
+        self._fault_for(max(ttl, 0) / 1000 * (1 + 2 * self.options.faults.drift) + 0.01)
+
+    def dropped_now(self, name: str, fields: dict[str, str]) -> None:
+        """The holds of ``fields`` on lock ``name`` were deleted by a drop, now."""
+        for gone in fields.keys() - {keys.RW_MODE_FIELD}:
+            self.lost_on_server.add((name, gone))
+            self.dropped[name, gone] = _Drop(self.now)
+            self.drops += 1
+
+    def forget_drop(self, worker: Worker, side: str) -> None:
+        """``worker`` was granted a hold of ``side``: a drop of that field made before its
+        acquire began, or before the server granted it this hold (an earlier grant of the
+        same acquire dropped, found late and given up by the flow), was of another hold."""
+        key = (worker.lock, worker.field(side or None))
+        drop = self.dropped.get(key)
+        if drop is not None and drop.at < max(worker.since, self.granted.get(key, -1.0)):
+            del self.dropped[key]
+
+    def heard(
+        self,
+        worker: Worker,
+        side: str,
+        started: float,
+        what: str,
+        result: Any,
+        error: BaseException | None,
+    ) -> None:
+        """``worker``'s re-entry or release of ``side``, begun at ``started``, came back:
+        if a drop had deleted that hold before it began, the server's answer reflected the
+        loss, so the worker must have been told of it by now (no silent loss: a re-entry
+        granted afresh and counted on top of the lost hold, a release that freed the lock
+        while the caller still counts a hold)."""
+        key = (worker.lock, worker.field(side or None))
+        drop = self.dropped.get(key)
+        if drop is None or drop.at > started or isinstance(error, BackendError):
+            return  # (BackendError: no answer from the server, whatever the script did)
+        del self.dropped[key]
+        if what == "re-entry":
+            self.lost_reentries += 1
+            self.overtaken += drop.overtaken
+        if not worker.loss_told:
+            after = "another owner held it since; " if drop.overtaken else ""
+            self.violate(
+                "loss not reported",
+                f"{worker.name}'s {side + ' ' if side else ''}hold on {worker.lock!r} was "
+                f"deleted at {drop.at:.6f} (a "
+                f"drop); {after}its {what} begun at {started:.6f} answered {result!r} "
+                f"({error!r}) and nobody told it the hold was lost",
+            )
+
     def _interrupt(self) -> None:
         self._cancel(anywhere=True)
 
@@ -2097,9 +2326,12 @@ class Sim:
         for owner in before.keys() - fields.keys():
             if owner != releaser:  # ended, and not by its owner's release: a loss
                 self.lost_on_server.add((name, owner))
+        if effect.script.name in FORCE_RELEASES:
+            self.dropped_now(name, {f: "" for f in before.keys() - fields.keys()})
         for owner in fields.keys() - before.keys():
             self.lost_on_server.discard((name, owner))  # a new grant
             self.granted[name, owner] = self.now
+            self._overtaken(name, owner)
         if fields:
             self.free_since.pop(name, None)  # held, if only between two probes
         elif before:
@@ -2144,9 +2376,12 @@ class Sim:
         for gone in held_before - held:
             if gone != releaser:  # ended, and not by its owner's release: a loss
                 self.lost_on_server.add((name, gone))
+        if script in FORCE_RELEASES:
+            self.dropped_now(name, {f: "" for f in held_before - held})
         for new in held - held_before:
             self.lost_on_server.discard((name, new))  # a new grant
             self.granted[name, new] = self.now
+            self._overtaken(name, new)
         if after.get(keys.RW_MODE_FIELD) == keys.RW_WRITE_MODE or (
             held - held_before and before.get(keys.RW_MODE_FIELD) != keys.RW_READ_MODE
         ):  # taken (if only between two probes); readers joining readers do not count
@@ -2178,6 +2413,13 @@ class Sim:
                 f"{name} after {script} holds {sorted(held)} in mode {mode}: a writer beside "
                 "another holder",
             )
+
+    def _overtaken(self, name: str, field: str) -> None:
+        """``field`` was granted lock ``name``: a dropped hold of another owner there was
+        overtaken (the scenario the re-entry after a loss needs: tests/test_sim.py)."""
+        for (on, dropped), drop in self.dropped.items():
+            if on == name and _owner_of(dropped) != _owner_of(field):
+                drop.overtaken = True
 
     def expired(self, key: str, entry: tuple[str, Any] | None) -> None:
         self.note(None, "expired", key)
@@ -2278,6 +2520,8 @@ class Sim:
         return 5 * slowest + faults.drift * self.options.watchdog_timeout + 0.02
 
     def check_exclusion(self, worker: Worker) -> None:
+        if (worker.lock, worker.field()) in self.dropped:
+            return  # a grant a drop deleted since (a re-entry's): `check_holders()` looks on
         for other in self.workers:
             if other is not worker and other.lock == worker.lock and other.believes():
                 self.violate(
@@ -2289,6 +2533,8 @@ class Sim:
     def check_rw_exclusion(self, worker: Worker, side: str) -> None:
         """A ReadWriteLock grant of ``side``: no other owner believes it holds the write
         side, nor, for a write grant, any side (each on its own clock)."""
+        if (worker.lock, worker.field(side)) in self.dropped:
+            return  # a grant a drop deleted since (a re-entry's): `check_holders()` looks on
         for other in self.workers:
             if other is worker or other.lock != worker.lock:
                 continue
@@ -2318,6 +2564,7 @@ class Sim:
         have been told."""
         ended = (worker.lock, field) in self.lost_on_server
         self.lost_on_server.discard((worker.lock, field))
+        self.dropped.pop((worker.lock, field), None)  # (its last hold there is given up)
         if ended and not worker.loss_told:
             self.violate(
                 "loss not reported",
@@ -2363,10 +2610,39 @@ class Sim:
             base += self.options.watchdog_timeout / 3 + fair.FIRST_LOOK + 2 * fair.TURN_SLACK
         return base
 
+    def check_holders(self) -> None:
+        """Never two holders at one moment: of the owners that believe they hold a lock
+        (each on its own clock; a belief made stale by a drop it cannot know of yet left
+        out), at most one, or only readers; and the server agrees with each (its field is
+        in the hash), unless the server restarted empty since its grant."""
+        by_lock: dict[str, list[tuple[Worker, set[str]]]] = {}
+        for w in self.workers:
+            if w.held and not w.loss_told and w.state in ("holding", "releasing"):
+                sides = w.beliefs() if w.side else ({""} if w.believes() else set())
+                if sides:
+                    by_lock.setdefault(w.lock, []).append((w, sides))
+        for name, believers in by_lock.items():
+            kind = self.locks[name]
+            if len(believers) > 1 and (kind != RW or any(WRITE in s for _, s in believers)):
+                said = ", ".join(f"{w.name} ({'/'.join(sorted(s)) or kind})" for w, s in believers)
+                self.violate("mutual exclusion", f"{said} all believe they hold {name!r}")
+            fields = self.server.fields(name)
+            for w, sides in believers:
+                for side in sides:
+                    field = w.field(side or None)
+                    if field in fields or self.granted.get((name, field), 0.0) < self.restarted_at:
+                        continue
+                    self.violate(
+                        "mutual exclusion",
+                        f"{w.name} believes it holds {name!r} {side} with a valid lease, and "
+                        f"the server has no hold of it: {sorted(_short(f) for f in fields)}",
+                    )
+
     def _probe(self) -> None:
-        """Every 10 ms: a free lock with live waiters is taken within `bound()` (counted
-        from when it was free, its oldest waiter began and the last fault ended); so is a
-        ReadWriteLock in read mode with a live reader waiting."""
+        """Every 10 ms: `check_holders()`; a free lock with live waiters is taken within
+        `bound()` (counted from when it was free, its oldest waiter began and the last fault
+        ended); so is a ReadWriteLock in read mode with a live reader waiting."""
+        self.check_holders()
         for name in self.locks:
             bound = self.bound(name)
             # Live waiters: not about to time out, and not held up by their own reconcile (an
@@ -2453,6 +2729,15 @@ class Sim:
 
 
 @dataclass
+class _Drop:
+    """A hold deleted by a drop (`Sim.dropped`)."""
+
+    at: float
+    overtaken: bool = False
+    """Another owner was granted the lock since."""
+
+
+@dataclass
 class Result:
     seed: int
     acquisitions: int
@@ -2461,6 +2746,12 @@ class Result:
     """Real seconds the run took."""
     elections: int = 0
     """Leaderships won (a campaign that returned a term)."""
+    drops: int = 0
+    """Holds deleted by drops (`Faults.drops`)."""
+    lost_reentries: int = 0
+    """Re-entries made after a drop deleted the hold they re-enter."""
+    overtaken: int = 0
+    """Of those, re-entries made after another owner was granted the lock since the drop."""
 
 
 @contextmanager
@@ -2524,6 +2815,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rwlocks", type=int, default=0, help="ReadWriteLock names (default 0; -1: 1 or 2)"
     )
+    parser.add_argument(
+        "--drops",
+        type=float,
+        default=0.0,
+        help="holds deleted on the server per second (force-releases, failovers); owners then "
+        "re-enter half their Lock holds, and 3 in 10 re-entries follow a drop",
+    )
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument(
         "--skip",
@@ -2543,6 +2841,10 @@ def main(argv: list[str] | None = None) -> int:
         skip=frozenset(args.skip),
         faults=Faults.none() if args.no_faults else Faults(),
     )
+    if args.drops:
+        drops = {"drops": args.drops, "drops_before_reentry": 0.3}
+        options.faults = replace(options.faults, **drops)
+        options.lock_reentries = 0.5
     seeds = (
         range(args.seed, args.seed + 1)
         if args.seed is not None
