@@ -117,6 +117,9 @@ FORCE_RELEASES = ("lock_force_release", "fair_force_release", "rw_force_release"
 RW_ACQUIRES = ("rw_read_acquire", "rw_write_acquire")
 RW_MESSAGES = (keys.READ_UNLOCK_MESSAGE, keys.WRITE_UNLOCK_MESSAGE)
 """Scripts by which an owner ends its own hold (``+guard``: a reconcile's)."""
+WRITE_LOSS_HIDDEN = "write loss hidden by a read"
+"""The rule a read taken under its owner's own write hold breaks when the answer does not
+report that the write hold was lost (`Sim.heard`)."""
 RULES = frozenset(
     {
         "mutual exclusion",
@@ -132,6 +135,7 @@ RULES = frozenset(
         "terms increase",
         "no leader elected",
         "reader left waiting",
+        WRITE_LOSS_HIDDEN,
     }
 )
 """What the checkers check, by the names a `Violation` gives (``Options.skip``)."""
@@ -1595,6 +1599,9 @@ class Worker:
                 sim.note(self.client, "not re-entered", self.name, error)
             if again:
                 sim.heard(self, side, started, "re-entry", result, error)
+            elif WRITE in self.held:  # (its read, granted or not, asked about the lock)
+                what = "read under its write hold"
+                sim.heard(self, WRITE, started, what, result, error, WRITE_LOSS_HIDDEN)
             sim.at(sim.now + sim.rng.expovariate(1 / 0.004), self.client, self.release)
 
         self.task = self.client.spawn(flow, f"{self.name}.re", done)
@@ -2235,12 +2242,16 @@ class Sim:
         what: str,
         result: Any,
         error: BaseException | None,
+        rule: str = "loss not reported",
     ) -> None:
         """``worker``'s re-entry or release of ``side``, begun at ``started``, came back:
         if a drop had deleted that hold before it began, the server's answer reflected the
         loss, so the worker must have been told of it by now (no silent loss: a re-entry
         granted afresh and counted on top of the lost hold, a release that freed the lock
-        while the caller still counts a hold)."""
+        while the caller still counts a hold). ``rule`` skipped: not heard (its owner's
+        belief stays stale, as if it had not asked)."""
+        if rule != "loss not reported" and rule in self.options.skip:
+            return
         key = (worker.lock, worker.field(side or None))
         drop = self.dropped.get(key)
         if drop is None or drop.at > started or isinstance(error, BackendError):
@@ -2252,7 +2263,7 @@ class Sim:
         if not worker.loss_told:
             after = "another owner held it since; " if drop.overtaken else ""
             self.violate(
-                "loss not reported",
+                rule,
                 f"{worker.name}'s {side + ' ' if side else ''}hold on {worker.lock!r} was "
                 f"deleted at {drop.at:.6f} (a "
                 f"drop); {after}its {what} begun at {started:.6f} answered {result!r} "
