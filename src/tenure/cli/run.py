@@ -9,7 +9,8 @@ Acquire the lock (the watchdog renews it unless ``--lease`` is given), run CMD w
 forward signals to it, release when it exits and exit with its status. When the lock is lost
 while CMD runs (the watchdog finds the hold gone, or a ``--lease`` runs out), CMD is
 terminated, its children too (its process group): SIGTERM, then SIGKILL after ``--grace``
-seconds. From a terminal, CMD runs in its foreground (Ctrl-C reaches CMD).
+seconds. From a terminal, CMD runs in its foreground (Ctrl-C reaches CMD). If tenure dies
+(SIGKILL, a crash), CMD's process group dies with it (cli/guard.py).
 
 Exit statuses: CMD's own (128 + N when a signal N ended it); 75 (EX_TEMPFAIL) when the wait
 ran out; 1 with a one-line message for a server error or a lost lock; 126/127 when CMD
@@ -32,6 +33,7 @@ import click
 from rich.console import Console
 
 import tenure
+from tenure.cli import guard
 from tenure.cli.common import (
     client,
     grace_option,
@@ -351,15 +353,22 @@ class Runner:
         read from the background) stops it, tenure stops too (`_suspend`)."""
         env = dict(os.environ, **self._env(token))
         handlers = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
+        armed = -1
         try:
+            # The guard (cli/guard.py) becomes COMMAND in the same process, having left a
+            # reaper that stops COMMAND's group if tenure ends (SIGKILL, a crash) while
+            # ``armed``, the pipe's write end, is open and not `disarm`ed. It says when
+            # COMMAND cannot be run (126, 127).
+            watched, armed = os.pipe()
             try:
-                self.child = subprocess.Popen(self.command, env=env, process_group=0)
-            except FileNotFoundError:
-                self.say(f"command not found: {self.command[0]}")
-                return 127
-            except PermissionError:
-                self.say(f"permission denied: {self.command[0]}")
-                return 126
+                self.child = subprocess.Popen(
+                    guard.argv(watched, self.grace, self.command),
+                    env=env,
+                    process_group=0,
+                    pass_fds=(watched,),
+                )
+            finally:
+                os.close(watched)
             try:
                 if self._in_foreground():
                     self._set_foreground(self.child.pid)
@@ -373,9 +382,13 @@ class Runner:
                     if self.child.poll() is None:
                         self._terminate()
                 code = self.child.wait()
+                guard.disarm(armed)  # the group is done with, or left to run on (flock(1))
+                armed = -1
             finally:
                 self._take_terminal_back()
         finally:
+            if armed >= 0:  # tenure leaves without having seen COMMAND exit: so must it
+                os.close(armed)
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
         return 128 - code if code < 0 else code
