@@ -24,7 +24,8 @@ import tenure
 from support.signals import alarm_when_leaving, cancel_twice_while_leaving
 from support.twins import async_wait_until, wait_until
 from support.wire import text
-from tenure import keys
+from tenure import _redis, keys
+from tenure.aio import backend as backend_module
 
 TENURE_SRC = str(Path(tenure.__file__).parent)
 TENURE_TESTING = str(Path(tenure.__file__).parent / "testing")
@@ -410,18 +411,34 @@ def test_a_pooled_connection_an_interrupt_left_torn_is_not_lent_as_it_is(
 
 
 async def test_a_release_cancelled_while_its_script_waits_lets_the_lock_go(
-    async_make_client, r: redis.Redis
+    async_make_client, r: redis.Redis, server, monkeypatch
 ) -> None:
     # Reviewer R3's F3: the release forgets the hold (nobody renews it), its script waits
     # on a paused server, and the task is cancelled (a shutdown, a level-triggered cancel
     # scope). Before, the lock stayed held to its lease end (30 s): now the release is
     # finished in the background once the server answers.
+    # The server is stopped (SIGSTOP) and the cancellation comes once the script's bytes
+    # are written, not after a sleep: a 50 ms sleep against a 300 ms CLIENT PAUSE could
+    # cancel before the send, or after the reply, on a loaded machine.
     lock = async_make_client().lock("cancelled-release")
     assert await lock.acquire()
-    r.execute_command("CLIENT", "PAUSE", 300, "ALL")
-    task = asyncio.ensure_future(lock.release())
-    await asyncio.sleep(0.05)  # the script sent, the server paused
-    task.cancel()
+    sent = asyncio.Event()
+    send = _redis.async_send_command  # how a call with no settle sends its script
+
+    async def noting(conn: Any, *args: Any) -> None:
+        await send(conn, *args)
+        if args[:1] in (("EVALSHA",), ("EVAL",)) and "cancelled-release" in args:
+            sent.set()  # written into the socket: the server has it, unread
+
+    monkeypatch.setattr(backend_module, "async_send_command", noting)
+    server.pause()
+    try:
+        task = asyncio.ensure_future(lock.release())
+        await asyncio.wait_for(sent.wait(), 5)
+        assert not task.done()
+        task.cancel()  # the reply cannot have come: the server is stopped
+    finally:
+        server.resume()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await async_wait_until(lambda: not r.exists("cancelled-release"), 2.0), r.pttl(
