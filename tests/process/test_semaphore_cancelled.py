@@ -118,7 +118,13 @@ async def test_a_caller_cancelled_while_its_granted_acquire_leaves_the_channel(
     cancellation of the acquire's task can be absorbed there (on Python 3.11 redis-py's
     write goes through ``asyncio.wait_for``, which returns the finished write's result
     instead of raising); the flow then returns True to nobody. The permit must come back
-    all the same (before: it stayed taken, 0 of 1 left)."""
+    all the same (before: it stayed taken, 0 of 1 left).
+
+    The PING is sent only if the other waiter reads the socket by then: the head, woken
+    as the reader, hands the socket over to it, and the head's grant (a round trip) raced
+    that hand-over (lost in tests/process runs: no PING, skipped). So the head's leave
+    waits until the other waiter reads. The other waiter may take the permit given back
+    before it is cancelled: it gives it back too."""
     name = "cancelled-leaving"
     channel = "redisson_sc:{" + name + "}"
     giver = async_make_client().semaphore(name)
@@ -131,39 +137,47 @@ async def test_a_caller_cancelled_while_its_granted_acquire_leaves_the_channel(
     assert await async_wait_until(lambda: _asleep(waiter_client, channel, 2), 5, 0.005)
     leaving = [0]
     cancelled_at: list[tuple[str, ...]] = []
-    for listener in list(waiter_client._runner._listener._by_node.values()):
-        send, unsubscribe = listener._send, listener.unsubscribe
+    (listener,) = waiter_client._runner._listener._by_node.values()
+    table = listener._table
+    send, unsubscribe = listener._send, listener.unsubscribe
 
-        async def sending(*args: str, send=send) -> None:
-            if leaving[0] and not cancelled_at:
-                cancelled_at.append(args)
-                task.cancel()  # the caller's cancellation, while its flow leaves
-            await send(*args)
+    async def sending(*args: str) -> None:
+        if leaving[0] and not cancelled_at:
+            cancelled_at.append(args)
+            task.cancel()  # the caller's cancellation, while its flow leaves
+        await send(*args)
 
-        async def leave(*args: object, unsubscribe=unsubscribe) -> None:
-            leaving[0] += 1
-            try:
-                await unsubscribe(*args)
-            finally:
-                leaving[0] -= 1
+    def reading(me: object) -> bool:
+        """Another waiter than ``me`` reads the socket, blocked on it."""
+        return table.reader not in (None, me) and table.reader_cond is not None
 
-        listener._send, listener.unsubscribe = sending, leave
+    async def leave(*args: object) -> None:
+        if not leaving[0] and not cancelled_at:  # the head's leave, with its grant
+            me = asyncio.current_task()
+            assert await async_wait_until(lambda: reading(me), 5, 0.001), table.reader
+        leaving[0] += 1
+        try:
+            await unsubscribe(*args)
+        finally:
+            leaving[0] -= 1
+
+    listener._send, listener.unsubscribe = sending, leave
     await giver.release()  # wakes the head: its attempt is granted, then it leaves
     try:
         if await task:  # the cancellation came too late for the caller: its permit
             await sem.release()
     except asyncio.CancelledError:
         pass
-    other.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await other
+    other.cancel()  # may have taken the permit given back meanwhile: it gives it back
+    try:
+        if await other:
+            await sem.release()
+    except asyncio.CancelledError:
+        pass
     assert await async_wait_until(lambda: r.get(name) == b"1", 0.5, 0.01), (
         f"{r.get(name)!r} of 1 permit available after a cancellation while leaving"
     )
-    if not cancelled_at:
-        # The permit came back, but the interleaving this test is for did not happen: seen
-        # only in the whole suite's run (both servers at once), not traced yet.
-        pytest.skip("the granted acquire sent nothing while leaving its channel")
+    assert cancelled_at == [("PING",)], cancelled_at  # the interleaving this test is for
 
 
 async def test_a_permit_acquire_cancelled_again_while_giving_back_leaves_nothing_out(
