@@ -29,12 +29,12 @@ ELECTION_SEEDS = range(20)
 RW_SEEDS = range(20)
 """The CI budget of ReadWriteLocks: 20 seeds of 60 virtual seconds, ReadWriteLocks alone
 (about 5 s on a shared core, some 19,000 acquisitions)."""
-RW_KNOWN: frozenset[str] = frozenset({sim.WRITE_LOSS_HIDDEN})
-"""Rules the ReadWriteLock model finds broken by a real bug (pinned by a strict xfail test):
-`sim.WRITE_LOSS_HIDDEN`, under drops alone
-(`test_a_read_under_a_lost_write_hold_reports_the_loss`). (``late lease-end re-check`` until
-a read release that shortens the lock's expiry told the waiters:
-`test_a_read_release_that_shortens_the_lease_tells_the_waiters`.)"""
+RW_KNOWN: frozenset[str] = frozenset()
+"""Rules the ReadWriteLock model finds broken by a real bug (pinned by a strict xfail test);
+none now. (``late lease-end re-check`` until a read release that shortens the lock's expiry
+told the waiters: `test_a_read_release_that_shortens_the_lease_tells_the_waiters`;
+`sim.WRITE_LOSS_HIDDEN` until a read under the owner's write hold expected that hold:
+`test_a_read_under_a_lost_write_hold_reports_the_loss`.)"""
 
 
 class Alone(TypedDict, total=False):
@@ -144,13 +144,14 @@ def test_a_hold_deleted_on_the_server_is_reported_never_doubled(kind: str) -> No
     print(f"{kind}: {drops} holds dropped, {lost} re-entries after a drop, {overtaken} overtaken")
 
 
-# Found by the drops model (seed 0; 29 of the first 30 seeds): a read taken under its owner's
-# own write hold after that write hold was lost on the server. rw_read_acquire.lua expects a
-# re-entry (ARGV[8]) only when the client records read holds, so the read is granted afresh
-# (a new read hold: the lock in read mode, other readers let in) and nothing tells the owner,
-# who still believes it holds the write side until a renewal finds it gone or, with a lease,
-# until its write release.
-@pytest.mark.xfail(strict=True, raises=sim.Violation, reason="not reported yet")
+# Found by the drops model (seed 0; 29 of the first 30 seeds, before the fix): a read taken
+# under its owner's own write hold after that write hold was lost on the server.
+# rw_read_acquire.lua expected a re-entry (ARGV[8]) only when the client recorded read holds,
+# so the read was granted afresh (a new read hold: the lock in read mode, other readers let
+# in) and nothing told the owner, who still believed it held the write side until a renewal
+# found it gone or, with a lease, until its write release. The read now also expects the
+# owner's write hold when the client records one (ARGV[9]): 'lost', reported as a re-entry's
+# (tests/_async/test_rw_read_after_lost_write.py on the servers).
 def test_a_read_under_a_lost_write_hold_reports_the_loss() -> None:
     sim.run(0, sim.Options(skip=sim.RULES - {sim.WRITE_LOSS_HIDDEN}, **DROPPED["rw"]))
 

@@ -19,7 +19,9 @@ class AsyncReadLock(AsyncLock):
     mode and wakes every waiter, returning False otherwise; ``remaining_lease()`` is the
     lock's, which lives as long as its longest read hold. Each read hold expires on its own
     lease, so a dead reader's hold ends without waiting for the others; the watchdog renews
-    the caller's own holds only. The owner of the write side may take read holds too.
+    the caller's own holds only. The owner of the write side may take read holds too; with
+    its write hold gone on the server, such a read raises
+    [`tenure.LockLostError`][tenure.errors.LockLostError] and reports that hold's loss.
     """
 
     core_class = ReadLockCore

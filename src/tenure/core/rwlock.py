@@ -48,6 +48,7 @@ from tenure import keys, scripts
 from tenure.core.args import MAX_SECONDS, to_ms
 from tenure.core.context import Context
 from tenure.core.effects import Call, Command, Flow, Subscribe
+from tenure.core.holds import Hold
 from tenure.core.lock import REENTRY_LOST, LockCore, LossCallback, guard
 from tenure.errors import BackendError, LockUpgradeError, ReplicationError
 
@@ -175,9 +176,17 @@ class ReadLockCore(_SideCore):
         self, owner: str, lease: float | None, wait: float, again: bool = False
     ) -> Flow[int | None]:
         lease_ms = self.lease_ms(lease)
+        writer = keys.rw_writer_field(owner)
         hold = self.ctx.holds.get(self.key, owner)
-        # A re-entry: granted only on top of the read holds the server still has.
-        reentry = [1] if hold is not None else []
+        write = self.ctx.holds.get(self.key, writer)
+        # A re-entry: granted only on top of the read holds the server still has; a read
+        # under the owner's write hold, only while the server still has that write hold (a
+        # read granted afresh would let other readers in beside the write body).
+        expects: list[str | int] = []  # ARGV[8] and ARGV[9], the trailing '' left out
+        if write is not None:
+            expects = [1 if hold is not None else "", 1]
+        elif hold is not None:
+            expects = [1]
 
         def build(readers: Readers) -> Call:
             timeout_keys, declaration = self.declare(readers)
@@ -185,14 +194,7 @@ class ReadLockCore(_SideCore):
                 return Call(
                     self.acquire_script,
                     [self.key, *timeout_keys],
-                    [
-                        lease_ms,
-                        owner,
-                        keys.rw_writer_field(owner),
-                        *declaration,
-                        *([""] if reentry else []),
-                        *reentry,
-                    ],
+                    [lease_ms, owner, writer, *declaration, *([""] if expects else []), *expects],
                     changes=True,
                 )
             # A reader waiting on the channel: its refusal marks the wake queue, so that the
@@ -200,7 +202,7 @@ class ReadLockCore(_SideCore):
             return Call(
                 self.acquire_script,
                 [self.key, *timeout_keys, self.wake_queue],
-                [lease_ms, owner, keys.rw_writer_field(owner), *declaration, 1, *reentry],
+                [lease_ms, owner, writer, *declaration, 1, *expects],
                 changes=True,
             )
 
@@ -212,6 +214,10 @@ class ReadLockCore(_SideCore):
         reply = yield from self.declared(build, first, owner, 1, send)
         if reply is not None:
             if reply in REENTRY_LOST:
+                if write is not None:
+                    # The owner's write hold is gone, and any read holds under it with it (the
+                    # hash deleted or taken over: a lost write hold leaves none of them).
+                    report_lost(self.ctx, write)
                 self.reentry_lost(owner, hold)
             return int(reply)
         self.granted(owner, lease)
@@ -354,6 +360,15 @@ class WriteLockCore(_SideCore):
             return guard(self.release_call(owner, lease, readers), self.field(owner), recorded)
 
         return (yield from self.declared(build, {owner: self.read_holds(owner)}, owner))
+
+
+def report_lost(ctx: Context, hold: Hold) -> None:
+    """An attempt on one side found the owner's ``hold`` of the other side gone on the
+    server (``'lost'``): report its loss to the side that granted it, as
+    `LockCore.reentry_lost()` does for the attempt's own side, unless the keeper took it off
+    the table meanwhile, as it then reports it."""
+    if ctx.holds.discard(hold.key, hold.field) is hold:
+        hold.sink.hold_lost(hold.owner)
 
 
 def _text(value: object) -> str:

@@ -8,12 +8,16 @@
 -- ARGV[8] '1' when the caller's client records read holds of the owner here (a re-entry
 -- expected; optional, with ARGV[7] sent, '' for none): granted only on top of the read
 -- holds the server still has
+-- ARGV[9] '1' when the caller's client records the owner's write hold here (optional, with
+-- ARGV[7] and ARGV[8] sent, '' for none): a read under that write hold is granted only while
+-- the server still has it (a read granted afresh would put the lock in read mode, letting
+-- other readers in beside a body that still believes it holds the write side)
 -- Granted when nobody holds the lock, when it is in read mode, or when the caller holds
 -- the write lock. Each read hold gets its own timeout key; the hash lives at least as long
 -- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
 -- reach the new hold (nothing changed), 'lost' when a re-entry was expected and the owner has
--- no read hold (its earlier ones were lost: nothing is granted; lock_acquire.lua says why),
--- else the lock's PTTL in ms.
+-- no read hold, or its write hold was expected and is gone (lost: nothing is granted;
+-- lock_acquire.lua says why), else the lock's PTTL in ms.
 -- A free lock (PTTL -2: no key, so no kind to check and no hold counted) is granted to a
 -- caller declared alone (1, owner, n >= 1: its hold 1 is KEYS[2]) before the fragments below
 -- are included: PTTL, SET, HSET and PEXPIRE, and no function defined (each local function is
@@ -21,7 +25,7 @@
 -- HMGET (then marks the queue when the reader waits).
 
 local ttl = redis.call('pttl', KEYS[1]) -- the hash's; no write below changes its expiry
-if ttl == -2 and ARGV[8] == '1' then
+if ttl == -2 and (ARGV[8] == '1' or ARGV[9] == '1') then
     return 'lost'
 end
 if ttl == -2 and ARGV[4] == '1' and ARGV[5] == ARGV[2] and (tonumber(ARGV[6]) or 0) >= 1 then
@@ -46,6 +50,9 @@ end
 local mode = found[1]
 if not mode and ttl ~= -2 then
     return kind_reply(KEYS[1], 'a Lock, FairLock or FencedLock, not a ReadWriteLock')
+end
+if ARGV[9] == '1' and not found[2] then -- the owner's write hold is gone
+    return 'lost'
 end
 if mode == 'write' and not found[2] then
     if ARGV[8] == '1' then -- another writer: the owner's read holds are gone
