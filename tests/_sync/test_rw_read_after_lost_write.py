@@ -20,6 +20,7 @@ renewal. The caller is a task here and a thread in the generated sync twin (test
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ import redis
 
 import tenure
 from support.twins import wait_until
+from tenure.core.rwlock import report_lost
 
 LOSSES = ["del", "expire"]
 AFTER = ["free", "written", "write-held", "read-held"]
@@ -181,3 +183,31 @@ def test_reads_taken_under_a_lost_write_hold_are_reported_with_it(
     assert rl.valid_for() == 0.0
     assert wl.valid_for() == 0.0
 
+
+
+def test_a_write_hold_the_keeper_took_off_meanwhile_is_reported_before_the_raise(
+    make_client, r
+):
+    """The keeper found the write hold gone (a renewal) while the read was in flight: the
+    hold is off the table, its report to come after the keeper's pass. The read's 'lost'
+    makes that report at once, and only once (`report_lost()`), before LockLostError."""
+    a = make_client()
+    told: list[Any] = []
+    name = "read-after-lost-write-keeper"
+    rw = a.read_write_lock(name, on_lost=told.append)
+    wl = rw.write_lock()
+    assert wl.acquire()
+    core = wl.core
+    hold = core.ctx.holds.get(core.key, core.field(wl.runner.owner()))
+    assert hold is not None
+    assert core.ctx.holds.expired(math.inf) == [hold]  # as the keeper removes a lost hold
+    assert not wl.lost  # its report still to come
+    report_lost(core.ctx, hold)
+    assert wl.lost
+    wait_until(lambda: len(told) == 1, timeout=5)
+    assert told == [wl]
+    hold.report_loss()  # the keeper's own report, after its pass: not a second one
+    with pytest.raises(tenure.LockLostError):
+        wl.release()
+    assert told == [wl]
+    r.delete(name)
