@@ -15,6 +15,7 @@ failed 3 times in 120 runs beside two CPU hogs)."""
 from __future__ import annotations
 
 import time
+from math import inf
 from typing import Any
 
 import pytest
@@ -53,8 +54,10 @@ def waiting(client: Any) -> int:
     for listener in list(client._runner._listener._by_node.values()):
         table = listener._table
         for entry in list(listener._parking.channels.values()):
-            idle = [key for key, ticket in list(entry.tickets.items()) if not ticket.permit]
-            count += sum(1 for key in idle if key in table.sleepers or table.reader == key)
+            # in a wait (its end set): one awaiting its SUBSCRIBE's answer, before its
+            # attempt, sleeps or reads too
+            idle = [k for k, t in list(entry.tickets.items()) if not t.permit and t.end > -inf]
+            count += sum(1 for k in idle if k in table.sleepers or table.reader == k)
     return count
 
 

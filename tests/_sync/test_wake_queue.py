@@ -7,6 +7,7 @@ published there (a Redisson release) wakes tenure's waiters."""
 from __future__ import annotations
 
 import time
+from math import inf
 
 import redis
 
@@ -26,8 +27,10 @@ def waiting(client) -> int:
     for listener in list(client._runner._listener._by_node.values()):
         table = listener._table
         for entry in list(listener._parking.channels.values()):
-            idle = [key for key, ticket in list(entry.tickets.items()) if not ticket.permit]
-            count += sum(1 for key in idle if key in table.sleepers or table.reader == key)
+            # in a wait (its end set): one awaiting its SUBSCRIBE's answer, before its
+            # attempt, sleeps or reads too
+            idle = [k for k, t in list(entry.tickets.items()) if not t.permit and t.end > -inf]
+            count += sum(1 for k in idle if k in table.sleepers or table.reader == k)
     return count
 
 
