@@ -8,7 +8,7 @@ import time
 import pytest
 
 import tenure
-from support.twins import Event, gather, sleep, spawn
+from support.twins import Event, gather, sleep, spawn, wait_until
 from support.wire import keys_on
 
 NODE_TIMEOUT = 0.5
@@ -72,13 +72,20 @@ def test_two_hung_still_acquires(red, nodes, hung):
 
 
 def test_three_killed_refused_and_nothing_left(red, nodes):
+    # A failed attempt's members are released as their replies come (docs/primitives/
+    # red-lock.md), perhaps after acquire() returned: on a loaded machine one was still
+    # held when looked at at once (in a run of tests/_async beside two CPU hogs). Gone
+    # well before their 10 s lease ends: released, not expired.
+    def nothing_left() -> bool:
+        return keys_on([nodes[1], nodes[3]], "red") == [False, False]
+
     for i in (0, 2, 4):
         nodes[i].kill()
     for _ in range(3):
         assert not red.acquire(timeout=0.3, lease_time=10)
-        assert keys_on([nodes[1], nodes[3]], "red") == [False, False]
+        assert wait_until(nothing_left, 5), keys_on([nodes[1], nodes[3]], "red")
     assert not red.acquire(timeout=0)
-    assert keys_on([nodes[1], nodes[3]], "red") == [False, False]
+    assert wait_until(nothing_left, 5), keys_on([nodes[1], nodes[3]], "red")
 
 
 def test_ten_callers_increment_exactly(red, nodes):
