@@ -211,3 +211,89 @@ def test_a_write_hold_the_keeper_took_off_meanwhile_is_reported_before_the_raise
         wl.release()
     assert told == [wl]
     r.delete(name)
+
+
+# The other direction: the write side asked for by an owner whose client records read holds
+# of it and no write hold. Redisson refuses that upgrade (LockUpgradeError here, at once); but
+# with those read holds lost on the server the write was granted afresh (a free lock) or
+# waited for (another holder), on top of reads the owner still believed it held: the loss
+# told nobody until a renewal, or the read release after the write body.
+@pytest.mark.parametrize("how", LOSSES)
+@pytest.mark.parametrize("after", AFTER)
+def test_a_write_asked_for_over_lost_read_holds_reports_them(
+    make_client, r, how, after
+):
+    a, b = make_client(), make_client()
+    told: list[Any] = []
+    name = f"write-over-lost-reads-{how}-{after}"
+    rw = a.read_write_lock(name, on_lost=told.append)
+    wl, rl = rw.write_lock(), rw.read_lock()
+    assert rl.acquire()
+    lose(r, name, how)
+    other = b.read_write_lock(name)
+    if after == "written":
+        assert other.write_lock().acquire(blocking=False)
+        other.write_lock().release()
+    elif after == "write-held":
+        assert other.write_lock().acquire(blocking=False)
+    elif after == "read-held":
+        assert other.read_lock().acquire(blocking=False)
+    before = set(r.hkeys(name))
+    with pytest.raises(tenure.LockLostError, match="earlier hold on this lock was lost"):
+        wl.acquire(blocking=False)
+    assert rl.lost
+    assert not wl.lost
+    wait_until(lambda: len(told) == 1, timeout=5)
+    assert told == [rl]
+    assert set(r.hkeys(name)) == before  # nothing was taken for A
+    assert rl.valid_for() == 0.0
+    assert wl.valid_for() == 0.0
+    with pytest.raises(tenure.LockLostError):
+        rl.release()
+    if after in ("write-held", "read-held"):
+        side = other.write_lock() if after == "write-held" else other.read_lock()
+        side.release()
+    assert not r.exists(name)
+
+
+def test_a_write_asked_for_over_read_holds_still_held_is_refused(make_client, r):
+    """The expectation changes nothing while the read holds are there: LockUpgradeError at
+    once, nothing taken, nothing reported lost."""
+    a = make_client()
+    name = "write-over-held-reads"
+    rw = a.read_write_lock(name)
+    wl, rl = rw.write_lock(), rw.read_lock()
+    assert rl.acquire()
+    with pytest.raises(tenure.LockUpgradeError):
+        wl.acquire(blocking=False)
+    with pytest.raises(tenure.LockUpgradeError):
+        wl.acquire(timeout=5)
+    assert r.hget(name, "mode") == b"read"
+    rl.release()
+    assert not r.exists(name)
+    assert not wl.lost
+    assert not rl.lost
+
+
+@pytest.mark.parametrize("how", LOSSES)
+def test_a_write_reentry_after_the_loss_reports_the_reads_under_it(
+    make_client, r, how
+):
+    """The owner took a read under its write hold, then the hash went (both holds with it):
+    a write re-entry reports both sides lost and takes nothing."""
+    a = make_client()
+    told: list[Any] = []
+    name = f"write-reentry-reads-under-{how}"
+    rw = a.read_write_lock(name, on_lost=told.append)
+    wl, rl = rw.write_lock(), rw.read_lock()
+    assert wl.acquire()
+    assert rl.acquire()
+    lose(r, name, how)
+    with pytest.raises(tenure.LockLostError):
+        wl.acquire(blocking=False)
+    assert wl.lost
+    assert rl.lost
+    wait_until(lambda: len(told) == 2, timeout=5)
+    assert not r.exists(name)
+    assert rl.valid_for() == 0.0
+    assert wl.valid_for() == 0.0

@@ -60,7 +60,9 @@ def test_a_writer_holding_read_holds_retries_with_every_check(ctx: Context, owne
     )
     assert run.result is True
     retry = [e for e in run.effects if getattr(e, "script", None) is not None][1]
-    assert retry.args == [30000, f"{owner}:write", owner, ctx.identity.client_id]  # no 1
+    # No retry 1 (ARGV[5] ''); its read holds expected (ARGV[7]): 'upgrade' while the
+    # server has them, 'lost' once they are gone.
+    assert retry.args == [30000, f"{owner}:write", owner, ctx.identity.client_id, "", "", 1]
 
 
 def test_a_waiting_reader_retries_once_subscribed_and_marks_the_queue(

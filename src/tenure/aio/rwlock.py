@@ -36,7 +36,8 @@ class AsyncWriteLock(AsyncLock):
     - ``acquire`` raises [`tenure.LockUpgradeError`][tenure.errors.LockUpgradeError] at once,
     blocking or not, when
       the caller holds read holds but not the write hold: it would wait on its own reads.
-      Release the reads first.
+      Release the reads first. With those read holds gone on the server (lost), it raises
+      [`tenure.LockLostError`][tenure.errors.LockLostError] instead and reports their loss.
     - Releasing the last write hold while the caller still holds read holds leaves the lock
       in read mode (downgrade); waiting readers are woken.
     - ``locked()`` is True while the lock is in write mode; ``force_release()`` deletes the

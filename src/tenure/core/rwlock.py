@@ -18,7 +18,7 @@ channel is no registered client (a Redisson waiter), as Redisson's own unlock do
 
 Differences from Redisson: a caller holding only read holds that asks for the write lock
 gets [`LockUpgradeError`][tenure.errors.LockUpgradeError] at once (Redisson waits on itself
-forever);
+forever), or LockLostError when those read holds are gone on the server;
 the watchdog renews only the caller's own read holds (Redisson renews every reader's); lock
 expiries are only ever extended by renewals and read acquisitions, never shortened; a
 downgrade wakes waiting readers. A Redisson reader's renewal sets the expiry (it may cut it
@@ -308,25 +308,33 @@ class WriteLockCore(_SideCore):
         args: list[str | int] = [self.lease_ms(lease), self.field(owner), owner]
         registering = self._registering.get(owner, False)
         hold = self.ctx.holds.get(self.key, self.field(owner))
+        reads = self.ctx.holds.get(self.key, owner)
         # A retry within a wait by an owner holding nothing here: the script skips the kind
         # and re-entry checks its first attempt made (a refusal costs the PTTL alone).
-        retry = again and hold is None and self.read_holds(owner) == 0
+        retry = again and hold is None and reads is None
         if registering:
             # A waiter listening on its client channel: a refusal registers its client.
             keys_.append(self.wake_queue)
             args.append(self.ctx.identity.client_id)
-        elif retry or hold is not None:
+        elif retry or hold is not None or reads is not None:
             args.append("")
         if retry:
             args.append(1)
         elif hold is not None:
             args += ["", 1]  # a re-entry: granted only on top of the write hold it still has
+        elif reads is not None:
+            # An upgrade, refused while the server has those read holds; with them gone,
+            # granting it would hide their loss (the read body believes it still holds).
+            args += ["", "", 1]
         call = Call(self.acquire_script, keys_, args, changes=True)
         reply = yield from self.acquire_call(owner, call, lease)
         if reply is None:
             self.granted(owner, lease)
             return None
         if reply in REENTRY_LOST:
+            if reads is not None:
+                # The read holds it expected, or those under its lost write hold: gone too.
+                report_lost(self.ctx, reads)
             self.reentry_lost(owner, hold)
         if isinstance(reply, bytes | str):
             raise LockUpgradeError(

@@ -9,11 +9,14 @@
 -- ARGV[6] '1' when the caller's client records a write hold here (a re-entry expected;
 -- optional, with ARGV[4] and ARGV[5] sent, '' for none): granted only on top of the write
 -- hold the server still has
+-- ARGV[7] '1' when the caller's client records read holds of the owner here and no write
+-- hold (an upgrade; optional, with ARGV[4] to ARGV[6] sent): refused ('upgrade') while the
+-- server still has them; with them gone, granting (or waiting) would hide their loss
 -- Granted when nobody holds the lock, or on re-entry by the writer (which adds the lease to
 -- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
 -- caller holds read holds only (it would wait on itself forever), 'lost' when a re-entry
--- was expected and the caller has no write hold (its earlier one was lost: nothing is
--- granted; lock_acquire.lua says why), else the lock's PTTL.
+-- was expected and the caller has no write hold, or its read holds were expected and it has
+-- none (lost: nothing is granted; lock_acquire.lua says why), else the lock's PTTL.
 -- A free lock (PTTL -2: no key, so no kind to check) is granted before the fragments below
 -- are included: every uncontended grant runs PTTL, HSET and PEXPIRE and defines no function
 -- (each local function is made anew on every run of a script). A first attempt on a held
@@ -21,7 +24,7 @@
 
 local ttl = redis.call('pttl', KEYS[1])
 if ttl == -2 then
-    if ARGV[6] == '1' then
+    if ARGV[6] == '1' or ARGV[7] == '1' then
         return 'lost'
     end
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
@@ -57,7 +60,7 @@ if mode == 'write' and found[2] then
     end
     return nil
 end
-if ARGV[6] == '1' then
+if ARGV[6] == '1' or (ARGV[7] == '1' and not found[3]) then
     return 'lost'
 end
 if mode == 'read' and found[3] then
