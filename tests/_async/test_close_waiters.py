@@ -8,6 +8,7 @@ for that leadership's whole lease."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -83,3 +84,32 @@ async def test_a_second_close_returns_once_the_first_has_closed(async_make_clien
     assert isinstance(await gone.outcome(5), ClientClosedError)
     assert queue_of(r, "close-twice") == [], "the closed client's entry is still queued"
     await lock.release()
+
+
+async def test_close_after_a_targeted_unlock_returns_at_once(async_make_client, r):
+    """A client whose release woke another client alone keeps a flow of back-up looks for
+    ``WAKE_CHECK_LINGER`` (1 s) after its last look. Closed meanwhile, that flow ends at
+    once (before: its pauses ended at close() and it spun until the linger was over,
+    holding the event loop, or a thread, for up to 1 s; close() took 0.8 s)."""
+    releaser, waiter = async_make_client(), async_make_client()
+    held, wanted = releaser.lock("close-look"), waiter.lock("close-look")
+    assert await held.acquire()
+
+    async def take_and_give_back() -> bool:
+        taken = await wanted.acquire(timeout=10)
+        await wanted.release()
+        return taken
+
+    waiting = async_spawn(take_and_give_back)
+    assert await async_wait_until(lambda: r.zcard("tenure_lock_wake:{close-look}") > 0)
+    await held.release()  # woke the waiter's client alone: a back-up look is armed
+    assert await waiting.outcome(10) is True
+    checks = releaser._runner.ctx.wake_checks
+    # The look made (none due), the flow lingering (it woke since: not -inf).
+    assert await async_wait_until(lambda: not checks._due and checks._awake > -math.inf, 1)
+    started = time.monotonic()
+    await releaser.close()
+    assert time.monotonic() - started < 0.3
+    assert await async_wait_until(lambda: checks._awake == -math.inf, 0.3, 0.005), (
+        "the flow of back-up looks still runs after close()"
+    )

@@ -8,6 +8,7 @@ for that leadership's whole lease."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -83,3 +84,32 @@ def test_a_second_close_returns_once_the_first_has_closed(make_client, r, server
     assert isinstance(gone.outcome(5), ClientClosedError)
     assert queue_of(r, "close-twice") == [], "the closed client's entry is still queued"
     lock.release()
+
+
+def test_close_after_a_targeted_unlock_returns_at_once(make_client, r):
+    """A client whose release woke another client alone keeps a flow of back-up looks for
+    ``WAKE_CHECK_LINGER`` (1 s) after its last look. Closed meanwhile, that flow ends at
+    once (before: its pauses ended at close() and it spun until the linger was over,
+    holding the event loop, or a thread, for up to 1 s; close() took 0.8 s)."""
+    releaser, waiter = make_client(), make_client()
+    held, wanted = releaser.lock("close-look"), waiter.lock("close-look")
+    assert held.acquire()
+
+    def take_and_give_back() -> bool:
+        taken = wanted.acquire(timeout=10)
+        wanted.release()
+        return taken
+
+    waiting = spawn(take_and_give_back)
+    assert wait_until(lambda: r.zcard("tenure_lock_wake:{close-look}") > 0)
+    held.release()  # woke the waiter's client alone: a back-up look is armed
+    assert waiting.outcome(10) is True
+    checks = releaser._runner.ctx.wake_checks
+    # The look made (none due), the flow lingering (it woke since: not -inf).
+    assert wait_until(lambda: not checks._due and checks._awake > -math.inf, 1)
+    started = time.monotonic()
+    releaser.close()
+    assert time.monotonic() - started < 0.3
+    assert wait_until(lambda: checks._awake == -math.inf, 0.3, 0.005), (
+        "the flow of back-up looks still runs after close()"
+    )

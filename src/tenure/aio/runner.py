@@ -114,9 +114,11 @@ class AsyncDriver:
                             result: T = stop.value
                             return result
                         try:
-                            if self.closed and isinstance(effect, (Call, Command, Settle)):
+                            if self.closed and isinstance(effect, (Call, Command, Settle, Sleep)):
                                 # Closed meanwhile (a background flow woke from its pause,
-                                # say): no new I/O once the client gave its connections back.
+                                # say): no new I/O once the client gave its connections back,
+                                # and no pause either: they end at once after close(), so a
+                                # flow that only pauses (the back-up looks' lingering) spun.
                                 raise ClientClosedError("the client is closed")
                             if effect.__class__ is Wait and not waited:
                                 waited = True
