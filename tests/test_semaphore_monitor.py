@@ -4,29 +4,14 @@ waiter sends one attempt per permit expiry, not more."""
 from __future__ import annotations
 
 import time
-from math import inf
 
 import redis
 
 import tenure
 from support.monitor import Monitor
+from support.parking import waiting
 from support.servers import Server
 from support.twins import spawn, wait_until
-
-
-def asleep(client: tenure.Client) -> int:
-    """Waiters of ``client`` past their last attempt, asleep or reading its socket, as its
-    parking table says (a 0.3 s sleep stood for it: on a loaded machine an attempt made
-    after its subscription could come later, into the monitored window)."""
-    count = 0
-    for listener in list(client._runner._listener._by_node.values()):
-        table = listener._table
-        for entry in list(listener._parking.channels.values()):
-            # in a wait (its end set): one awaiting its SUBSCRIBE's answer, before its
-            # attempt, sleeps or reads too
-            idle = [k for k, t in list(entry.tickets.items()) if not t.permit and t.end > -inf]
-            count += sum(1 for k in idle if k in table.sleepers or table.reader == k)
-    return count
 
 
 def test_idle_waiters_send_no_command(server: Server, r: redis.Redis, make_client) -> None:
@@ -37,7 +22,7 @@ def test_idle_waiters_send_no_command(server: Server, r: redis.Redis, make_clien
     jobs = [spawn(lambda: sem.acquire(timeout=30)) for _ in range(5)]
     jobs += [spawn(latch.wait, 30) for _ in range(5)]
     assert wait_until(lambda: len(r.pubsub_channels()) == 2, 5)
-    assert wait_until(lambda: asleep(client) == 10, 10)  # every waiter past its last attempt
+    assert wait_until(lambda: waiting(client) == 10, 10)  # every waiter past its last attempt
     monitor = Monitor(server)
     time.sleep(1.5)
     commands = monitor.commands()

@@ -15,11 +15,11 @@ failed 3 times in 120 runs beside two CPU hogs)."""
 from __future__ import annotations
 
 import time
-from math import inf
 from typing import Any
 
 import pytest
 
+from support.parking import waiting
 from support.twins import AsyncEvent, async_sleep, async_spawn, async_wait_until
 from tenure import keys
 from tenure.core import lock as lock_core
@@ -45,20 +45,6 @@ def no_look(monkeypatch) -> None:
 
     monkeypatch.setattr(LockCore, "_wake_check", skipped)
     monkeypatch.setattr(lock_core, "WAKE_CHECK_LINGER", 0.0)
-
-
-def waiting(client: Any) -> int:
-    """Waiters of ``client`` past their last attempt, asleep or reading its socket, as its
-    parking table says (a lingering channel's entry has no waiter)."""
-    count = 0
-    for listener in list(client._runner._listener._by_node.values()):
-        table = listener._table
-        for entry in list(listener._parking.channels.values()):
-            # in a wait (its end set): one awaiting its SUBSCRIBE's answer, before its
-            # attempt, sleeps or reads too
-            idle = [k for k, t in list(entry.tickets.items()) if not t.permit and t.end > -inf]
-            count += sum(1 for k in idle if k in table.sleepers or table.reader == k)
-    return count
 
 
 async def give_up(r, client, name: str) -> None:

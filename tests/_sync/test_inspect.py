@@ -10,6 +10,7 @@ import math
 import pytest
 
 import tenure
+from support.parking import waiting
 from support.twins import spawn, wait_until
 from tenure import keys
 
@@ -17,20 +18,6 @@ from tenure import keys
 def state(r):
     """Every key with its value dump and TTL: what inspect must leave as it found it."""
     return {k: (r.dump(k), r.pttl(k) > 0) for k in sorted(r.keys("*"))}
-
-
-def asleep(client) -> int:
-    """Waiters of ``client`` past their last attempt, asleep or reading its socket, as its
-    parking table says."""
-    count = 0
-    for listener in list(client._runner._listener._by_node.values()):
-        table = listener._table
-        for entry in list(listener._parking.channels.values()):
-            # in a wait (its end set): one awaiting its SUBSCRIBE's answer, before its
-            # attempt, sleeps or reads too
-            idle = [k for k, t in list(entry.tickets.items()) if not t.permit and t.end > -math.inf]
-            count += sum(1 for k in idle if k in table.sleepers or table.reader == k)
-    return count
 
 
 def test_free_name(client, r):
@@ -235,7 +222,7 @@ def test_an_election_shows_its_leader_term_and_candidates_in_order(make_client, 
     assert wait_until(lambda: r.pubsub_numsub(channel)[0][1] == 2)
     # Each candidate past its attempt after subscribing (which moves its deadline): on a
     # loaded machine one came between the two looks at the state below.
-    assert wait_until(lambda: asleep(b) == 1 and asleep(c) == 1, 10)
+    assert wait_until(lambda: waiting(b) == 1 and waiting(c) == 1, 10)
     before = state(r)
     info = a.inspect("sched")
     assert state(r) == before  # looking changes nothing

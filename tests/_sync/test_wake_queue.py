@@ -7,10 +7,10 @@ published there (a Redisson release) wakes tenure's waiters."""
 from __future__ import annotations
 
 import time
-from math import inf
 
 import redis
 
+from support.parking import waiting
 from support.twins import Event, sleep, spawn, wait_until
 from support.wire import Messages
 from tenure import keys
@@ -18,20 +18,6 @@ from tenure import keys
 
 def listening(r: redis.Redis, name: str) -> int:
     return int(r.pubsub_numsub(keys.lock_channel(name))[0][1])
-
-
-def waiting(client) -> int:
-    """Waiters of ``client`` past their last attempt, asleep or reading its socket, as its
-    parking table says."""
-    count = 0
-    for listener in list(client._runner._listener._by_node.values()):
-        table = listener._table
-        for entry in list(listener._parking.channels.values()):
-            # in a wait (its end set): one awaiting its SUBSCRIBE's answer, before its
-            # attempt, sleeps or reads too
-            idle = [k for k, t in list(entry.tickets.items()) if not t.permit and t.end > -inf]
-            count += sum(1 for k in idle if k in table.sleepers or table.reader == k)
-    return count
 
 
 def waiters_of(clients, name: str, events: list[Event], holding: Event):
