@@ -406,6 +406,15 @@ class HoldTable:
             ):
                 hold.lease, hold.confirmed = applied, at
 
+    def take(self, hold: Hold) -> bool:
+        """Forget ``hold`` if it is still the one recorded on its (key, field): True if
+        it was (then nobody else reports its loss: the keeper reports only what it took)."""
+        with self._mutex:
+            if self._holds.get((hold.key, hold.field)) is not hold:
+                return False
+            del self._holds[hold.key, hold.field]
+            return True
+
     def discard(self, key: str, field: str) -> Hold | None:
         """Forget every hold on (key, field)."""
         with self._mutex:

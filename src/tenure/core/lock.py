@@ -282,9 +282,13 @@ class LockCore:
         A fresh grant counted as a re-entry would hide the loss: the inner release would
         free the lock while the outer body still runs (reviewer R8, F1)."""
         field = self.field(owner)
-        if hold is not None and self.ctx.holds.get(self.key, field) is hold:
-            self.ctx.holds.discard(self.key, field)
-            self.hold_lost(owner)
+        if hold is not None:
+            # Taken off in one step: a look, then a discard, let the keeper take it off as
+            # lost in between and report it a second time (``on_lost`` twice).
+            if self.ctx.holds.take(hold):
+                self.hold_lost(owner)
+            else:  # taken off as lost by the keeper meanwhile: a look makes its report now
+                self.ctx.holds.get(self.key, field)
         raise LockLostError(
             f"lock {self.name!r}: the caller's earlier hold on this lock was lost; "
             "nothing was taken"

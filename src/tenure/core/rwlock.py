@@ -374,7 +374,7 @@ def report_lost(ctx: Context, hold: Hold) -> None:
     """An attempt on one side found the owner's ``hold`` of the other side gone on the
     server (``'lost'``): report its loss to the side that granted it, as
     `LockCore.reentry_lost()` does for the attempt's own side, before the attempt raises."""
-    if ctx.holds.discard(hold.key, hold.field) is hold:
+    if ctx.holds.take(hold):
         hold.sink.hold_lost(hold.owner)
     else:  # the keeper took it off the table as lost meanwhile: a look makes its report now
         ctx.holds.get(hold.key, hold.field)
