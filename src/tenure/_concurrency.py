@@ -55,6 +55,18 @@ def waiter_key() -> Hashable:
     return threading.get_ident()
 
 
+def async_cancellations() -> Callable[[], int] | None:
+    """The running task's count of cancellation requests (``Task.cancelling``): a driver
+    compares it before and after an effect to notice a cancellation absorbed on the way."""
+    task = asyncio.current_task()
+    return None if task is None else task.cancelling
+
+
+def cancellations() -> Callable[[], int] | None:
+    """None: a thread is never cancelled (the twin of `async_cancellations()`)."""
+    return None
+
+
 # ---------------------------------------------------------------- mutual exclusion
 AsyncMutex = asyncio.Lock
 """``async with mutex:`` (FIFO; free to take at once when nobody holds it)."""

@@ -26,11 +26,11 @@ from tenure._concurrency import (
     AsyncPauses,
     AsyncSpawner,
     AsyncTask,
+    async_cancellations,
     async_current_owner,
     async_join,
     async_sleep,
     async_wait_any,
-    async_waiter_key,
 )
 from tenure._redis import AsyncRoute, NotReady, RedisError, backend_error, interrupt_of
 from tenure.aio.backend import AsyncBackend, Sent
@@ -101,7 +101,7 @@ class AsyncDriver:
         value: Any = None
         error: BaseException | None = None
         # The asyncio task's count of cancellation requests (None in threads): see below.
-        cancels = getattr(async_waiter_key(), "cancelling", None)
+        cancels = async_cancellations()
         asked = cancels() if cancels is not None else 0
         waited = False
         try:

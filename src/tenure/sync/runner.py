@@ -26,11 +26,11 @@ from tenure._concurrency import (
     Pauses,
     Spawner,
     Task,
+    cancellations,
     current_owner,
     join,
     sleep,
     wait_any,
-    waiter_key,
 )
 from tenure._redis import Route, NotReady, RedisError, backend_error, interrupt_of
 from tenure.sync.backend import Backend, Sent
@@ -101,7 +101,7 @@ class Driver:
         value: Any = None
         error: BaseException | None = None
         # The asyncio task's count of cancellation requests (None in threads): see below.
-        cancels = getattr(waiter_key(), "cancelling", None)
+        cancels = cancellations()
         asked = cancels() if cancels is not None else 0
         waited = False
         try:
