@@ -56,6 +56,17 @@ def _quiet_fencing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TENURE_ACCEPT_NO_PERSISTENCE", "1")
 
 
+async def meanwhile(other, after: str) -> None:
+    """What another client does with the lock after the hold was lost (``AFTER``)."""
+    if after == "written":
+        assert await other.write_lock().acquire(blocking=False)
+        await other.write_lock().release()
+    elif after == "write-held":
+        assert await other.write_lock().acquire(blocking=False)
+    elif after == "read-held":
+        assert await other.read_lock().acquire(blocking=False)
+
+
 @pytest.mark.parametrize("how", LOSSES)
 @pytest.mark.parametrize("after", AFTER)
 @pytest.mark.parametrize("blocking", [False, True])
@@ -70,13 +81,7 @@ async def test_a_read_under_a_lost_write_hold_reports_it_and_takes_nothing(
     assert await wl.acquire()
     await lose(r, name, how)
     other = b.read_write_lock(name)
-    if after == "written":
-        assert await other.write_lock().acquire(blocking=False)
-        await other.write_lock().release()
-    elif after == "write-held":
-        assert await other.write_lock().acquire(blocking=False)
-    elif after == "read-held":
-        assert await other.read_lock().acquire(blocking=False)
+    await meanwhile(other, after)
     before = set(r.hkeys(name))
     # Before: granted afresh (free, written, read-held: the lock in read mode) or refused
     # (write-held), the loss not reported: the owner still believed it held the write side.
@@ -231,13 +236,7 @@ async def test_a_write_asked_for_over_lost_read_holds_reports_them(
     assert await rl.acquire()
     await lose(r, name, how)
     other = b.read_write_lock(name)
-    if after == "written":
-        assert await other.write_lock().acquire(blocking=False)
-        await other.write_lock().release()
-    elif after == "write-held":
-        assert await other.write_lock().acquire(blocking=False)
-    elif after == "read-held":
-        assert await other.read_lock().acquire(blocking=False)
+    await meanwhile(other, after)
     before = set(r.hkeys(name))
     with pytest.raises(tenure.LockLostError, match="earlier hold on this lock was lost"):
         await wl.acquire(blocking=False)

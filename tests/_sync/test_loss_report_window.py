@@ -45,18 +45,25 @@ def hold_back_second_batch(runner: Any, monkeypatch: pytest.MonkeyPatch) -> tupl
     return reached, go
 
 
+class Reports(list[object]):
+    """An ``on_lost`` callback: the objects it was called with, and an event once it was."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.landed = Event()
+
+    def __call__(self, lost: object) -> None:
+        self.append(lost)
+        self.landed.set()
+
+
 def test_a_late_loss_report_leaves_the_owners_new_hold_alone(
     make_client, r, monkeypatch
 ):
-    reported: list[object] = []
-    landed = Event()
-
-    def on_lost(lock: object) -> None:
-        reported.append(lock)
-        landed.set()
+    reported = Reports()
 
     client = make_client(watchdog_timeout=30)
-    lock = client.lock("window", on_lost=on_lost)
+    lock = client.lock("window", on_lost=reported)
     reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
     reached, go = hold_back_second_batch(client._runner, monkeypatch)
     entered, gone, again = Event(), Event(), Event()
@@ -72,7 +79,7 @@ def test_a_late_loss_report_leaves_the_owners_new_hold_alone(
             old_hold()
         with lock:  # the same owner, a new hold, before the old one's report
             again.set()
-            assert landed.wait(10)  # the old hold's loss was reported meanwhile
+            assert reported.landed.wait(10)  # the old hold's loss was reported meanwhile
             seen.extend([lock.lost, lock.valid_for() > 0])
             lock.checkpoint()
         seen.append(lock.lost)
@@ -100,15 +107,10 @@ def test_a_late_loss_report_leaves_the_owners_new_hold_alone(
 
 
 def test_a_late_loss_report_leaves_a_new_term_alone(make_client, r, monkeypatch):
-    reported: list[object] = []
-    landed = Event()
-
-    def on_lost(election: object) -> None:
-        reported.append(election)
-        landed.set()
+    reported = Reports()
 
     client = make_client(watchdog_timeout=30)
-    election = client.election("window-e", on_lost=on_lost)
+    election = client.election("window-e", on_lost=reported)
     reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
     reached, go = hold_back_second_batch(client._runner, monkeypatch)
     entered, leave, elected, finish = Event(), Event(), Event(), Event()
@@ -140,7 +142,7 @@ def test_a_late_loss_report_leaves_a_new_term_alone(make_client, r, monkeypatch)
         assert elected.wait(10)
         go.set()
         renewal.result(10)
-        assert landed.wait(10)
+        assert reported.landed.wait(10)
         leave.set()
         outcome = first.outcome(10)
         assert isinstance(outcome, tenure.LockLostError)  # the old block got its loss
@@ -166,15 +168,10 @@ def test_a_resign_before_the_loss_report_raises_the_loss(
 ):
     # As a lock's release in the gap raises LockLostError (not NotOwnedError): the caller
     # led, and its leadership is gone. The report that follows adds no second error.
-    reported: list[object] = []
-    landed = Event()
-
-    def on_lost(election: object) -> None:
-        reported.append(election)
-        landed.set()
+    reported = Reports()
 
     client = make_client(watchdog_timeout=30)
-    election = client.election("window-e", on_lost=on_lost)
+    election = client.election("window-e", on_lost=reported)
     reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
     reached, go = hold_back_second_batch(client._runner, monkeypatch)
     try:
@@ -187,7 +184,7 @@ def test_a_resign_before_the_loss_report_raises_the_loss(
             election.resign()
         go.set()
         renewal.result(10)
-        assert landed.wait(10)
+        assert reported.landed.wait(10)
         assert reported == [election]
         assert election.lost
         with pytest.raises(tenure.NotOwnedError):  # the loss was raised once
