@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any, Protocol
 
-from tenure import keys
+from tenure import keys, observe
 from tenure.core.clock import valid_until
 from tenure.scripts import Script
 
@@ -129,6 +129,9 @@ class Hold:
     """The channel a renewal announces the new lease on ('' for none), set at the grant."""
     reported: bool = False
     """True once its loss is being reported to `sink` (`report_loss()`): each loss once."""
+    logged: bool = False
+    """True once its loss is logged (WARNING), or its keeper took the logging on
+    (`claim()`): each loss logged once."""
 
     @property
     def watchdog(self) -> bool:
@@ -172,7 +175,8 @@ class Hold:
 
     def report_loss(self) -> None:
         """Report this hold, removed from its table as lost, to its sink (the ``lost``
-        flag, the scopes under it cancelled, ``on_lost``), unless that was done already.
+        flag, the scopes under it cancelled, ``on_lost``), unless that was done already;
+        logged at WARNING here unless its keeper logs it (`claim()`).
 
         The keeper reports after the pass that found the loss, and its owner's next look at
         the lock (`HoldTable.get()`) sooner: whichever comes first reports, and the other
@@ -184,11 +188,27 @@ class Hold:
             if self.reported:  # (or being reported, by this thread: a look meanwhile)
                 return
             self.reported = True
+            logs = not self.logged
+            self.logged = True
             try:
+                if logs:  # the owner's look came first: the keeper logs nothing more
+                    observe.hold_lost(self)
                 self.sink.hold_lost(self.owner)
             except BaseException:  # cut short (an interrupt): the next look or the keeper
                 self.reported = False
+                self.logged = not logs
                 raise
+
+    def claim(self) -> bool:
+        """The keeper, having removed this hold as lost, takes its logging and report on:
+        True unless its owner's look reported it first (`report_loss()`: logged then).
+        A keeper logs and reports only what it claimed, so a loss is logged once (before,
+        the keeper logged a loss its owner's release had logged already)."""
+        with _REPORTING:
+            if self.reported or self.logged:
+                return False
+            self.logged = True
+            return True
 
 
 _REPORTING = threading.RLock()
@@ -501,7 +521,8 @@ class HoldTable:
 
     def expired(self, now: float) -> list[Hold]:
         """The holds whose lease surely ran out by ``now`` (`Hold.valid_until`),
-        now removed as lost: no renewal confirmed them in time, whatever the reason."""
+        now removed as lost and claimed (`Hold.claim()`): no renewal confirmed them in
+        time, whatever the reason."""
         with self._mutex:
             if self._losses:  # those the keeper reported since its last look: forgotten
                 for k in [k for k, hold in self._losses.items() if hold.reported]:
@@ -509,17 +530,20 @@ class HoldTable:
             lost = [hold for hold in self._holds.values() if hold.valid_until <= now]
             for hold in lost:
                 self._remove_lost(hold)
-        return lost
+        # (Claimed outside the mutex: a report holds `_REPORTING` while it takes the mutex.)
+        return [hold for hold in lost if hold.claim()]
 
     def loss_at_release(self, key: str, field: str) -> bool:
         """A release of (key, field) found no hold: True if the keeper removed it as lost
-        and has not reported it yet. The release raises LockLostError for it, and the
-        report that follows (`loss_reported()`) adds no second error."""
+        and has not reported it yet. The release raises LockLostError for it; the loss is
+        reported here first (logged once: the release's own log of it says no more), and
+        the report adds no second error (`loss_reported()`)."""
         with self._mutex:
-            if self._unreported.get((key, field)) is False:
-                self._unreported[key, field] = True
-                return True
-            return False
+            if self._unreported.get((key, field)) is not False:
+                return False
+            self._unreported[key, field] = True
+        self._settle(key, field)
+        return True
 
     def loss_reported(self, key: str, field: str) -> bool:
         """The loss of (key, field) is being reported: True if a release already raised it

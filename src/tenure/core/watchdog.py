@@ -72,7 +72,9 @@ def renewal_call(script: Script, batch: list[Hold], lease_ms: int) -> Call:
 
 
 def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
-    """Renew every watchdog hold of ``ctx``; returns the holds found lost (already removed).
+    """Renew every watchdog hold of ``ctx``; returns the holds found lost (already removed)
+    that its owner's look did not report meanwhile, claimed for the keeper to log and report
+    (`tenure.core.holds.Hold.claim()`).
 
     ``by_slot``: keep each batch within one cluster slot (see `batches()`).
     """
@@ -99,7 +101,9 @@ def renew(ctx: Context, *, by_slot: bool = False) -> Flow[list[Hold]]:
             continue
         gone = [hold for hold, r in zip(batch, reply, strict=True) if int(r) != 1]
         lost += ctx.holds.renewed(gone, [False] * len(gone), time.monotonic(), 0.0)
-    return lost
+    # Claimed at the end of the pass: one found in a batch before may have been reported
+    # (and logged) by its owner's look meanwhile; the keeper logs it no second time.
+    return [hold for hold in lost if hold.claim()]
 
 
 READ_RENEW = scripts.get("rw_read_renew")
