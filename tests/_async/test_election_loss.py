@@ -226,3 +226,92 @@ async def test_the_first_campaign_warns_once_when_the_server_persists_nothing(
     caplog.clear()
     assert await async_make_client().election("sched").campaign("c", timeout=0) is None
     assert not [rec for rec in caplog.records if "persists nothing" in rec.getMessage()]
+
+
+# An explicit resign() while leadership() blocks run under that leadership ends it for every
+# block, as a loss does: a block of another task (or thread) raises LockLostError (in
+# asyncio its body is cancelled at once); the block whose own caller resigned ends quietly.
+# No block's exit resigns again or raises NotOwnedError for a leadership it saw resigned.
+
+
+async def test_a_resign_inside_the_block_ends_it_quietly(async_make_client, r):
+    a = async_make_client().election("sched")
+    b = async_make_client().election("sched")
+    async with a.leadership("a") as term:
+        assert term == 1
+        await a.resign()
+        assert not await a.is_leader()
+        with pytest.raises(tenure.NotOwnedError):  # it no longer leads
+            a.checkpoint()
+        assert a.valid_for() == 0.0
+        assert await b.campaign("b", timeout=1) == 2  # handed over at the resign
+    assert r.hget(LEADER, "term") == b"2"  # the exit did not resign again
+    assert not a.lost
+    await b.resign()
+
+
+async def test_a_resign_in_a_nested_block_ends_both_quietly(async_make_client, r):
+    a = async_make_client().election("sched")
+    async with a.leadership("a"):
+        async with a.leadership("a"):
+            await a.resign()
+        assert not await a.is_leader()
+    assert not r.exists(LEADER)
+    with pytest.raises(tenure.NotOwnedError):
+        await a.resign()
+    async with a.leadership("a") as term:  # a new leadership, its blocks as before
+        assert term == 2
+    assert not r.exists(LEADER)
+
+
+async def test_a_resign_beside_a_block_ends_that_block(async_make_client, r):
+    a = async_make_client().election("sched")
+    entered, resigned = AsyncEvent(), AsyncEvent()
+    went_on: list[bool] = []
+
+    async def lead() -> None:
+        async with a.leadership("a"):
+            entered.set()
+            assert await resigned.wait(10)  # asyncio: cancelled at the resign
+            went_on.append(True)
+
+    job = async_spawn(lead)
+    try:
+        assert await entered.wait(10)
+        await a.resign()  # another task (thread) of the same candidate
+    finally:
+        resigned.set()
+    ended = await job.outcome()
+    assert isinstance(ended, tenure.LockLostError), ended
+    assert "resigned" in str(ended)
+    if async_is_asyncio:  # the body was cancelled; a thread's body ran on to its exit
+        assert went_on == []
+        assert isinstance(ended.__cause__, asyncio.CancelledError)
+    else:
+        assert went_on == [True]
+    assert not r.exists(LEADER)  # resigned once: nothing more was asked of the server
+    assert not a.lost
+    with pytest.raises(tenure.NotOwnedError):
+        await a.resign()
+
+
+async def test_a_resign_from_one_block_ends_the_other_blocks(async_make_client, r):
+    a = async_make_client().election("sched")
+    entered, resigned = AsyncEvent(), AsyncEvent()
+
+    async def lead() -> None:
+        async with a.leadership("a", cancel_on_loss=False):
+            entered.set()
+            assert await resigned.wait(10)
+
+    job = async_spawn(lead)
+    try:
+        assert await entered.wait(10)
+        async with a.leadership("a") as term:  # the same leadership, another task
+            assert term == 1
+            await a.resign()
+    finally:
+        resigned.set()
+    ended = await job.outcome()  # cancel_on_loss=False: raised at its exit
+    assert isinstance(ended, tenure.LockLostError), ended
+    assert not r.exists(LEADER)

@@ -226,3 +226,92 @@ def test_the_first_campaign_warns_once_when_the_server_persists_nothing(
     caplog.clear()
     assert make_client().election("sched").campaign("c", timeout=0) is None
     assert not [rec for rec in caplog.records if "persists nothing" in rec.getMessage()]
+
+
+# An explicit resign() while leadership() blocks run under that leadership ends it for every
+# block, as a loss does: a block of another task (or thread) raises LockLostError (in
+# asyncio its body is cancelled at once); the block whose own caller resigned ends quietly.
+# No block's exit resigns again or raises NotOwnedError for a leadership it saw resigned.
+
+
+def test_a_resign_inside_the_block_ends_it_quietly(make_client, r):
+    a = make_client().election("sched")
+    b = make_client().election("sched")
+    with a.leadership("a") as term:
+        assert term == 1
+        a.resign()
+        assert not a.is_leader()
+        with pytest.raises(tenure.NotOwnedError):  # it no longer leads
+            a.checkpoint()
+        assert a.valid_for() == 0.0
+        assert b.campaign("b", timeout=1) == 2  # handed over at the resign
+    assert r.hget(LEADER, "term") == b"2"  # the exit did not resign again
+    assert not a.lost
+    b.resign()
+
+
+def test_a_resign_in_a_nested_block_ends_both_quietly(make_client, r):
+    a = make_client().election("sched")
+    with a.leadership("a"):
+        with a.leadership("a"):
+            a.resign()
+        assert not a.is_leader()
+    assert not r.exists(LEADER)
+    with pytest.raises(tenure.NotOwnedError):
+        a.resign()
+    with a.leadership("a") as term:  # a new leadership, its blocks as before
+        assert term == 2
+    assert not r.exists(LEADER)
+
+
+def test_a_resign_beside_a_block_ends_that_block(make_client, r):
+    a = make_client().election("sched")
+    entered, resigned = Event(), Event()
+    went_on: list[bool] = []
+
+    def lead() -> None:
+        with a.leadership("a"):
+            entered.set()
+            assert resigned.wait(10)  # asyncio: cancelled at the resign
+            went_on.append(True)
+
+    job = spawn(lead)
+    try:
+        assert entered.wait(10)
+        a.resign()  # another task (thread) of the same candidate
+    finally:
+        resigned.set()
+    ended = job.outcome()
+    assert isinstance(ended, tenure.LockLostError), ended
+    assert "resigned" in str(ended)
+    if is_asyncio:  # the body was cancelled; a thread's body ran on to its exit
+        assert went_on == []
+        assert isinstance(ended.__cause__, asyncio.CancelledError)
+    else:
+        assert went_on == [True]
+    assert not r.exists(LEADER)  # resigned once: nothing more was asked of the server
+    assert not a.lost
+    with pytest.raises(tenure.NotOwnedError):
+        a.resign()
+
+
+def test_a_resign_from_one_block_ends_the_other_blocks(make_client, r):
+    a = make_client().election("sched")
+    entered, resigned = Event(), Event()
+
+    def lead() -> None:
+        with a.leadership("a", cancel_on_loss=False):
+            entered.set()
+            assert resigned.wait(10)
+
+    job = spawn(lead)
+    try:
+        assert entered.wait(10)
+        with a.leadership("a") as term:  # the same leadership, another task
+            assert term == 1
+            a.resign()
+    finally:
+        resigned.set()
+    ended = job.outcome()  # cancel_on_loss=False: raised at its exit
+    assert isinstance(ended, tenure.LockLostError), ended
+    assert not r.exists(LEADER)

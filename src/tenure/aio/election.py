@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 
-from tenure._scope import AsyncLossScope
+from tenure._scope import AsyncLossScope, async_scope_caller
 from tenure.aio.runner import AsyncRunner
 from tenure.core.args import bind_callback
+from tenure.core.effects import Flow
 from tenure.core.election import ElectionCore, Leader
 from tenure.core.holds import OnLost
 from tenure.core.lock import LockCore
@@ -17,6 +18,17 @@ from tenure.errors import LockError, LockLostError, LockTimeout
 
 def _always(_: object) -> bool:
     return True
+
+
+_NOBODY = object()
+"""`AsyncElection._resigned`'s answer for a term nobody resigned while blocks ran."""
+
+
+def _caller() -> object:
+    """Who calls: the running task (the calling thread in sync code); None outside one."""
+    with contextlib.suppress(RuntimeError):
+        return async_scope_caller()
+    return None
 
 
 class AsyncElection:
@@ -64,10 +76,15 @@ class AsyncElection:
         """The election's algorithm (`tenure.core.election`)."""
         self._identity: object = None
         self._owner_id = ""
-        self._scopes: list[AsyncLossScope] = []
+        self._scopes: dict[AsyncLossScope, tuple[int, object]] = {}
+        """The cancel scope of each `leadership()` block running in asyncio -> its term and
+        the task that entered it."""
         self._blocks: dict[int, int] = {}
         """Term -> `leadership()` blocks running under that leadership (nested, or entered
         by several tasks: they share this candidate's one leadership)."""
+        self._resigned: dict[int, object] = {}
+        """Term -> who resigned it (a task, or a thread in sync code) while blocks ran
+        under it, until the last of them exits: those blocks end with it."""
         self.core.add_loss_listener(self._lost)
 
     @property
@@ -120,13 +137,42 @@ class AsyncElection:
     def resign(self) -> Awaitable[None]:
         """Step down; the first live candidate is elected in the same script.
 
+        The `leadership()` blocks running under the leadership end with it, as on a loss:
+        those of other tasks (threads) raise LockLostError (in asyncio their bodies are
+        cancelled at once, unless ``cancel_on_loss=False``); those of the caller's own
+        task (thread) end quietly at their exit. No block resigns again.
+
         Raises:
             LockLostError: the leadership was lost before (also reported through ``lost``
                 and ``on_lost``).
             NotOwnedError: the caller is not the leader.
             BackendError: the server failed; the leadership then expires with its lease.
         """
-        return self.runner.run(self.core.resign(self._owner()))
+        return self.runner.run(self._resign(self._owner(), _caller()))
+
+    def _resign(self, owner: str, caller: object) -> Flow[None]:
+        """`ElectionCore.resign()`, then the blocks under the leadership it ended end too.
+        Its first step forgets the leadership (never renewed again): it ends then, however
+        the script fares."""
+        holds, key = self.runner.ctx.holds, self.core.key
+        term = self.core.term(owner)
+        leading = holds.get(key, owner) is not None
+        try:
+            yield from self.core.resign(owner)
+        finally:
+            if leading and term is not None and holds.get(key, owner) is None:
+                self._ended(term, caller)
+
+    def _ended(self, term: int, caller: object) -> None:
+        """``caller`` resigned the leadership of ``term``: every block running under it ends
+        (a body that went on would believe it leads). The caller's own blocks are not
+        cancelled: it resigned on purpose."""
+        if not self._blocks.get(term):
+            return
+        self._resigned[term] = caller
+        for scope, (under, entered_by) in list(self._scopes.items()):
+            if under == term and entered_by != caller:
+                scope.lost()
 
     def proclaim(self, value: str) -> Awaitable[int]:
         """Change the leader's value, keeping its term; observers are told.
@@ -233,6 +279,8 @@ class AsyncElection:
         tasks): each gets the same term, and the leadership is resigned at the last exit,
         as a reentrant lock is released. A block whose leadership was replaced by a newer
         one (lost, then won again) raises LockLostError at exit and leaves the new one be.
+        An explicit [`resign()`][tenure.AsyncElection.resign] ends every block under the
+        leadership: those of other tasks as on a loss, the caller's own quietly.
 
         Raises:
             TypeError, ValueError: a bad argument, before any I/O.
@@ -264,6 +312,7 @@ class AsyncLeadership:
         self._cancel = cancel
         self._scope: AsyncLossScope | None = None
         self._term = 0
+        self._caller: object = None
 
     async def __aenter__(self) -> int:
         election = self._election
@@ -271,11 +320,12 @@ class AsyncLeadership:
         if term is None:
             raise LockTimeout(f"{election!r}: not elected within {self._timeout} s")
         self._term = term
+        self._caller = _caller()
         election._blocks[term] = election._blocks.get(term, 0) + 1
         scope = AsyncLossScope(election, self._cancel)
         if scope.active:
             self._scope = scope
-            election._scopes.append(scope)
+            election._scopes[scope] = (term, self._caller)
             if election.lost:
                 scope.lost()
         return term
@@ -285,11 +335,27 @@ class AsyncLeadership:
         self._scope = None
         loss: LockLostError | None = None
         if scope is not None:
-            election._scopes.remove(scope)
+            del election._scopes[scope]
             loss = await scope.finish(error)
         inside = election._blocks.pop(term, 1) - 1
         if inside:
             election._blocks[term] = inside
+        resigner = election._resigned.get(term, _NOBODY)
+        if not inside:
+            election._resigned.pop(term, None)
+        if resigner is not _NOBODY:
+            # Resigned while the block ran: nothing is left to resign. The block of the
+            # caller that resigned ends quietly; any other ends as on a loss (its body
+            # believed it led).
+            if resigner == self._caller and loss is None:
+                return
+            resigned = LockLostError(
+                f"{election!r}: the leadership of term {term} was resigned while the block ran"
+            )
+            if loss is None and error is not None:  # the body's own error goes on
+                error.add_note(f"tenure: {resigned}")
+                return
+            raise resigned from error
         if inside or election.term != term:
             # Not this block's to resign: another block still runs under the leadership
             # (it resigns at the last exit, as a reentrant lock is released), or this one
