@@ -213,11 +213,13 @@ class ReadLockCore(_SideCore):
         first = {owner: (len(hold.leases) if hold is not None else 0) + 1}
         reply = yield from self.declared(build, first, owner, 1, send)
         if reply is not None:
-            if reply in REENTRY_LOST:
+            if reply in REENTRY_LOST or reply in WRITE_LOST:
                 if write is not None:
-                    # The owner's write hold is gone, and any read holds under it with it (the
-                    # hash deleted or taken over: a lost write hold leaves none of them).
+                    # The owner's write hold is gone: with the read holds under it ('lost':
+                    # the hash deleted or taken over), or without them ('lost:write').
                     report_lost(self.ctx, write)
+                self.reentry_lost(owner, hold if reply in REENTRY_LOST else None)
+            if reply in READS_LOST:  # the read holds alone: the write hold is intact
                 self.reentry_lost(owner, hold)
             return int(reply)
         self.granted(owner, lease)
@@ -336,6 +338,8 @@ class WriteLockCore(_SideCore):
                 # The read holds it expected, or those under its lost write hold: gone too.
                 report_lost(self.ctx, reads)
             self.reentry_lost(owner, hold)
+        if reply in WRITE_LOST:  # the write hold alone: the read holds under it are intact
+            self.reentry_lost(owner, hold)
         if isinstance(reply, bytes | str):
             raise LockUpgradeError(
                 f"read-write lock {self.name!r}: the caller holds read holds only and "
@@ -368,6 +372,14 @@ class WriteLockCore(_SideCore):
             return guard(self.release_call(owner, lease, readers), self.field(owner), recorded)
 
         return (yield from self.declared(build, {owner: self.read_holds(owner)}, owner))
+
+
+READS_LOST = (b"lost:read", "lost:read")
+"""``rw_read_acquire.lua``'s reply when the owner's read holds it expected are gone and its
+write hold it expected is not: only the read side is reported lost."""
+WRITE_LOST = (b"lost:write", "lost:write")
+"""An acquire script's reply when the owner's write hold it expected is gone and its read
+holds are not (a failover that missed the write grant): only the write side is lost."""
 
 
 def report_lost(ctx: Context, hold: Hold) -> None:

@@ -17,7 +17,9 @@
 -- as the longest hold. Returns nil when acquired, the stale-declaration reply when n does not
 -- reach the new hold (nothing changed), 'lost' when a re-entry was expected and the owner has
 -- no read hold, or its write hold was expected and is gone (lost: nothing is granted;
--- lock_acquire.lua says why), else the lock's PTTL in ms.
+-- lock_acquire.lua says why), 'lost:read' / 'lost:write' when both were expected and only
+-- the owner's read holds / only its write hold are gone (the other side is intact, and is not
+-- to be reported lost), else the lock's PTTL in ms.
 -- A free lock (PTTL -2: no key, so no kind to check and no hold counted) is granted to a
 -- caller declared alone (1, owner, n >= 1: its hold 1 is KEYS[2]) before the fragments below
 -- are included: PTTL, SET, HSET and PEXPIRE, and no function defined (each local function is
@@ -52,6 +54,9 @@ if not mode and ttl ~= -2 then
     return kind_reply(KEYS[1], 'a Lock, FairLock or FencedLock, not a ReadWriteLock')
 end
 if ARGV[9] == '1' and not found[2] then -- the owner's write hold is gone
+    if ARGV[8] == '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+        return 'lost:write' -- its read holds are not (a failover that missed the write grant)
+    end
     return 'lost'
 end
 if mode == 'write' and not found[2] then
@@ -71,6 +76,9 @@ end
 local lease = tonumber(ARGV[1])
 local own = readers[ARGV[2]]
 if ARGV[8] == '1' and own[2] == 0 then
+    if ARGV[9] == '1' then -- its write hold is there (checked above)
+        return 'lost:read'
+    end
     return 'lost'
 end
 -- The SET (a command an ACL may refuse) first: a refused one leaves no mode behind.

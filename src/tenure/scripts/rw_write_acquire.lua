@@ -16,7 +16,9 @@
 -- the remaining time, as Redisson does). Returns nil when acquired, 'upgrade' when the
 -- caller holds read holds only (it would wait on itself forever), 'lost' when a re-entry
 -- was expected and the caller has no write hold, or its read holds were expected and it has
--- none (lost: nothing is granted; lock_acquire.lua says why), else the lock's PTTL.
+-- none (lost: nothing is granted; lock_acquire.lua says why), 'lost:write' for a re-entry
+-- whose write hold is gone while the owner's reader field is still there (its read holds,
+-- taken under the write hold, are intact: not to be reported lost), else the lock's PTTL.
 -- A free lock (PTTL -2: no key, so no kind to check) is granted before the fragments below
 -- are included: every uncontended grant runs PTTL, HSET and PEXPIRE and defines no function
 -- (each local function is made anew on every run of a script). A first attempt on a held
@@ -59,6 +61,9 @@ if mode == 'write' and found[2] then
         redis.call('pexpire', KEYS[1], ttl + tonumber(ARGV[1]))
     end
     return nil
+end
+if ARGV[6] == '1' and found[3] then
+    return 'lost:write'
 end
 if ARGV[6] == '1' or (ARGV[7] == '1' and not found[3]) then
     return 'lost'
