@@ -1,5 +1,4 @@
 # GENERATED from tests/_async/test_inspect_foreign_entries.py by tools/unasync.py: edit that file, not this one.
-# tests/_sync/test_inspect_foreign_entries.py).
 """``inspect()`` names a holder only from a well-formed registration (DESIGN §2.2: None for
 what it cannot tell): a registration key holding something else (not JSON, not an object,
 a pid that is not a number) leaves those fields None and the hold as it is; a holder field
