@@ -4,9 +4,12 @@ child terminated on loss, signals forwarded. The real entry point in subprocesse
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import pytest
 from support.twins import wait_until
 from support.wire import overlaps
 
-from .runner import exit_after, reaped, stderr, tenure_cmd, tenure_popen
+from .runner import reaped, stderr, tenure_cmd, tenure_popen
 
 CHILD = textwrap.dedent(
     """
@@ -167,12 +170,36 @@ def test_loss_terminates_the_child_within_two_renewal_periods(server, r, child, 
 
     with reaped(proc):
         assert wait_until(lambda: lines(child[1], "ready"), timeout=30)
-        elapsed, err = exit_after(proc, lose)
-    print(f"loss ({how}) -> tenure run exited after {elapsed:.3f} s")
+        (pid,) = lines(child[1], "ready")[0]
+        elapsed = ended_after(int(pid), lose)
+        proc.wait(timeout=30)
+        err = stderr(proc)
+    print(f"loss ({how}) -> the command ended after {elapsed:.3f} s")
     assert proc.returncode == 1
     assert "lost" in err
     assert lines(child[1], "term") == [[]]  # the child got SIGTERM
+    # The next renewal pass finds the hold gone (one period, plus a round trip) and the
+    # command is terminated at once (docs/stopping-work.md, "Failure timeline").
     assert elapsed < 2 * watchdog / 3, elapsed
+
+
+def ended_after(pid: int, lose: Callable[[], object], timeout: float = 30) -> float:
+    """Seconds from the loss (``lose()``'s return: see `runner.exit_after`) to the end of
+    process ``pid``, the command ``tenure run`` runs (a pidfd turns readable as it exits).
+
+    Counted to the command's end, not to tenure's own exit: that adds the teardown of
+    tenure's interpreter (about 500 modules, 0.1 s of CPU), which on a loaded machine took
+    0.4-0.9 s more (2.14 s measured once, loss to tenure's exit) and is no part of the
+    contract: the command stops within two renewal periods of the loss."""
+    fd = os.pidfd_open(pid)
+    try:
+        lose()
+        lost_at = time.monotonic()
+        ended, _, _ = select.select([fd], [], [], timeout)
+        assert ended, f"the command still runs {timeout} s after the loss"
+        return time.monotonic() - lost_at
+    finally:
+        os.close(fd)
 
 
 def test_child_ignoring_sigterm_is_killed_after_grace(server, r, child):
