@@ -12,6 +12,8 @@ here and a thread in the generated sync twin (tests/_sync)."""
 from __future__ import annotations
 
 import logging
+import select
+import socket
 import time
 
 import pytest
@@ -19,10 +21,12 @@ import pytest
 import tenure
 from support.proxy import Proxy
 from support.twins import spawn, wait_until
-from support.wire import kill_the_waiting_script
+from support.wire import SCRIPT_COMMANDS, kill_the_waiting_script
 from tenure import keys
 
 NAME = "pes-release-errors"
+HOLDER = "holder"
+"""The connection name of the holder's client (CLIENT LIST tells its sends apart)."""
 
 
 def permits_out(r, name: str) -> int:
@@ -47,28 +51,82 @@ def release(sem, permit: str, strict: bool) -> None:
         sem.try_release(permit)
 
 
+def holder_scripts_waiting(r) -> set[int]:
+    """Ids of the holder's connections whose script waits on the paused server (CLIENT
+    LIST flag ``b``: its command postponed)."""
+    return {
+        int(entry["id"])
+        for entry in r.client_list()
+        if entry["name"] == HOLDER and entry.get("cmd") in SCRIPT_COMMANDS and "b" in entry["flags"]
+    }
+
+
+def pause_until_unpaused(r, server, mode: str) -> socket.socket | None:
+    """Pause the server until CLIENT UNPAUSE: for writes alone (WRITE), or (ALL) for
+    everything for 1 s, then for writes alone. An ALL pause cannot be ended early (CLIENT
+    UNPAUSE waits too), so a CLIENT PAUSE WRITE is sent meanwhile on a connection of its own
+    (returned): it waits its turn and runs first when the ALL pause ends, replying then."""
+    if mode == "WRITE":
+        r.execute_command("CLIENT", "PAUSE", 10_000, "WRITE")
+        return None
+    r.execute_command("CLIENT", "PAUSE", 1000, "ALL")
+    queued = socket.create_connection(("127.0.0.1", server.port))
+    queued.sendall(b"CLIENT PAUSE 10000 WRITE\r\n")
+    return queued
+
+
+def replied(conn: socket.socket) -> bool:
+    """True once ``conn`` has a reply to read (never blocks)."""
+    return bool(select.select([conn], [], [], 0)[0])
+
+
+@pytest.fixture
+def holder(server):
+    """A client with a 0.3 s socket timeout whose connections are named `HOLDER`."""
+    client = tenure.Client(f"{server.url}?client_name={HOLDER}", socket_timeout=0.3)
+    yield client
+    client.close()
+
+
 @pytest.mark.parametrize("mode", ["ALL", "WRITE"])
 @pytest.mark.parametrize("strict", [True, False], ids=["release", "try_release"])
 def test_a_permit_release_that_timed_out_gives_the_permit_back_once_the_server_answers(
-    make_client, r, mode, strict
+    holder, make_client, server, r, mode, strict
 ):
     """The server paused longer than the holder's socket timeout: the release raises
-    BackendError, and another client gets the permit within a moment of the pause's end,
-    not at the lease's end (30 s)."""
-    holder = make_client(socket_timeout=0.3)
+    BackendError, the background sends it again (a send that timed out is dropped with its
+    connection, and sent anew), and another client gets the permit within a moment of the
+    server answering, not at the lease's end (30 s).
+
+    The server answers again at a moment the test knows: CLIENT UNPAUSE, just after a new
+    send of the background's is seen waiting on it. A timed pause ends at the server's
+    next cron tick (up to 0.1 s late, hz 10), and at a moment of its own it may find the
+    background between two sends (a pause of up to 0.25 s, then a connection made anew):
+    each step a wake-up of this process that a loaded host stretches (1.23 s once)."""
     other = make_client()
     sem, permit = taken(holder, NAME)
     waiter = other.permit_expirable_semaphore(NAME)
     assert waiter.acquire(blocking=False) is None  # its connection made
-    r.execute_command("CLIENT", "PAUSE", 1000, mode)
-    pause_end = time.monotonic() + 1.0
-    with pytest.raises(tenure.BackendError):
-        release(sem, permit, strict)
-    assert time.monotonic() < pause_end  # it failed while the server was paused
-    assert sem.valid_for(permit) == 0.0  # out of the hold table: never renewed again
-    got = waiter.acquire(timeout=5)
-    waited = time.monotonic() - pause_end
-    print(f"{mode}: the permit came back {waited:.3f} s after the pause ended")
+    queued = pause_until_unpaused(r, server, mode)
+    try:
+        with pytest.raises(tenure.BackendError):
+            release(sem, permit, strict)
+        assert sem.valid_for(permit) == 0.0  # out of the hold table: never renewed again
+        job = spawn(lambda: waiter.acquire(timeout=10))
+        if queued is not None:  # the ALL pause over (CLIENT LIST would wait for it)
+            assert wait_until(lambda: replied(queued), 5.0)
+        # A send waits on the server; the next one, sent once it timed out, is just sent.
+        assert wait_until(lambda: holder_scripts_waiting(r), 2.0)
+        seen = holder_scripts_waiting(r)
+        assert wait_until(lambda: holder_scripts_waiting(r) - seen, 2.0)
+    finally:
+        r.execute_command("CLIENT", "UNPAUSE")
+        if queued is not None:
+            queued.close()
+    unpaused = time.monotonic()
+    got = job.result(10)
+    waited = time.monotonic() - unpaused
+    print(f"{mode}: the permit came back {waited:.3f} s after the server answered again")
     assert got is not None, f"still out: {permits_out(r, NAME)} permit(s)"
     assert waited < 1.0
     waiter.release(got)
