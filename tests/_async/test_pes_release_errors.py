@@ -67,11 +67,11 @@ def pause_until_unpaused(r, server, mode: str) -> socket.socket | None:
     UNPAUSE waits too), so a CLIENT PAUSE WRITE is sent meanwhile on a connection of its own
     (returned): it waits its turn and runs first when the ALL pause ends, replying then."""
     if mode == "WRITE":
-        r.execute_command("CLIENT", "PAUSE", 10_000, "WRITE")
+        r.execute_command("CLIENT", "PAUSE", 30_000, "WRITE")
         return None
     r.execute_command("CLIENT", "PAUSE", 1000, "ALL")
     queued = socket.create_connection(("127.0.0.1", server.port))
-    queued.sendall(b"CLIENT PAUSE 10000 WRITE\r\n")
+    queued.sendall(b"CLIENT PAUSE 30000 WRITE\r\n")
     return queued
 
 
@@ -116,9 +116,9 @@ async def test_a_permit_release_that_timed_out_gives_the_permit_back_once_the_se
         if queued is not None:  # the ALL pause over (CLIENT LIST would wait for it)
             assert await async_wait_until(lambda: replied(queued), 5.0)
         # A send waits on the server; the next one, sent once it timed out, is just sent.
-        assert await async_wait_until(lambda: holder_scripts_waiting(r), 2.0)
+        assert await async_wait_until(lambda: holder_scripts_waiting(r), 5.0)
         seen = holder_scripts_waiting(r)
-        assert await async_wait_until(lambda: holder_scripts_waiting(r) - seen, 2.0)
+        assert await async_wait_until(lambda: holder_scripts_waiting(r) - seen, 5.0)
     finally:
         r.execute_command("CLIENT", "UNPAUSE")
         if queued is not None:
