@@ -866,6 +866,7 @@ class Task:
 
     __slots__ = (
         "anywhere",
+        "asked",
         "client",
         "done",
         "doomed",
@@ -885,6 +886,9 @@ class Task:
         on_done: Callable[[Any, BaseException | None], None] | None,
     ) -> None:
         self.client, self.flow, self.name, self.on_done = client, flow, name, on_done
+        self.asked = False
+        """True once the server ran a script for it (not a bare command such as a
+        reconcile's EXISTS look): its answer then said what the server holds."""
         self.tick = 0
         """Bumped whenever what the task waits for changes: a stale event finds it moved on."""
         self.effect: Any = None
@@ -1586,6 +1590,7 @@ class Worker:
         flow = self.core(side).acquire(self.owner, False, None, lease)
 
         def done(result: Any, error: BaseException | None) -> None:
+            asked = self.task is not None and self.task.asked
             self.task = None
             if error is not None and not isinstance(error, BackendError | LockLostError):
                 # LockLostError: the hold it re-enters was lost (reported, `told_lost()`).
@@ -1597,7 +1602,9 @@ class Worker:
                 sim.check_rw_exclusion(self, side)
             else:
                 sim.note(self.client, "not re-entered", self.name, error)
-            if again:
+            if not asked:
+                pass  # refused before its script ran (a reconcile under way): no answer
+            elif again:
                 sim.heard(self, side, started, "re-entry", result, error)
             elif WRITE in self.held:  # (its read, granted or not, asked about the lock)
                 what = "read under its write hold"
@@ -1621,6 +1628,7 @@ class Worker:
         flow = self.core().acquire(self.owner, blocking, timeout, lease)
 
         def done(result: Any, error: BaseException | None) -> None:
+            asked = self.task is not None and self.task.asked
             self.task = None
             if error is not None and not isinstance(error, BackendError | LockLostError):
                 raise error  # (LockLostError: the hold it re-enters was lost, `heard()`)
@@ -1631,7 +1639,8 @@ class Worker:
                 sim.check_exclusion(self)
             else:
                 sim.note(self.client, "not re-entered", self.name, error)
-            sim.heard(self, "", started, "re-entry", result, error)
+            if asked:  # (refused before its script ran, a reconcile under way: no answer)
+                sim.heard(self, "", started, "re-entry", result, error)
             sim.at(sim.now + rng.expovariate(1 / 0.004), self.client, self.release)
 
         self.task = self.client.spawn(flow, f"{self.name}.re", done)
@@ -2054,6 +2063,7 @@ class Sim:
             self.caller = client
             try:
                 value = self.server.run(effect)
+                task.asked = task.asked or isinstance(effect, Call)
             except BackendError as failure:
                 error = failure
             self.caller = None
