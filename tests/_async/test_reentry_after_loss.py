@@ -26,6 +26,8 @@ import redis
 
 import tenure
 from support.twins import async_wait_until
+from tenure import _redis
+from tenure.aio import backend as backend_module
 
 KINDS = ["lock", "fair", "fenced", "spin", "read", "write"]
 
@@ -171,3 +173,67 @@ async def test_a_release_finding_fewer_holds_than_counted_reports_the_loss(
     await async_wait_until(lambda: len(told) == 1, timeout=5)
     with pytest.raises(tenure.LockLostError):
         await la.release()
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair", "fenced", "spin"])
+async def test_a_reentry_with_a_shorter_lease_narrows_the_hold_until_its_reply(
+    async_make_client, r, monkeypatch, kind
+):
+    """A re-entry's grant sets the lock's expiry to the re-entry's lease (Redisson's
+    ``PEXPIRE``), which may end long before the outer hold's. Its owner reads the reply
+    late (a pause, a GC): the key expires meanwhile and another client takes the lock. Until
+    that reply, the owner must not count its hold valid for the rest of the outer lease
+    (before: 29.9 s left while B held the lock; found by the simulator, seed 10 with
+    ``--rwlocks 2 --drops 2``). A ReadWriteLock's re-entry never shortens the expiry: the
+    next test."""
+    a, b = async_make_client(), async_make_client()
+    name = f"reentry-shorter-{kind}"
+    la = make_lock(a, kind, name)
+    assert await la.acquire()  # the watchdog's lease: 30 s
+    believed: list[float] = []
+    send = _redis.async_send_command  # how a call with no settle sends its script
+
+    async def late(conn: Any, *args: Any) -> None:
+        await send(conn, *args)
+        if args[:1] == ("EVALSHA",) and name in args and 200 in args and not believed:
+            # The re-entry is on its way: its reply is read once this returns. The key
+            # expires 0.2 s after the script ran; another client takes the lock.
+            assert await async_wait_until(lambda: not r.exists(name), timeout=5)
+            assert await other(b, kind, name).acquire(blocking=False)
+            believed.append(la.valid_for())
+
+    monkeypatch.setattr(backend_module, "async_send_command", late)
+    outcome: Any
+    try:
+        outcome = await la.acquire(timeout=0.1, lease_time=0.2)
+    except tenure.LockError as error:
+        outcome = error
+    assert believed == [0.0]
+    # B holds the lock: the late grant was undone and the wait ran out, or the retry, a
+    # re-entry still, heard the hold was gone. Either way the loss is reported.
+    assert outcome is False or isinstance(outcome, tenure.LockLostError), repr(outcome)
+    assert await async_wait_until(lambda: la.lost, timeout=5)
+
+
+@pytest.mark.parametrize("kind", ["read", "write"])
+async def test_a_read_write_reentry_with_a_shorter_lease_leaves_the_hold_its_lease(
+    async_make_client, r, kind
+):
+    """A ReadWriteLock's re-entry never shortens the hash's expiry (a read keeps the longer
+    one, a write adds its lease to what is left), and the earlier hold keeps its own lease.
+    Before, its client counted the whole hold valid for the re-entry's lease only: at its
+    end the keeper reported the hold lost (its body cancelled, ``on_lost`` called) while
+    the server still held it for 30 s."""
+    a = async_make_client()
+    told: list[Any] = []
+    name = f"reentry-shorter-rw-{kind}"
+    la = make_lock(a, kind, name, on_lost=told.append)
+    assert await la.acquire()  # the watchdog's lease: 30 s
+    assert await la.acquire(lease_time=0.2)
+    assert r.pttl(name) > 29_000
+    assert la.valid_for() > 29  # before: 0.2
+    await la.release()
+    await la.release()
+    assert not la.lost
+    assert told == []
+    assert not r.exists(name)

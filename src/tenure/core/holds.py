@@ -313,6 +313,7 @@ class HoldTable:
         applied: float,
         sent: float,
         cap: float | None = None,
+        shortens: bool = True,
     ) -> Hold:
         """Record one more hold after the server granted it; ``lock`` (the core that granted
         it) is where its loss will be reported, if the hold is new.
@@ -320,7 +321,9 @@ class HoldTable:
         ``applied``: seconds of lease the grant set on the server; ``sent``: monotonic time
         just before the grant's script was sent; ``cap``: seconds after ``sent`` past which
         the watchdog stops renewing the holds on (key, field) (``max_hold``; the earliest
-        cap of the holds there wins).
+        cap of the holds there wins). ``shortens``: a re-entry's grant sets the expiry to
+        ``applied`` even when that ends before the earlier holds' (a ReadWriteLock's
+        never shortens it: those keep theirs, and a short re-entry is no loss at its end).
         """
         with self._mutex:
             hold = self._holds.get((key, field))
@@ -340,7 +343,8 @@ class HoldTable:
             else:
                 hold.leases.append(lease)
                 hold.counted()
-                hold.lease, hold.confirmed = applied, sent
+                if shortens or valid_until(sent, applied) > hold.valid_until:
+                    hold.lease, hold.confirmed = applied, sent
             if cap is not None:
                 hold.cap = min(hold.cap, sent + cap)
             poke = hold.valid_until < self._next_look and self.poke
@@ -419,12 +423,18 @@ class HoldTable:
         """A release of ``hold``'s newest hold, leaving older ones, is sent at ``at``; the
         server may set the lease of what is left to ``applied`` seconds from then. Until
         the reply, ``hold`` counts valid only as long as both that and its last
-        confirmation say (a newer hold's longer lease no longer keeps the lock)."""
+        confirmation say (a newer hold's longer lease no longer keeps the lock). The keeper
+        looks by then: with no reply (a pause, a lost connection) the loss is reported at
+        the lease's end, not at the next renewal."""
         with self._mutex:
-            if self._holds.get((hold.key, hold.field)) is hold and (
-                valid_until(at, applied) < hold.valid_until
+            if self._holds.get((hold.key, hold.field)) is not hold or (
+                valid_until(at, applied) >= hold.valid_until
             ):
-                hold.lease, hold.confirmed = applied, at
+                return
+            hold.lease, hold.confirmed = applied, at
+            poke = hold.valid_until < self._next_look and self.poke
+        if poke:
+            poke()
 
     def take(self, hold: Hold) -> bool:
         """Forget ``hold`` if it is still the one recorded on its (key, field): True if
@@ -512,7 +522,11 @@ class HoldTable:
                 if self._holds.get((hold.key, hold.field)) is not hold:
                     continue
                 if ok:
-                    hold.lease, hold.confirmed = lease, at
+                    # A renewal sent before the hold's last grant, release or narrowing
+                    # may have run before it on the server: it never lengthens what that
+                    # one set (a re-entry's shorter lease, say).
+                    if at >= hold.confirmed or valid_until(at, lease) < hold.valid_until:
+                        hold.lease, hold.confirmed = lease, at
                     hold.doubted = False
                 else:
                     self._remove_lost(hold)

@@ -70,6 +70,7 @@ class _SideCore(LockCore):
     force_release_script = scripts.get("rw_force_release")
     wake_all: ClassVar[frozenset[str]] = frozenset({keys.WRITE_UNLOCK_MESSAGE})
     shares_recheck = False
+    reentry_sets_expiry = False  # rw_read_acquire keeps the longer; rw_write_acquire adds
     """Readers and writers of one client wait on one channel: a writer refused at its
     lease-end re-check (the lock now read-held) says nothing of a reader behind it, which
     would get in. Each waiter re-checks at its own lease end (found by the simulator:
