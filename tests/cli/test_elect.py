@@ -13,7 +13,7 @@ import pytest
 from support.twins import wait_until
 from tenure.core.election import election_keys
 
-from .runner import exit_after, reaped, tenure_cmd, tenure_popen
+from .runner import ended_after, reaped, tenure_cmd, tenure_popen
 
 LEADER, TERM, QUEUE, _, _, _ = election_keys("sched")
 SHOW = "import os; print(os.environ['TENURE_ELECTION_TERM'], os.environ['TENURE_ELECTION_VALUE'])"
@@ -77,6 +77,7 @@ def test_elect_waits_its_turn_and_hands_over_on_exit(server, r):
 
 
 def test_lost_leadership_terminates_the_command(server, r, tmp_path):
+    pid_file = tmp_path / "pid"
     proc = tenure_popen(
         "elect",
         "--watchdog-timeout",
@@ -85,13 +86,17 @@ def test_lost_leadership_terminates_the_command(server, r, tmp_path):
         "--",
         sys.executable,
         "-c",
-        "import time; time.sleep(60)",
+        "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)",
+        str(pid_file),
         url=server.url,
     )
     with reaped(proc):
-        assert wait_until(lambda: r.exists(LEADER), timeout=30)
+        assert wait_until(lambda: r.exists(LEADER) and pid_file.exists(), timeout=30)
+        assert wait_until(lambda: pid_file.read_text() != "", timeout=30)
         time.sleep(0.3)
-        elapsed, err = exit_after(proc, lambda: r.delete(LEADER))
+        elapsed = ended_after(int(pid_file.read_text()), lambda: r.delete(LEADER))
+        _, err = proc.communicate(timeout=30)
+    print(f"loss -> the command ended after {elapsed:.3f} s")
     assert proc.returncode == 1
     assert "leadership was lost" in err
     assert elapsed < 2 * 1.5 / 3 + 0.5, elapsed

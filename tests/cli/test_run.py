@@ -4,13 +4,11 @@ child terminated on loss, signals forwarded. The real entry point in subprocesse
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from contextlib import ExitStack, closing
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from support.twins import wait_until
 from support.wire import overlaps
 from tenure import keys
 
-from .runner import reaped, stderr, tenure_cmd, tenure_popen
+from .runner import ended_after, reaped, stderr, tenure_cmd, tenure_popen
 
 CHILD = textwrap.dedent(
     """
@@ -210,25 +208,6 @@ def unlocked(messages: PubSub, timeout: float) -> bool:
             if keys.renewed_lease(payload, channel) is None:
                 return True
     return False
-
-
-def ended_after(pid: int, lose: Callable[[], object], timeout: float = 30) -> float:
-    """Seconds from the loss (``lose()``'s return) to the end of process ``pid``, the
-    command ``tenure run`` runs (a pidfd turns readable as it exits).
-
-    Counted to the command's end, not to tenure's own exit: that adds the teardown of
-    tenure's interpreter (about 500 modules, 0.1 s of CPU), which on a loaded machine took
-    0.4-0.9 s more (2.14 s measured once, loss to tenure's exit) and is no part of the
-    contract: the command stops within two renewal periods of the loss."""
-    fd = os.pidfd_open(pid)
-    try:
-        lose()
-        lost_at = time.monotonic()
-        ended, _, _ = select.select([fd], [], [], timeout)
-        assert ended, f"the command still runs {timeout} s after the loss"
-        return time.monotonic() - lost_at
-    finally:
-        os.close(fd)
 
 
 def test_child_ignoring_sigterm_is_killed_after_grace(server, r, child):
