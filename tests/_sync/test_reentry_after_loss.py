@@ -237,3 +237,41 @@ def test_a_read_write_reentry_with_a_shorter_lease_leaves_the_hold_its_lease(
     assert not la.lost
     assert told == []
     assert not r.exists(name)
+
+
+@pytest.mark.parametrize("kind", ["lock", "fair", "fenced", "spin"])
+def test_holds_a_release_kept_after_the_client_counted_them_lost_are_released(
+    make_client, r, monkeypatch, kind
+):
+    """The inner hold's lease (0.2 s) ran out by the client's clock while the release of
+    that hold was on its way: the client took the outer hold off as lost (and said so), but
+    the release kept it on the server and re-applied its 30 s lease. Before, that orphan
+    held the lock for 30 s, and the owner's next acquire went in as a re-entry on the
+    server that its client counted as a first hold (found by the simulator, seed 1115 of
+    ``--rwlocks -1 --drops 5``). Now the client releases it."""
+    a = make_client()
+    name = f"kept-{kind}"
+    warm = make_lock(a, kind, f"{name}-warm")  # the release script cached: one EVALSHA
+    assert warm.acquire()
+    warm.release()
+    la = make_lock(a, kind, name)
+    assert la.acquire()  # the watchdog's lease: 30 s
+    assert la.acquire(lease_time=0.2)
+    send = _redis.send_command  # how a call with no settle sends its script
+    held_back: list[bool] = []
+
+    def late(conn: Any, *args: Any) -> None:
+        send(conn, *args)
+        if args[:1] == ("EVALSHA",) and name in args and not held_back:
+            held_back.append(True)
+            # The inner release is on its way (the server keeps the outer hold, 30 s); its
+            # reply is read once the client has counted the hold lost.
+            assert wait_until(lambda: la.lost, timeout=5)
+
+    monkeypatch.setattr(backend_module, "send_command", late)
+    la.release()  # the inner hold: the server answers "holds left"
+    monkeypatch.undo()
+    assert held_back == [True]
+    assert wait_until(lambda: not r.exists(name), timeout=5), r.pttl(name)
+    with pytest.raises(tenure.LockLostError):
+        la.release()  # the outer hold, reported lost

@@ -352,11 +352,14 @@ class HoldTable:
             poke()
         return hold
 
-    def reapplied(self, hold: Hold, applied: float, sent: float) -> None:
-        """A release that left holds re-applied ``applied`` seconds (sent at ``sent``)."""
+    def reapplied(self, hold: Hold, applied: float, sent: float) -> bool:
+        """A release that left holds re-applied ``applied`` seconds (sent at ``sent``):
+        False if ``hold`` left the table meanwhile (taken off as lost)."""
         with self._mutex:
-            if self._holds.get((hold.key, hold.field)) is hold:
-                hold.lease, hold.confirmed = applied, sent
+            if self._holds.get((hold.key, hold.field)) is not hold:
+                return False
+            hold.lease, hold.confirmed = applied, sent
+            return True
 
     def get(self, key: str, field: str) -> Hold | None:
         """The hold recorded on (key, field), or None. A hold removed there as lost is
