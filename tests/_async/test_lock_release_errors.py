@@ -15,6 +15,7 @@ import time
 import pytest
 
 import tenure
+from support.pauses import Pause, async_sends_waiting, holder_url
 from support.proxy import Proxy
 from support.twins import async_spawn, async_wait_until
 from support.wire import async_kill_the_waiting_script
@@ -33,6 +34,21 @@ def counts(r, name: str) -> list[int]:
     return [int(value) for value in r.hgetall(name).values()]
 
 
+@pytest.fixture
+async def async_make_holder(server):
+    """Factory of clients whose connections are named `support.pauses.HOLDER` (CLIENT LIST
+    tells the holder's sends apart), closed at the end of the test."""
+    made: list[tenure.AsyncClient] = []
+
+    def make(**kwargs) -> tenure.AsyncClient:
+        made.append(tenure.AsyncClient(holder_url(server.url), **kwargs))
+        return made[-1]
+
+    yield make
+    for c in made:
+        await c.close()
+
+
 async def release_fails_in_a_pause(r, lock, seconds: float) -> float:
     """Pause the server (CLIENT PAUSE ALL) for ``seconds`` and release ``lock``, which must
     raise BackendError. Returns the pause's end (time.monotonic())."""
@@ -43,12 +59,17 @@ async def release_fails_in_a_pause(r, lock, seconds: float) -> float:
     return pause_end
 
 
-async def acquires_within_a_moment(waiter, r, name: str, since: float, kind: str, after: str):
+async def acquires_within_a_moment(waiter, r, name: str, since: float, kind: str):
     """``waiter`` acquires ``name`` less than 1 s after ``since`` (time.monotonic(), the
-    moment ``after`` names), not at the lease's end; then releases it."""
+    moment the server answered again), not at the lease's end; then releases it.
+
+    The server answers again at a moment the test knows: `Pause.end`, just after a send of
+    the background's is seen waiting on it. A timed pause would end at the server's next
+    cron tick, at a moment of its own that may find the background between two sends
+    (tests/support/pauses.py): 0.618 s once at nice 5 beside 3 CPU hogs."""
     acquired = await waiter.acquire(timeout=5)
     waited = time.monotonic() - since
-    print(f"{kind}: acquired {waited:.3f} s after {after}")
+    print(f"{kind}: acquired {waited:.3f} s after the server answered again")
     assert acquired, f"still held, pttl {r.pttl(name)} ms"
     assert waited < 1.0
     await waiter.release()
@@ -56,55 +77,60 @@ async def acquires_within_a_moment(waiter, r, name: str, since: float, kind: str
 
 @pytest.mark.parametrize("kind", [*KINDS, "fenced_lock", "write_lock", "read_lock"])
 async def test_a_release_that_timed_out_lets_the_lock_go_once_the_server_answers(
-    async_make_client, r, kind
+    async_make_holder, async_make_client, server, r, kind
 ):
     """The server paused longer than the holder's socket timeout: release raises
-    BackendError, and another client acquires within a moment of the pause's end, not at
-    the lease's end (30 s)."""
-    holder = async_make_client(socket_timeout=0.3)
+    BackendError, the background sends it again (a send that timed out is dropped with its
+    connection, and sent anew), and another client acquires within a moment of the server
+    answering, not at the lease's end (30 s)."""
+    holder = async_make_holder(socket_timeout=0.3)
     other = async_make_client()
     lock = make_lock(holder, kind, "timed-out-release")
     # (Readers share: a writer waits for the read hold.)
     waiter = make_lock(other, "write_lock" if kind == "read_lock" else kind, "timed-out-release")
     assert await lock.acquire()
     assert not await waiter.acquire(blocking=False)  # its connection made
-    pause_end = await release_fails_in_a_pause(r, lock, 1.0)
-    assert time.monotonic() < pause_end  # it failed while the server was paused
-    await acquires_within_a_moment(
-        waiter, r, "timed-out-release", pause_end, kind, "the pause ended"
-    )
+    pause = Pause(r, server.port, "ALL")
+    try:
+        with pytest.raises(tenure.BackendError):
+            await lock.release()
+        assert not pause.all_over()  # it failed while the server was paused
+        # A send waits on the server; the next one, sent once it timed out, is just sent.
+        seen = await async_sends_waiting(r, pause)
+        await async_sends_waiting(r, pause, besides=seen)
+    finally:
+        unpaused = pause.end()
+    await acquires_within_a_moment(waiter, r, "timed-out-release", unpaused, kind)
     assert not r.exists("timed-out-release")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("holds", [1, 2])
 async def test_a_release_whose_connection_dropped_takes_off_exactly_one_hold(
-    async_make_client, r, kind, holds
+    async_make_holder, async_make_client, server, r, kind, holds
 ):
     """The release's script waits on a server paused for writes and its connection is
     killed (CLIENT KILL): the script never runs, release raises BackendError, and the
     background finishes it once the server answers. With 2 holds, one goes and the owner
     still holds the lock (count 1): never freed under it."""
-    holder = async_make_client()
+    holder = async_make_holder()
     other = async_make_client()
     lock = make_lock(holder, kind, "dropped-release")
     waiter = make_lock(other, kind, "dropped-release")
     for _ in range(holds):
         assert await lock.acquire()
     assert counts(r, "dropped-release") == [holds]
-    r.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
+    pause = Pause(r, server.port, "WRITE")
     try:
         killer = async_spawn(async_kill_the_waiting_script, r)
         with pytest.raises(tenure.BackendError):
             await lock.release()  # by the owner: this task (thread)
         assert await killer.result(5)
+        await async_sends_waiting(r, pause)  # the background's, on a new connection
     finally:
-        r.execute_command("CLIENT", "UNPAUSE")
-    unpaused = time.monotonic()
+        unpaused = pause.end()
     if holds == 1:
-        await acquires_within_a_moment(
-            waiter, r, "dropped-release", unpaused, kind, "the server answered again"
-        )
+        await acquires_within_a_moment(waiter, r, "dropped-release", unpaused, kind)
         return
     assert await async_wait_until(lambda: counts(r, "dropped-release") == [1], 2.0), counts(
         r, "dropped-release"
@@ -208,20 +234,27 @@ async def test_the_owners_next_release_waits_for_the_failed_one_to_be_finished(
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_release_that_waits_in_vain_for_the_failed_one_hands_its_hold_over(
-    async_make_client, r, kind
+    async_make_holder, async_make_client, server, r, kind
 ):
     """Count 2, both releases fail while the server stays paused (the second after waiting
     for the background finishing the first): once the server answers, both holds go and
     another client acquires within a moment."""
-    holder = async_make_client(socket_timeout=0.3)
+    holder = async_make_holder(socket_timeout=0.3)
     other = async_make_client()
     lock = make_lock(holder, kind, "handed-over")
     waiter = make_lock(other, kind, "handed-over")
     assert await lock.acquire()
     assert await lock.acquire()
     assert not await waiter.acquire(blocking=False)  # its connection made
-    pause_end = await release_fails_in_a_pause(r, lock, 3.0)
-    with pytest.raises(tenure.BackendError):
-        await lock.release()
-    assert time.monotonic() < pause_end
-    await acquires_within_a_moment(waiter, r, "handed-over", pause_end, kind, "the pause ended")
+    pause = Pause(r, server.port, "ALL", all_seconds=3.0)
+    try:
+        with pytest.raises(tenure.BackendError):
+            await lock.release()
+        with pytest.raises(tenure.BackendError):
+            await lock.release()
+        assert not pause.all_over()  # both failed while the server was paused
+        seen = await async_sends_waiting(r, pause)
+        await async_sends_waiting(r, pause, besides=seen)
+    finally:
+        unpaused = pause.end()
+    await acquires_within_a_moment(waiter, r, "handed-over", unpaused, kind)

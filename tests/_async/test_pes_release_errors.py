@@ -12,21 +12,18 @@ here and a thread in the generated sync twin (tests/_sync)."""
 from __future__ import annotations
 
 import logging
-import select
-import socket
 import time
 
 import pytest
 
 import tenure
+from support.pauses import Pause, async_sends_waiting, holder_url
 from support.proxy import Proxy
 from support.twins import async_spawn, async_wait_until
-from support.wire import SCRIPT_COMMANDS, async_kill_the_waiting_script
+from support.wire import async_kill_the_waiting_script
 from tenure import keys
 
 NAME = "pes-release-errors"
-HOLDER = "holder"
-"""The connection name of the holder's client (CLIENT LIST tells its sends apart)."""
 
 
 def permits_out(r, name: str) -> int:
@@ -51,39 +48,11 @@ async def release(sem, permit: str, strict: bool) -> None:
         await sem.try_release(permit)
 
 
-def holder_scripts_waiting(r) -> set[int]:
-    """Ids of the holder's connections whose script waits on the paused server (CLIENT
-    LIST flag ``b``: its command postponed)."""
-    return {
-        int(entry["id"])
-        for entry in r.client_list()
-        if entry["name"] == HOLDER and entry.get("cmd") in SCRIPT_COMMANDS and "b" in entry["flags"]
-    }
-
-
-def pause_until_unpaused(r, server, mode: str) -> socket.socket | None:
-    """Pause the server until CLIENT UNPAUSE: for writes alone (WRITE), or (ALL) for
-    everything for 1 s, then for writes alone. An ALL pause cannot be ended early (CLIENT
-    UNPAUSE waits too), so a CLIENT PAUSE WRITE is sent meanwhile on a connection of its own
-    (returned): it waits its turn and runs first when the ALL pause ends, replying then."""
-    if mode == "WRITE":
-        r.execute_command("CLIENT", "PAUSE", 30_000, "WRITE")
-        return None
-    r.execute_command("CLIENT", "PAUSE", 1000, "ALL")
-    queued = socket.create_connection(("127.0.0.1", server.port))
-    queued.sendall(b"CLIENT PAUSE 30000 WRITE\r\n")
-    return queued
-
-
-def replied(conn: socket.socket) -> bool:
-    """True once ``conn`` has a reply to read (never blocks)."""
-    return bool(select.select([conn], [], [], 0)[0])
-
-
 @pytest.fixture
 async def holder(server):
-    """A client with a 0.3 s socket timeout whose connections are named `HOLDER`."""
-    client = tenure.AsyncClient(f"{server.url}?client_name={HOLDER}", socket_timeout=0.3)
+    """A client with a 0.3 s socket timeout whose connections are named
+    `support.pauses.HOLDER`."""
+    client = tenure.AsyncClient(holder_url(server.url), socket_timeout=0.3)
     yield client
     await client.close()
 
@@ -107,23 +76,17 @@ async def test_a_permit_release_that_timed_out_gives_the_permit_back_once_the_se
     sem, permit = await taken(holder, NAME)
     waiter = other.permit_expirable_semaphore(NAME)
     assert await waiter.acquire(blocking=False) is None  # its connection made
-    queued = pause_until_unpaused(r, server, mode)
+    pause = Pause(r, server.port, mode)
     try:
         with pytest.raises(tenure.BackendError):
             await release(sem, permit, strict)
         assert sem.valid_for(permit) == 0.0  # out of the hold table: never renewed again
         job = async_spawn(lambda: waiter.acquire(timeout=10))
-        if queued is not None:  # the ALL pause over (CLIENT LIST would wait for it)
-            assert await async_wait_until(lambda: replied(queued), 5.0)
         # A send waits on the server; the next one, sent once it timed out, is just sent.
-        assert await async_wait_until(lambda: holder_scripts_waiting(r), 5.0)
-        seen = holder_scripts_waiting(r)
-        assert await async_wait_until(lambda: holder_scripts_waiting(r) - seen, 5.0)
+        seen = await async_sends_waiting(r, pause)
+        await async_sends_waiting(r, pause, besides=seen)
     finally:
-        r.execute_command("CLIENT", "UNPAUSE")
-        if queued is not None:
-            queued.close()
-    unpaused = time.monotonic()
+        unpaused = pause.end()
     got = await job.result(10)
     waited = time.monotonic() - unpaused
     print(f"{mode}: the permit came back {waited:.3f} s after the server answered again")
