@@ -16,33 +16,14 @@ The owner is a task here and a thread in the generated sync twin (tests/_sync).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import tenure
+from support.holding_back import async_hold_back_second_batch
 from support.twins import AsyncEvent, async_spawn
-from tenure.core.effects import Call
 from tenure.core.election import election_keys
-from tenure.core.watchdog import READ_RENEW
 
 LEADER = election_keys("window-e")[0]
-
-
-def hold_back_second_batch(runner: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """Make the pass's read-hold batch (its second) wait for ``go`` before it is sent;
-    ``reached`` is set when it gets there (the first batch's reply is applied by then)."""
-    reached, go = AsyncEvent(), AsyncEvent()
-    perform = runner.perform
-
-    async def held_back(effect: Any) -> Any:
-        if isinstance(effect, Call) and effect.script is READ_RENEW:
-            reached.set()
-            assert await go.wait(10)
-        return await perform(effect)
-
-    monkeypatch.setattr(runner, "perform", held_back)
-    return reached, go
 
 
 class Reports(list[object]):
@@ -65,7 +46,7 @@ async def test_a_late_loss_report_leaves_the_owners_new_hold_alone(
     client = async_make_client(watchdog_timeout=30)
     lock = client.lock("window", on_lost=reported)
     reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
-    reached, go = hold_back_second_batch(client._runner, monkeypatch)
+    reached, go = async_hold_back_second_batch(client._runner, monkeypatch)
     entered, gone, again = AsyncEvent(), AsyncEvent(), AsyncEvent()
     seen: list[object] = []
 
@@ -112,7 +93,7 @@ async def test_a_late_loss_report_leaves_a_new_term_alone(async_make_client, r, 
     client = async_make_client(watchdog_timeout=30)
     election = client.election("window-e", on_lost=reported)
     reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
-    reached, go = hold_back_second_batch(client._runner, monkeypatch)
+    reached, go = async_hold_back_second_batch(client._runner, monkeypatch)
     entered, leave, elected, finish = AsyncEvent(), AsyncEvent(), AsyncEvent(), AsyncEvent()
     seen: list[object] = []
 
@@ -173,7 +154,7 @@ async def test_a_resign_before_the_loss_report_raises_the_loss(
     client = async_make_client(watchdog_timeout=30)
     election = client.election("window-e", on_lost=reported)
     reader = client.read_write_lock("window-rw").read_lock()  # the pass's second batch
-    reached, go = hold_back_second_batch(client._runner, monkeypatch)
+    reached, go = async_hold_back_second_batch(client._runner, monkeypatch)
     try:
         assert await election.campaign("a", timeout=1) == 1
         assert await reader.acquire(timeout=1)

@@ -21,27 +21,10 @@ from typing import Any
 import pytest
 
 import tenure
-from support.twins import AsyncEvent, async_spawn
-from tenure.core.effects import Call
-from tenure.core.watchdog import READ_RENEW
+from support.holding_back import async_hold_back_second_batch
+from support.twins import async_spawn
 
 LOST = "lost (expired or taken)"
-
-
-def hold_back_second_batch(runner: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """Make the pass's read-hold batch (its second) wait for ``go`` before it is sent;
-    ``reached`` is set when it gets there (the first batch's reply is applied by then)."""
-    reached, go = AsyncEvent(), AsyncEvent()
-    perform = runner.perform
-
-    async def held_back(effect: Any) -> Any:
-        if isinstance(effect, Call) and effect.script is READ_RENEW:
-            reached.set()
-            assert await go.wait(10)
-        return await perform(effect)
-
-    monkeypatch.setattr(runner, "perform", held_back)
-    return reached, go
 
 
 async def released(lock: Any) -> None:
@@ -99,7 +82,7 @@ async def test_a_loss_the_owner_found_first_is_reported_once(
     client = async_make_client(watchdog_timeout=30)
     lock = client.lock("once", on_lost=reports.append)
     reader = client.read_write_lock("once-rw").read_lock()  # the pass's second batch
-    reached, go = hold_back_second_batch(client._runner, monkeypatch)
+    reached, go = async_hold_back_second_batch(client._runner, monkeypatch)
     counted(client, monkeypatch)
     caplog.set_level(logging.DEBUG, logger="tenure")
     try:

@@ -16,33 +16,14 @@ The owner is a task here and a thread in the generated sync twin (tests/_sync).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import tenure
+from support.holding_back import hold_back_second_batch
 from support.twins import Event, spawn
-from tenure.core.effects import Call
 from tenure.core.election import election_keys
-from tenure.core.watchdog import READ_RENEW
 
 LEADER = election_keys("window-e")[0]
-
-
-def hold_back_second_batch(runner: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """Make the pass's read-hold batch (its second) wait for ``go`` before it is sent;
-    ``reached`` is set when it gets there (the first batch's reply is applied by then)."""
-    reached, go = Event(), Event()
-    perform = runner.perform
-
-    def held_back(effect: Any) -> Any:
-        if isinstance(effect, Call) and effect.script is READ_RENEW:
-            reached.set()
-            assert go.wait(10)
-        return perform(effect)
-
-    monkeypatch.setattr(runner, "perform", held_back)
-    return reached, go
 
 
 class Reports(list[object]):
