@@ -21,7 +21,13 @@ import pytest
 import redis
 
 import tenure
-from support.signals import alarm_when_leaving, cancel_twice_while_leaving
+from support.signals import (
+    SIGNAL_CHECKS,
+    alarm_when_leaving,
+    cancel_twice_while_leaving,
+    codes_of,
+    raising_at_place,
+)
 from support.twins import async_wait_until, wait_until
 from support.wire import text
 from tenure import _redis, keys
@@ -444,3 +450,68 @@ async def test_a_release_cancelled_while_its_script_waits_lets_the_lock_go(
     assert await async_wait_until(lambda: not r.exists("cancelled-release"), 2.0), r.pttl(
         "cancelled-release"
     )
+
+
+def test_a_signal_in_a_connects_logging_leaves_other_threads_connecting(
+    make_client, server, r: redis.Redis
+) -> None:
+    # A signal handler raising at any place of the logging module's code run in a sync
+    # call that makes a connection anew (the main thread): another thread must still
+    # connect. Before, redis-py's handshake asked to turn maintenance notifications on
+    # (RESP3's "auto"), the server refused (Valkey, Redis before 8) and redis-py called
+    # `logging.getLogger()`, which takes logging's module lock with a call before its
+    # ``try`` (CPython before 3.13): a handler raising as that call returned left the lock
+    # held by the main thread for good, and every other thread's next handshake waited for
+    # ever (the long run's interrupt storm: a holder thread's first acquire hung, a
+    # semaphore's release finished in the background never came).
+    client = make_client()
+    lock = client.lock("logging-connect")
+    assert lock.acquire()  # warm: the route's INFO; the loggers' level caches filled
+    lock.release()
+    backend = client._runner.backend
+    pool = backend.route.client.connection_pool
+    codes = codes_of(logging)
+    n = 0
+    while True:
+        backend.spare.clear()
+        pool.disconnect()  # the next command connects anew, in this thread
+
+        def alarm(frame: Any, where: str) -> Alarm:
+            return Alarm(f"{frame.f_code.co_name}:{frame.f_lineno} {where}")
+
+        tracer, seen = raising_at_place(n, codes, SIGNAL_CHECKS, alarm, at_start=True)
+        accepted = r.info("stats")["total_connections_received"]
+        sys.settrace(tracer)
+        try:
+            lock.acquire(timeout=2)
+        except Alarm:
+            pass
+        finally:
+            sys.settrace(None)
+        if seen[0] <= n:  # the call ran through: it made its connection (a handshake)
+            assert r.info("stats")["total_connections_received"] > accepted
+        served: list[bool] = []
+        done = threading.Event()
+
+        def other(served: list[bool] = served, done: threading.Event = done) -> None:
+            with tenure.Client(server.url) as other_client:  # its first connect
+                other_lock = other_client.lock("logging-other")
+                served.append(other_lock.acquire(timeout=2))
+                other_lock.release()
+            done.set()
+
+        threading.Thread(target=other, daemon=True).start()
+        connected = done.wait(5)
+        module_lock: Any = getattr(logging, "_lock", None)
+        held = repr(module_lock)
+        if not connected and module_lock is not None:
+            # Left held by this thread: let it go, so that the rest of the session runs.
+            while module_lock._is_owned():
+                module_lock.release()
+        assert connected, f"place {n}: another thread's connect waited (logging: {held})"
+        assert served == [True]
+        if lock.locked():
+            lock.force_release()
+        if seen[0] <= n:  # no place left: the call ran through
+            break
+        n += 1

@@ -264,6 +264,26 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def notifications_off(init: Callable[..., Any]) -> dict[str, Any]:
+    """The keyword argument turning redis-py's maintenance notifications off, for ``init``
+    (a connection's or a cluster client's ``__init__``) if it takes one (the redis-py floor,
+    5.3.0, has none), for the connections tenure makes from a URL, as for its pub/sub
+    connections (`listener_connection()`).
+
+    Left at redis-py's "auto", each connection's handshake asks the server to turn them on;
+    when the server refuses (Valkey, and Redis 7, in the tests) redis-py calls
+    ``logging.getLogger()``, which takes the logging module's lock in a call made before its
+    ``try`` (CPython before 3.13). A signal handler raising as that call returns, in the main
+    thread, leaves the lock held for good: every other thread's next handshake then waits for
+    ever (a keeper's, a release finished in the background). Off, a handshake takes no lock
+    of logging's, and is one round trip shorter."""
+    if "maint_notifications_config" not in inspect.signature(init).parameters:
+        return {}
+    from redis.maint_notifications import MaintNotificationsConfig
+
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+
+
 def resolve_redis(
     url_or_redis: Any,
     redis_class: type[Any],
@@ -277,9 +297,11 @@ def resolve_redis(
     callers wait for a free one (each comes back within a command's socket timeout) instead of
     failing with MaxConnectionsError (redis-py's default pool caps at 100). Retries are off:
     redis-py would resend a lock script after a timeout and hide how long a dead server takes.
+    Maintenance notifications are off (`notifications_off()`).
     A passed-in ``redis_class`` instance keeps its own pool, timeouts and retries.
     """
     if isinstance(url_or_redis, str):
+        side = redis.connection if redis_class is Redis else redis.asyncio.connection
         pool = pool_class.from_url(
             url_or_redis,
             max_connections=100,
@@ -287,6 +309,7 @@ def resolve_redis(
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_connect_timeout,
             retry=Retry(NoBackoff(), 0),
+            **notifications_off(side.AbstractConnection.__init__),
         )
         return redis_class.from_pool(pool), True, socket_timeout
     if isinstance(url_or_redis, redis_class):
@@ -327,7 +350,7 @@ def cluster_from_url(
     node's pool blocks for a free connection (as a URL client's pool on one server) instead
     of failing when all 100 are in use (the asyncio nodes get the same from
     `_NodePool`)."""
-    extra: dict[str, Any] = {"max_connections": 100}
+    extra: dict[str, Any] = {"max_connections": 100, **notifications_off(cluster_class.__init__)}
     if cluster_class is RedisCluster:
         extra.update(connection_pool_class=BlockingPool, timeout=None)
     return cluster_class.from_url(
