@@ -323,7 +323,9 @@ def test_an_interrupt_storm_leaves_no_channel_subscribed(
         previous_hook(report)
 
     def hold_briefly(holder: Any, held: threading.Event, go: threading.Event) -> None:
-        got = holder.acquire()
+        got = holder.acquire(timeout=10)  # a fresh name: at once (else `held` is never set)
+        if not got:
+            return
         held.set()
         go.wait(5)
         time.sleep(random.uniform(0.0003, 0.0015))
@@ -338,8 +340,10 @@ def test_an_interrupt_storm_leaves_no_channel_subscribed(
             if kind in ("semaphore", "pes"):
                 assert holding(holder_client, name).try_set_permits(1)
             held, go = threading.Event(), threading.Event()
+            # A daemon: one that hangs (CI once: its first connect waited for ever) fails
+            # the test below and must not keep the test process alive after it.
             thread = threading.Thread(
-                target=hold_briefly, args=(holding(holder_client, name), held, go)
+                target=hold_briefly, args=(holding(holder_client, name), held, go), daemon=True
             )
             thread.start()
             assert held.wait(5)
