@@ -475,6 +475,10 @@ def test_a_signal_in_a_connects_logging_leaves_other_threads_connecting(
     while True:
         backend.spare.clear()
         pool.disconnect()  # the next command connects anew, in this thread
+        # Every logger's level cache emptied (as any setLevel in the process does): tenure's
+        # look at its logger's level must not take logging's lock either (`observe._debug`).
+        tenure_log = logging.getLogger("tenure")
+        tenure_log.setLevel(tenure_log.level)
 
         def alarm(frame: Any, where: str) -> Alarm:
             return Alarm(f"{frame.f_code.co_name}:{frame.f_lineno} {where}")

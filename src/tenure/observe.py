@@ -167,7 +167,21 @@ def quiet() -> bool:
     [`acquiring()`][tenure.observe.acquiring] and [`releasing()`][tenure.observe.releasing] (a
     release that finds its hold lost still
     reports it through [`lost_at_release()`][tenure.observe.lost_at_release])."""
-    return _recording() is None and not log.isEnabledFor(logging.DEBUG)
+    return _recording() is None and not _debug()
+
+
+def _debug() -> bool:
+    """``log.isEnabledFor(logging.DEBUG)`` without the logger's level cache: a miss (after any
+    ``setLevel`` in the process) takes the logging module's lock in a call made before its
+    ``try`` (CPython before 3.13), and a signal handler raising as that call returns, in the
+    main thread, leaves the lock held for good: every other thread's next use of it (a
+    connection's handshake, a logger's cache miss) waits for ever. The same answer, read from
+    the loggers' levels with no lock."""
+    return (
+        not log.disabled
+        and log.manager.disable < logging.DEBUG
+        and log.getEffectiveLevel() <= logging.DEBUG
+    )
 
 
 def lost_at_release(lock: Any, owner: str | tuple[str, ...]) -> None:
@@ -199,7 +213,7 @@ def acquiring(lock: Any, owner: str | tuple[str, ...]) -> Iterator[list[Any]]:
     """Around one acquire call of ``lock`` (a lock object) by ``owner``. The body appends
     the flow's result to the yielded list."""
     otel = _recording()
-    debug = log.isEnabledFor(logging.DEBUG)
+    debug = _debug()
     if otel is None and not debug:
         yield []
         return
@@ -288,7 +302,7 @@ def releasing(lock: Any, owner: str | tuple[str, ...]) -> Iterator[None]:
     """Around one release call of ``lock`` by ``owner``. A release that finds the hold
     lost ([`tenure.LockLostError`][tenure.errors.LockLostError]) is logged as a loss."""
     otel = _recording()
-    debug = log.isEnabledFor(logging.DEBUG)
+    debug = _debug()
     if otel is None and not debug:
         try:
             yield
