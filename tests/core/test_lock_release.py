@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Generator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import redis.asyncio.connection
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -537,6 +539,7 @@ def test_resolve_redis_from_a_url_builds_a_blocking_pool_without_retries() -> No
     pool = client.connection_pool
     assert pool.url == "redis://h/0"
     retry = pool.kwargs.pop("retry")
+    notifications = pool.kwargs.pop("maint_notifications_config", None)
     assert pool.kwargs == {
         "max_connections": 100,
         "timeout": None,
@@ -547,6 +550,14 @@ def test_resolve_redis_from_a_url_builds_a_blocking_pool_without_retries() -> No
     assert isinstance(retry, Retry)
     assert retry.get_retries() == 0
     assert isinstance(retry._backoff, NoBackoff)
+    # maintenance notifications off where redis-py has them: a server refusing them made
+    # each handshake take the logging module's lock (docs/internals.md)
+    init = redis.asyncio.connection.AbstractConnection.__init__  # FakeRedis: the asyncio side
+    if "maint_notifications_config" in inspect.signature(init).parameters:
+        assert notifications is not None
+        assert notifications.enabled is False
+    else:
+        assert notifications is None
 
 
 def test_resolve_redis_keeps_a_passed_in_client() -> None:
