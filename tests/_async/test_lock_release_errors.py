@@ -59,6 +59,27 @@ async def release_fails_in_a_pause(r, lock, seconds: float) -> float:
     return pause_end
 
 
+async def releases_time_out_in_a_pause(
+    r, port: int, lock, releases: int, all_seconds: float = 1.0
+) -> float:
+    """Pause the server (`support.pauses.Pause`, ALL for ``all_seconds``, then WRITE) and
+    release ``lock`` ``releases`` times: each must raise BackendError (a timeout) while the
+    server is still paused. Then two sends of the background's must be seen waiting on it
+    (one waits; the next, sent once it timed out, is just sent) before the pause ends.
+    Returns the moment the server answered again (time.monotonic())."""
+    pause = Pause(r, port, "ALL", all_seconds=all_seconds)
+    try:
+        for _ in range(releases):
+            with pytest.raises(tenure.BackendError):
+                await lock.release()
+        assert not pause.all_over()  # every release failed while the server was paused
+        seen = await async_sends_waiting(r, pause)
+        await async_sends_waiting(r, pause, besides=seen)
+    finally:
+        unpaused = pause.end()
+    return unpaused
+
+
 async def acquires_within_a_moment(waiter, r, name: str, since: float, kind: str):
     """``waiter`` acquires ``name`` less than 1 s after ``since`` (time.monotonic(), the
     moment the server answered again), not at the lease's end; then releases it.
@@ -90,16 +111,7 @@ async def test_a_release_that_timed_out_lets_the_lock_go_once_the_server_answers
     waiter = make_lock(other, "write_lock" if kind == "read_lock" else kind, "timed-out-release")
     assert await lock.acquire()
     assert not await waiter.acquire(blocking=False)  # its connection made
-    pause = Pause(r, server.port, "ALL")
-    try:
-        with pytest.raises(tenure.BackendError):
-            await lock.release()
-        assert not pause.all_over()  # it failed while the server was paused
-        # A send waits on the server; the next one, sent once it timed out, is just sent.
-        seen = await async_sends_waiting(r, pause)
-        await async_sends_waiting(r, pause, besides=seen)
-    finally:
-        unpaused = pause.end()
+    unpaused = await releases_time_out_in_a_pause(r, server.port, lock, 1)
     await acquires_within_a_moment(waiter, r, "timed-out-release", unpaused, kind)
     assert not r.exists("timed-out-release")
 
@@ -246,15 +258,5 @@ async def test_a_release_that_waits_in_vain_for_the_failed_one_hands_its_hold_ov
     assert await lock.acquire()
     assert await lock.acquire()
     assert not await waiter.acquire(blocking=False)  # its connection made
-    pause = Pause(r, server.port, "ALL", all_seconds=3.0)
-    try:
-        with pytest.raises(tenure.BackendError):
-            await lock.release()
-        with pytest.raises(tenure.BackendError):
-            await lock.release()
-        assert not pause.all_over()  # both failed while the server was paused
-        seen = await async_sends_waiting(r, pause)
-        await async_sends_waiting(r, pause, besides=seen)
-    finally:
-        unpaused = pause.end()
+    unpaused = await releases_time_out_in_a_pause(r, server.port, lock, 2, all_seconds=3.0)
     await acquires_within_a_moment(waiter, r, "handed-over", unpaused, kind)
